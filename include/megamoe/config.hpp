@@ -1,0 +1,87 @@
+// Configs: one JSON file per model and quant (configs/*.json), checked against the schema
+// in docs/configs.md, with one entry per batch-size bucket.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace megamoe {
+
+enum class ActivationKind { silu, situv2, swiglu };
+std::string_view to_string(ActivationKind kind);
+
+struct Activation {
+  ActivationKind kind = ActivationKind::silu;
+  float beta = 0.f;         // situv2
+  float linear_beta = 0.f;  // situv2
+  float limit = 0.f;        // swiglu
+};
+
+struct ModelShape {
+  int experts_per_rank = 0;
+  int model_dim = 0;
+  int inter_dim = 0;  // per expert; GEMM1 has 2 * inter_dim outputs (gate and up)
+  int topk = 0;
+};
+
+struct QuantFormats {
+  std::string activations;    // "fp8_e4m3"
+  std::string weights;        // "mxfp4"
+  std::string dispatch_wire;  // "fp8_e4m3_1x32"
+};
+
+enum class CombineWire { bf16, fp8_blockwise_1x32 };
+std::string_view to_string(CombineWire wire);
+
+struct TileShape {
+  int bm = 0, bn = 0;
+};
+
+struct DispatchOptions {
+  int cus = 0;              // blocks that run dispatch
+  bool persistent = false;  // those blocks stay resident and loop over tokens
+  int stride = 0;           // tokens a dispatch block takes per step
+};
+
+// What the kernels of one batch-size bucket are specialised on.
+struct BucketConfig {
+  int bucket = 0;  // a power of two from kMinBucket to kMaxBucket
+  TileShape stage1, stage2;
+  DispatchOptions dispatch;
+  bool stage2_two_stage_b = false;
+  CombineWire combine_wire = CombineWire::bf16;
+  bool bounds_check = false;
+};
+
+inline constexpr int kMinBucket = 1;
+inline constexpr int kMaxBucket = 32768;
+inline constexpr int kBucketCount = 16;  // 1, 2, 4, ..., 32768
+
+// The bucket of a call with `tokens` tokens: the power of two at or above it (0 -> 1).
+// Throws megamoe::Error for a negative count or one above kMaxBucket.
+int bucket_for_tokens(std::int64_t tokens);
+
+struct Config {
+  std::string name;
+  std::string source;  // file path or "<builtin>/NAME.json"
+  ModelShape model;
+  Activation activation;
+  QuantFormats quant;
+  std::array<BucketConfig, kBucketCount> buckets;  // ascending
+
+  const BucketConfig& bucket(int bucket_size) const;  // exact bucket size
+  const BucketConfig& bucket_for_tokens(std::int64_t tokens) const;
+};
+
+// Parses and checks JSON text; `source` names the file in error messages.
+Config parse_config(std::string_view json_text, const std::string& source);
+
+// Finds a config by name (MEGAMOE_CONFIG_DIR/NAME.json, then the built-in configs) or by
+// path (anything ending in .json). MEGAMOE_BOUNDS_CHECK=1 turns the checked kernels on.
+Config load_config(std::string_view name_or_path);
+
+std::vector<std::string> builtin_config_names();
+
+}  // namespace megamoe

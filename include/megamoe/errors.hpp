@@ -1,0 +1,37 @@
+// Exceptions thrown by megamoe. Each carries the facts a user needs as fields, and a
+// what() message that names them.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace megamoe {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A config that breaks the schema: names the file, the JSON path, the value and what was expected.
+struct ConfigError : Error {
+  ConfigError(std::string file, std::string json_path, std::string value, std::string expected);
+  std::string file, json_path, value, expected;
+};
+
+// A kernel that did not compile. The rendered source was saved at source_path.
+struct CompileError : Error {
+  CompileError(std::string kernel_name, std::string key, std::vector<std::string> options,
+               std::string log, std::string source_path);
+  std::string kernel_name, key;
+  std::vector<std::string> options;
+  std::string log, source_path;
+};
+
+// A GPU driver or device failure; NoGpuError when no driver or no device is present.
+struct DeviceError : Error {
+  using Error::Error;
+};
+struct NoGpuError : DeviceError {
+  using DeviceError::DeviceError;
+};
+
+}  // namespace megamoe

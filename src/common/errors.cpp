@@ -1,0 +1,30 @@
+// Messages of megamoe's exceptions.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "megamoe/errors.hpp"
+
+namespace megamoe {
+
+ConfigError::ConfigError(std::string file_, std::string json_path_, std::string value_,
+                         std::string expected_)
+    : Error(fmt::format("megamoe: config {}: {}: got {}, expected {}", file_, json_path_, value_,
+                        expected_)),
+      file(std::move(file_)),
+      json_path(std::move(json_path_)),
+      value(std::move(value_)),
+      expected(std::move(expected_)) {}
+
+CompileError::CompileError(std::string kernel_name_, std::string key_,
+                           std::vector<std::string> options_, std::string log_,
+                           std::string source_path_)
+    : Error(fmt::format("megamoe: kernel {} (key {}) failed to compile; options: {}; source saved "
+                        "at {}; compiler log:\n{}",
+                        kernel_name_, key_, fmt::join(options_, " "), source_path_, log_)),
+      kernel_name(std::move(kernel_name_)),
+      key(std::move(key_)),
+      options(std::move(options_)),
+      log(std::move(log_)),
+      source_path(std::move(source_path_)) {}
+
+}  // namespace megamoe

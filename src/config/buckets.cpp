@@ -1,0 +1,41 @@
+// Batch-size buckets: a call's token count rounded up to a power of two.
+#include <bit>
+
+#include <fmt/format.h>
+
+#include "megamoe/config.hpp"
+#include "megamoe/errors.hpp"
+
+namespace megamoe {
+
+int bucket_for_tokens(std::int64_t tokens) {
+  if (tokens < 0 || tokens > kMaxBucket)
+    throw Error(fmt::format("megamoe: token count {} is outside [0, {}]", tokens, kMaxBucket));
+  return tokens <= kMinBucket ? kMinBucket : int(std::bit_ceil(std::uint64_t(tokens)));
+}
+
+const BucketConfig& Config::bucket(int bucket_size) const {
+  for (auto& b : buckets)
+    if (b.bucket == bucket_size) return b;
+  throw Error(fmt::format("megamoe: config {} has no bucket {} (buckets are powers of two from {} to {})",
+                          name, bucket_size, kMinBucket, kMaxBucket));
+}
+
+const BucketConfig& Config::bucket_for_tokens(std::int64_t tokens) const {
+  return bucket(megamoe::bucket_for_tokens(tokens));
+}
+
+std::string_view to_string(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::silu: return "silu";
+    case ActivationKind::situv2: return "situv2";
+    case ActivationKind::swiglu: return "swiglu";
+  }
+  return "?";
+}
+
+std::string_view to_string(CombineWire wire) {
+  return wire == CombineWire::bf16 ? "bf16" : "fp8_blockwise_1x32";
+}
+
+}  // namespace megamoe

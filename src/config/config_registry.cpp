@@ -1,0 +1,64 @@
+// Finding a config by name or path, and the environment switches that apply to every config.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "codegen/embedded_files.hpp"
+#include "common/env.hpp"
+#include "megamoe/config.hpp"
+#include "megamoe/errors.hpp"
+
+namespace megamoe {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(fmt::format("megamoe: cannot read config file {}", p.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Config checked(Config c, const std::string& expected_name) {
+  if (!expected_name.empty() && c.name != expected_name)
+    throw ConfigError(c.source, "$.name", "\"" + c.name + "\"",
+                      fmt::format("\"{}\" (the file's name)", expected_name));
+  if (env_flag("MEGAMOE_BOUNDS_CHECK"))
+    for (auto& b : c.buckets) b.bounds_check = true;
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::string> builtin_config_names() {
+  std::vector<std::string> names;
+  for (auto& f : embedded::configs()) names.emplace_back(fs::path(f.path).stem().string());
+  return names;
+}
+
+Config load_config(std::string_view name_or_path) {
+  std::string arg(name_or_path);
+  if (arg.ends_with(".json")) {
+    fs::path p(arg);
+    return checked(parse_config(read_file(p), p.string()), p.stem().string());
+  }
+  if (const char* dir = std::getenv("MEGAMOE_CONFIG_DIR"); dir && *dir) {
+    fs::path p = fs::path(dir) / (arg + ".json");
+    if (fs::exists(p)) return checked(parse_config(read_file(p), p.string()), arg);
+  }
+  for (auto& f : embedded::configs())
+    if (fs::path(f.path).stem().string() == arg)
+      return checked(parse_config(f.text, "<builtin>/" + std::string(f.path)), arg);
+  std::string known;
+  for (auto& n : builtin_config_names()) known += (known.empty() ? "" : ", ") + n;
+  throw Error(fmt::format("megamoe: no config named '{}' (built-in: {}; or set MEGAMOE_CONFIG_DIR, "
+                          "or pass a path ending in .json)",
+                          arg, known));
+}
+
+}  // namespace megamoe
