@@ -1,0 +1,36 @@
+// A kernel variant to generate: which template, what it is specialised on, and how the
+// rendered entry point calls it. Its name spells the specialisation.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace megamoe {
+
+struct KernelSpec {
+  std::string family;                   // "act_tile", later "stage1", "stage2", ...
+  std::vector<std::string> name_parts;  // e.g. {"situv2", "bm64", "bn256", "bc0"}
+  std::vector<std::string> includes;    // template headers, relative to templates/
+  std::string preamble;                 // definitions the call needs (activation parameters)
+  std::string params;                   // the entry point's parameter list
+  std::string body;                     // the entry point's body: a call into the template
+  int threads = 0;                      // block size (the entry point's launch bound)
+
+  // "megamoe_<family>_<part>_<part>...": readable, and the kernel's symbol.
+  std::string name() const;
+};
+
+struct SourceFile {
+  std::string path;  // as included, relative to templates/
+  std::string text;
+};
+
+struct RenderedKernel {
+  std::string name;                 // == symbol of the entry point
+  std::string source;               // the translation unit handed to the compiler
+  std::vector<SourceFile> headers;  // every template header it includes, transitively
+  int threads = 0;
+};
+
+RenderedKernel render(const KernelSpec& spec);
+
+}  // namespace megamoe

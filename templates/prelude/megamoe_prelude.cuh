@@ -1,0 +1,53 @@
+// The device prelude: the few things that differ between CUDA (NVRTC) and HIP (hipRTC), so
+// that every kernel template is written once. Templates include no system headers: what
+// they need is here, and so every byte a kernel is built from is part of its cache key.
+#pragma once
+
+#if defined(__HIPCC_RTC__) || defined(__HIP__)
+#define MEGAMOE_HIP 1
+#define MEGAMOE_WARP_SIZE 64  // CDNA wavefront
+#else
+#define MEGAMOE_CUDA 1
+#define MEGAMOE_WARP_SIZE 32
+#endif
+
+#define MM_DEVICE __device__ __forceinline__
+
+namespace megamoe {
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef int i32;
+typedef long long i64;
+
+// Butterfly exchange within a warp (wavefront on AMD).
+MM_DEVICE float mm_shfl_xor(float v, int lane_mask) {
+#if MEGAMOE_CUDA
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+#else
+  return __shfl_xor(v, lane_mask);
+#endif
+}
+
+// Sum over the warp; every lane gets the result.
+MM_DEVICE float mm_warp_sum(float v) {
+  for (int m = MEGAMOE_WARP_SIZE / 2; m > 0; m /= 2) v += mm_shfl_xor(v, m);
+  return v;
+}
+
+// Fences and atomics visible to peer GPUs and the host (system scope).
+MM_DEVICE void mm_fence_system() { __threadfence_system(); }
+MM_DEVICE void mm_fence_device() { __threadfence(); }
+MM_DEVICE int mm_atomic_add_system(int* p, int v) { return atomicAdd_system(p, v); }
+MM_DEVICE int mm_atomic_max_device(int* p, int v) { return atomicMax(p, v); }
+
+// fp8 e4m3 values travel as bytes; the conversions live with the kernels that use them.
+typedef u8 fp8_e4m3_storage;
+
+// Math that must be the accurate (not the fast) variant on both compilers.
+MM_DEVICE float mm_exp(float x) { return expf(x); }
+MM_DEVICE float mm_tanh(float x) { return tanhf(x); }
+
+}  // namespace megamoe
