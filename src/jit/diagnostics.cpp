@@ -1,0 +1,26 @@
+#include "jit/diagnostics.hpp"
+
+#include <cstdio>
+#include <mutex>
+
+namespace megamoe {
+namespace {
+std::mutex g_mutex;
+WarningHandler g_handler;
+}  // namespace
+
+void warn(const std::string& message) {
+  std::lock_guard lock(g_mutex);
+  if (g_handler)
+    g_handler(message);
+  else
+    std::fprintf(stderr, "megamoe: warning: %s\n", message.c_str());
+}
+
+WarningHandler set_warning_handler(WarningHandler handler) {
+  std::lock_guard lock(g_mutex);
+  std::swap(g_handler, handler);
+  return handler;
+}
+
+}  // namespace megamoe

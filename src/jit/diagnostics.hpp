@@ -1,0 +1,15 @@
+// Where megamoe's warnings go: stderr, or a handler installed by the embedding program (tests
+// capture them this way).
+#pragma once
+#include <functional>
+#include <string>
+
+namespace megamoe {
+
+using WarningHandler = std::function<void(const std::string& message)>;
+
+void warn(const std::string& message);
+// Returns the handler it replaced; an empty handler means stderr.
+WarningHandler set_warning_handler(WarningHandler handler);
+
+}  // namespace megamoe
