@@ -1,0 +1,29 @@
+// CPU reference of the activations, in fp32 as SPEC.md defines them.
+#pragma once
+#include <cmath>
+
+#include "megamoe/config.hpp"
+
+namespace megamoe::reference {
+
+inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+inline float silu(float g, float u) { return g * sigmoid(g) * u; }
+inline float situv2(float g, float u, float beta, float linear_beta) {
+  return beta * std::tanh(g / beta) * sigmoid(g) * (linear_beta * std::tanh(u / linear_beta));
+}
+inline float swiglu(float g, float u, float limit) {
+  g = std::fmin(g, limit);
+  u = std::fmin(std::fmax(u, -limit), limit);
+  return g * sigmoid(g) * u;
+}
+
+inline float activation(const Activation& a, float g, float u) {
+  switch (a.kind) {
+    case ActivationKind::silu: return silu(g, u);
+    case ActivationKind::situv2: return situv2(g, u, a.beta, a.linear_beta);
+    case ActivationKind::swiglu: return swiglu(g, u, a.limit);
+  }
+  return NAN;
+}
+
+}  // namespace megamoe::reference

@@ -1,0 +1,180 @@
+// megamoe-precompile: compiles a config's kernels into the disk cache ahead of time, through the
+// same build path as the run-time call, so that what it compiles is a cache hit at run time.
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/kernel_catalog.hpp"
+#include "jit/kernel_builder.hpp"
+#include "megamoe/config.hpp"
+#include "megamoe/errors.hpp"
+
+using namespace megamoe;
+
+namespace {
+
+const char* kUsage = R"(usage: megamoe-precompile --config NAME (--bucket N ... | --all) [options]
+
+Compiles the kernels of a config's batch-size buckets into the kernel cache
+($MEGAMOE_CACHE_DIR, else $XDG_CACHE_HOME/megamoe, else ~/.cache/megamoe).
+
+  --config NAME    built-in config name, or a path ending in .json
+  --bucket N       a bucket (power of two, 1..32768); repeatable
+  --all            every bucket
+  --arch ARCH      target (default: the backend's, sm_90a for cuda)
+  --backend B      cuda (default) or hip
+  -j N             parallel compiles (default: all cores)
+  --list           list the kernels of each bucket, compile nothing
+  --dry-run        say per kernel whether it is cached, compile nothing
+  -h, --help       this text
+Exit status: 0 when every kernel is cached or compiled, 1 on any failure, 2 on bad usage.
+)";
+
+struct Args {
+  std::string config, arch, backend = "cuda";
+  std::vector<int> buckets;
+  bool all = false, list = false, dry_run = false;
+  int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  fmt::print(stderr, "megamoe-precompile: {}\n(see --help)\n", msg);
+  std::exit(2);
+}
+
+int parse_int(const std::string& flag, const std::string& v) {
+  try {
+    std::size_t used = 0;
+    int n = std::stoi(v, &used);
+    if (used == v.size()) return n;
+  } catch (...) {
+  }
+  usage_error(fmt::format("{} expects an integer, got '{}'", flag, v));
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "-h" || s == "--help") {
+      fmt::print("{}", kUsage);
+      std::exit(0);
+    } else if (s == "--config") a.config = value();
+    else if (s == "--bucket") a.buckets.push_back(parse_int(s, value()));
+    else if (s == "--all") a.all = true;
+    else if (s == "--arch") a.arch = value();
+    else if (s == "--backend") a.backend = value();
+    else if (s == "-j") a.jobs = parse_int(s, value());
+    else if (s == "--list") a.list = true;
+    else if (s == "--dry-run") a.dry_run = true;
+    else usage_error("unknown argument '" + s + "'");
+  }
+  if (a.config.empty()) usage_error("--config NAME is required");
+  if (a.all == !a.buckets.empty()) usage_error("give either --bucket N (one or more) or --all");
+  if (a.jobs < 1) usage_error("-j must be at least 1");
+  return a;
+}
+
+struct Job {
+  PlannedKernel planned;
+  std::vector<int> buckets;  // that need it
+  BuildReport report;
+  std::string error;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args = parse(argc, argv);
+  try {
+    Config config = load_config(args.config);
+    std::vector<int> buckets = args.buckets;
+    if (args.all)
+      for (auto& b : config.buckets) buckets.push_back(b.bucket);
+    for (int b : buckets) config.bucket(b);  // rejects a size that is no bucket
+
+    auto compiler = std::shared_ptr<const Compiler>(make_compiler(backend_from_name(args.backend)));
+    std::string arch = args.arch.empty() ? compiler->default_arch() : args.arch;
+    KernelBuilder builder(compiler, arch, DiskCache::default_root());
+
+    // One job per distinct key: buckets that share a kernel compile it once.
+    std::vector<Job> jobs;
+    std::map<std::string, std::size_t> by_key;
+    for (int b : buckets)
+      for (auto& spec : kernels_for_bucket(config, config.bucket(b))) {
+        PlannedKernel p = builder.plan(spec);
+        auto [it, fresh] = by_key.emplace(p.key.hex, jobs.size());
+        if (fresh) jobs.push_back({std::move(p), {}, {}, {}});
+        jobs[it->second].buckets.push_back(b);
+      }
+
+    fmt::print("config {} ({}), {} bucket(s), {} distinct kernel(s), {} for {}, cache {}\n", config.name,
+               config.source, buckets.size(), jobs.size(), compiler->identity(), arch,
+               builder.cache().enabled() ? builder.cache().root().string() : "disabled");
+
+    if (args.list || args.dry_run) {
+      for (auto& j : jobs) {
+        std::string state;
+        if (args.dry_run) {
+          bool cached = builder.cache().enabled() &&
+                        std::filesystem::exists(builder.cache().entry_dir(j.planned.key) / "manifest.json");
+          state = cached ? "cached" : "would compile";
+        }
+        std::string bl;
+        for (int b : j.buckets) bl += (bl.empty() ? "" : ",") + std::to_string(b);
+        fmt::print("{:<48} {}  buckets {}{}{}\n", j.planned.rendered.name, j.planned.key.hex.substr(0, 16), bl,
+                   state.empty() ? "" : "  ", state);
+      }
+      return 0;
+    }
+
+    std::atomic<std::size_t> next{0}, done{0};
+    std::mutex print_mutex;
+    auto worker = [&] {
+      for (std::size_t i; (i = next++) < jobs.size();) {
+        Job& j = jobs[i];
+        try {
+          j.report = builder.build(j.planned);
+        } catch (const CompileError& e) {
+          j.error = e.what();
+        } catch (const std::exception& e) {
+          j.error = e.what();
+        }
+        std::lock_guard lock(print_mutex);
+        fmt::print("[{}/{}] {} {} ({:.3f} s)\n", ++done, jobs.size(),
+                   j.error.empty() ? std::string(to_string(j.report.origin)) : "FAILED", j.planned.rendered.name,
+                   j.report.seconds);
+        if (!j.error.empty()) fmt::print("{}\n", j.error);
+        std::fflush(stdout);
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < std::min<int>(args.jobs, int(jobs.size())); ++t) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+
+    int failed = 0;
+    fmt::print("\n{:<48} {:<16} {:<9} {:>8}\n", "kernel", "hash", "result", "seconds");
+    for (auto& j : jobs) {
+      failed += !j.error.empty();
+      fmt::print("{:<48} {:<16} {:<9} {:>8.3f}\n", j.planned.rendered.name, j.planned.key.hex.substr(0, 16),
+                 j.error.empty() ? (j.report.origin == BuildOrigin::compiled ? "compiled" : "hit") : "FAILED",
+                 j.report.seconds);
+    }
+    fmt::print("{} kernel(s): {} failed\n", jobs.size(), failed);
+    return failed ? 1 : 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
+}

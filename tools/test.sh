@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test. GPU tests (ctest label `gpu`) run where a GPU is
+# present and are reported as skipped elsewhere.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+# Tests must not read or write the user's kernel cache or configs.
+unset MEGAMOE_CACHE_DIR MEGAMOE_CONFIG_DIR MEGAMOE_BOUNDS_CHECK MEGAMOE_DISABLE_CACHE
+export MEGAMOE_CACHE_DIR="$PWD/build/test-cache"
+rm -rf "$MEGAMOE_CACHE_DIR"
+# Say plainly, up front, whether the GPU suite can run here.
+probe=0
+probe_out=$(./build/tests/megamoe_gpu_tests "[probe-matches-no-test]" 2>&1) || probe=$?
+if [ "$probe" = 77 ]; then echo "GPU tests: ${probe_out}"; else echo "GPU tests: a GPU is present, running them"; fi
+ctest --test-dir build --output-on-failure -j "$(nproc)"
