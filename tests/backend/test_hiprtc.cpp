@@ -1,0 +1,32 @@
+// The hip backend: hipRTC compiles the templates for gfx90a (Debian's HIP 5.2 knows no gfx942
+// or gfx950 and no fp8 types; README.md says what is checked for AMD).
+#include <catch2/catch.hpp>
+
+#include "codegen/kernel_catalog.hpp"
+#include "jit/kernel_builder.hpp"
+#include "megamoe/errors.hpp"
+
+using namespace megamoe;
+
+#if MEGAMOE_HAVE_HIP
+TEST_CASE("hipRTC compiles the act_tile kernels of each activation for gfx90a", "[hiprtc]") {
+  KernelBuilder b(make_compiler(BackendKind::hip), "gfx90a", {});
+  CHECK_THAT(b.compiler().identity(), Catch::StartsWith("hiprtc 5."));
+  for (Activation a : {Activation{ActivationKind::silu}, Activation{ActivationKind::situv2, 4.f, 25.f, 0.f},
+                       Activation{ActivationKind::swiglu, 0.f, 0.f, 7.f}})
+    for (bool bc : {false, true}) {
+      BuildReport r = b.build(act_tile_spec(a, {64, 128}, bc));
+      INFO(r.kernel->symbol);
+      CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");  // an AMDGPU code object
+    }
+}
+
+TEST_CASE("the hip backend refuses targets its hipRTC cannot build, before calling it", "[hiprtc]") {
+  CHECK_THROWS_WITH(KernelBuilder(make_compiler(BackendKind::hip), "gfx942", {}),
+                    Catch::Contains("gfx942") && Catch::Contains("gfx90a"));
+}
+#else
+TEST_CASE("the hip backend is reported as not built", "[hiprtc]") {
+  CHECK_THROWS_WITH(make_compiler(BackendKind::hip), Catch::Contains("hip backend was not built"));
+}
+#endif

@@ -1,0 +1,63 @@
+// NVRTC compiles every kernel variant of every built-in config for sm_90a, checked and
+// unchecked, and of each activation.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "codegen/kernel_catalog.hpp"
+#include "jit/kernel_builder.hpp"
+#include "support/test_support.hpp"
+
+using namespace megamoe;
+
+namespace {
+
+void compile_all_variants(const std::string& config_name) {
+  test::ScopedEnv no_cfg("MEGAMOE_CONFIG_DIR", std::nullopt);
+  KernelBuilder b(make_compiler(BackendKind::cuda), "sm_90a", {});  // memory only: always compiles
+  std::set<std::string> done;
+  for (const char* bc : {"0", "1"}) {
+    test::ScopedEnv env("MEGAMOE_BOUNDS_CHECK", std::string(bc));
+    Config c = load_config(config_name);
+    for (auto& bucket : c.buckets)
+      for (auto& spec : kernels_for_bucket(c, bucket)) {
+        PlannedKernel p = b.plan(spec);
+        if (!done.insert(p.key.hex).second) continue;
+        INFO(p.rendered.name);
+        BuildReport r = b.build(p);
+        CHECK(r.origin == BuildOrigin::compiled);
+        CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
+      }
+  }
+  CHECK(done.size() >= 2);
+}
+
+void compile_activation(Activation act) {
+  KernelBuilder b(make_compiler(BackendKind::cuda), "sm_90a", {});
+  for (bool bc : {false, true}) {
+    BuildReport r = b.build(act_tile_spec(act, {64, 128}, bc));
+    CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("NVRTC compiles every kimi_k3_a8w4 variant for sm_90a", "[nvrtc][situv2]") {
+  compile_all_variants("kimi_k3_a8w4");
+}
+TEST_CASE("NVRTC compiles every generic_a8w4 variant for sm_90a", "[nvrtc][silu]") {
+  compile_all_variants("generic_a8w4");
+}
+TEST_CASE("NVRTC compiles the silu kernels", "[nvrtc][silu]") { compile_activation({ActivationKind::silu}); }
+TEST_CASE("NVRTC compiles the situv2 kernels", "[nvrtc][situv2]") {
+  compile_activation({ActivationKind::situv2, 4.f, 25.f, 0.f});
+}
+TEST_CASE("NVRTC compiles the swiglu kernels", "[nvrtc][swiglu]") {
+  compile_activation({ActivationKind::swiglu, 0.f, 0.f, 7.f});
+}
+
+TEST_CASE("NVRTC refuses an arch it does not know, naming it", "[nvrtc]") {
+  CHECK_THROWS_WITH(KernelBuilder(make_compiler(BackendKind::cuda), "sm_12345", {}),
+                    Catch::Contains("sm_12345") && Catch::Contains("sm_90"));
+  CHECK_THROWS_WITH(KernelBuilder(make_compiler(BackendKind::cuda), "gfx90a", {}), Catch::Contains("gfx90a"));
+}

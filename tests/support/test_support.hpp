@@ -1,0 +1,84 @@
+// Helpers shared by the test suites: temp folders, environment overrides, captured warnings.
+#pragma once
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "jit/diagnostics.hpp"
+
+namespace megamoe::test {
+
+// A fresh folder under the system temp folder, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> n{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("megamoe-test-" + std::to_string(getpid()) + "-" + std::to_string(n++) + "-" +
+             std::to_string(std::rand()));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Sets (or unsets, with nullopt) an environment variable for a scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value->c_str(), 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// Collects megamoe's warnings for a scope instead of printing them.
+class CapturedWarnings {
+ public:
+  CapturedWarnings() {
+    previous_ = set_warning_handler([this](const std::string& m) { messages.push_back(m); });
+  }
+  ~CapturedWarnings() { set_warning_handler(previous_); }
+  std::vector<std::string> messages;
+
+ private:
+  WarningHandler previous_;
+};
+
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_text(const std::filesystem::path& p, const std::string& s) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << s;
+}
+
+// Runs a shell command; returns its exit status and fills `output` with stdout and stderr.
+int run_command(const std::string& command, std::string& output);
+
+}  // namespace megamoe::test

@@ -1,0 +1,80 @@
+// megamoe-precompile: help, usage errors, --list, --dry-run, and a real precompile twice
+// (the second run all hits).
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "support/test_support.hpp"
+
+using namespace megamoe;
+
+namespace {
+
+struct Result {
+  int status;
+  std::string out;
+};
+
+Result precompile(const std::string& cache, const std::string& args) {
+  Result r;
+  std::string cmd = "env -u MEGAMOE_CONFIG_DIR -u MEGAMOE_BOUNDS_CHECK -u MEGAMOE_DISABLE_CACHE MEGAMOE_CACHE_DIR='" +
+                    cache + "' '" MEGAMOE_PRECOMPILE_EXE "' " + args;
+  r.status = test::run_command(cmd, r.out);
+  return r;
+}
+
+int count(const std::string& text, const std::string& re) {
+  std::regex r(re);
+  return int(std::distance(std::sregex_iterator(text.begin(), text.end(), r), std::sregex_iterator()));
+}
+
+}  // namespace
+
+TEST_CASE("precompile --help and usage errors", "[cli]") {
+  test::TempDir dir;
+  Result help = precompile(dir.path().string(), "--help");
+  CHECK(help.status == 0);
+  CHECK_THAT(help.out, Catch::Contains("usage: megamoe-precompile --config NAME"));
+  CHECK(precompile(dir.path().string(), "").status == 2);
+  Result both = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --bucket 8");
+  CHECK(both.status == 2);
+  CHECK_THAT(both.out, Catch::Contains("either --bucket N"));
+  CHECK(precompile(dir.path().string(), "--config kimi_k3_a8w4 --frobnicate").status == 2);
+  Result bad_bucket = precompile(dir.path().string(), "--config kimi_k3_a8w4 --bucket 3");
+  CHECK(bad_bucket.status == 1);
+  CHECK_THAT(bad_bucket.out, Catch::Contains("no bucket 3"));
+  Result bad_config = precompile(dir.path().string(), "--config nope --all");
+  CHECK(bad_config.status == 1);
+  CHECK_THAT(bad_config.out, Catch::Contains("no config named 'nope'"));
+}
+
+TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
+  test::TempDir dir;
+  Result list = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list");
+  REQUIRE(list.status == 0);
+  CHECK_THAT(list.out, Catch::Contains("megamoe_act_tile_situv2_bm16_bn128_bc0"));
+  CHECK_THAT(list.out, Catch::Contains("buckets 1,2,4,8,16"));
+  CHECK(count(list.out, "\nmegamoe_act_tile_") == 4);
+  Result dry = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --dry-run");
+  CHECK(dry.status == 0);
+  CHECK(count(dry.out, "would compile") == 4);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "v1"));
+}
+
+TEST_CASE("precompile twice: first compiles, second all hits", "[cli]") {
+  test::TempDir dir;
+  Result first = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all -j 2");
+  INFO(first.out);
+  REQUIRE(first.status == 0);
+  CHECK(count(first.out, R"(\[\d/4\] compiled megamoe_act_tile_situv2_)") == 4);  // progress lines
+  CHECK(count(first.out, R"(\n\S+ +[0-9a-f]{16} compiled +\d+\.\d\d)") == 4);   // table rows
+  CHECK_THAT(first.out, Catch::Contains("4 kernel(s): 0 failed"));
+
+  Result second = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all -j 2");
+  INFO(second.out);
+  REQUIRE(second.status == 0);
+  CHECK(count(second.out, R"(\n\S+ +[0-9a-f]{16} hit +\d+\.\d\d)") == 4);
+  CHECK(count(second.out, " compiled ") == 0);
+  Result dry = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --dry-run");
+  CHECK(count(dry.out, "cached") == 4);
+}
