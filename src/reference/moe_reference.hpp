@@ -1,0 +1,39 @@
+// The CPU references of the whole layer, in fp32 (accumulating in double):
+//  - exact:    y[t] = sum_k w[t,k] * W2_e * act(W1gate_e x, W1up_e x), from the MXFP4-dequantized
+//              weights and the unquantized bf16 x; no other rounding.
+//  - emulated: the same with the op's own quantizers at the op's points: x in fp8 1x32 blocks
+//              (dispatch), the intermediate in fp8 1x32 blocks, the route-weighted Stage2 row on
+//              the combine wire (bf16, or fp8 1x32 blocks), the k rows summed in fp32 in k order,
+//              and y rounded to bf16.
+// Slots with id -1, or any id outside [0, experts), contribute nothing.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "megamoe/config.hpp"
+#include "megamoe/weights.hpp"
+
+namespace megamoe::reference {
+
+struct LayerInputs {
+  const Mxfp4ExpertWeights* weights = nullptr;
+  Activation activation;
+  CombineWire wire = CombineWire::bf16;
+  int topk = 0;
+  const std::uint16_t* x = nullptr;   // [tokens][model_dim] bf16
+  const int* ids = nullptr;           // [tokens][topk]
+  const float* route_weights = nullptr;  // [tokens][topk]
+};
+
+struct LayerOutputs {
+  std::vector<float> exact;     // [rows.size()][model_dim]
+  std::vector<float> emulated;  // [rows.size()][model_dim], values of bf16
+};
+
+// Computes both references for the listed tokens, on `threads` threads (0: all cores).
+LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64_t>& tokens, int threads = 0);
+
+// ||a - b|| / ||b|| over all elements.
+double rel_l2(const float* a, const float* b, std::size_t n);
+
+}  // namespace megamoe::reference

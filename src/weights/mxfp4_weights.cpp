@@ -1,0 +1,76 @@
+// MXFP4 expert weights: allocation, shape checks, quantization from fp32 / bf16.
+#include <fmt/format.h>
+
+#include "formats/formats.hpp"
+#include "megamoe/errors.hpp"
+#include "megamoe/weights.hpp"
+
+namespace megamoe {
+
+namespace {
+struct Sizes {
+  std::size_t w1_packed, w1_scales, w2_packed, w2_scales;
+};
+Sizes sizes(int e, int d, int i) {
+  std::size_t E = e, D = d, I = i;
+  return {E * 2 * I * D / 2, E * 2 * I * D / 32, E * D * I / 2, E * D * I / 32};
+}
+void check_dims(int experts, int model_dim, int inter_dim) {
+  if (experts <= 0) throw Error(fmt::format("megamoe: weights: experts = {}, expected > 0", experts));
+  if (model_dim <= 0 || model_dim % 32)
+    throw Error(fmt::format("megamoe: weights: model_dim = {}, expected a positive multiple of 32", model_dim));
+  if (inter_dim <= 0 || inter_dim % 32)
+    throw Error(fmt::format("megamoe: weights: inter_dim = {}, expected a positive multiple of 32", inter_dim));
+}
+}  // namespace
+
+Mxfp4ExpertWeights Mxfp4ExpertWeights::zeros(int experts, int model_dim, int inter_dim) {
+  check_dims(experts, model_dim, inter_dim);
+  Sizes s = sizes(experts, model_dim, inter_dim);
+  Mxfp4ExpertWeights w;
+  w.experts = experts, w.model_dim = model_dim, w.inter_dim = inter_dim;
+  w.w1_packed.assign(s.w1_packed, 0), w.w1_scales.assign(s.w1_scales, 0);
+  w.w2_packed.assign(s.w2_packed, 0), w.w2_scales.assign(s.w2_scales, 0);
+  return w;
+}
+
+void Mxfp4ExpertWeights::check() const {
+  check_dims(experts, model_dim, inter_dim);
+  Sizes s = sizes(experts, model_dim, inter_dim);
+  auto field = [&](const char* name, std::size_t got, std::size_t want, const char* shape) {
+    if (got != want)
+      throw Error(fmt::format("megamoe: weights: {} has {} bytes, expected {} ({} with experts={}, model_dim={}, "
+                              "inter_dim={})",
+                              name, got, want, shape, experts, model_dim, inter_dim));
+  };
+  field("w1_packed", w1_packed.size(), s.w1_packed, "[experts][2*inter_dim][model_dim/2]");
+  field("w1_scales", w1_scales.size(), s.w1_scales, "[experts][2*inter_dim][model_dim/32]");
+  field("w2_packed", w2_packed.size(), s.w2_packed, "[experts][model_dim][inter_dim/2]");
+  field("w2_scales", w2_scales.size(), s.w2_scales, "[experts][model_dim][inter_dim/32]");
+}
+
+Mxfp4ExpertWeights quantize_expert_weights(const float* w1, const float* w2, int experts, int model_dim,
+                                           int inter_dim) {
+  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, model_dim, inter_dim);
+  // Rows are contiguous along K in both tensors, so each is one long run of 32-value blocks.
+  formats::quantize_mxfp4(w1, std::size_t(experts) * 2 * inter_dim * model_dim, w.w1_packed.data(),
+                          w.w1_scales.data());
+  formats::quantize_mxfp4(w2, std::size_t(experts) * model_dim * inter_dim, w.w2_packed.data(),
+                          w.w2_scales.data());
+  return w;
+}
+
+Mxfp4ExpertWeights quantize_expert_weights_bf16(const std::uint16_t* w1, const std::uint16_t* w2, int experts,
+                                                int model_dim, int inter_dim) {
+  check_dims(experts, model_dim, inter_dim);
+  auto widen = [](const std::uint16_t* p, std::size_t n) {
+    std::vector<float> f(n);
+    for (std::size_t i = 0; i < n; ++i) f[i] = formats::bf16_to_float(p[i]);
+    return f;
+  };
+  std::vector<float> f1 = widen(w1, std::size_t(experts) * 2 * inter_dim * model_dim);
+  std::vector<float> f2 = widen(w2, std::size_t(experts) * model_dim * inter_dim);
+  return quantize_expert_weights(f1.data(), f2.data(), experts, model_dim, inter_dim);
+}
+
+}  // namespace megamoe

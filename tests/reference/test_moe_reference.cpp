@@ -1,0 +1,81 @@
+// The layer references on a case small enough to compute by hand.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "formats/formats.hpp"
+#include "reference/moe_reference.hpp"
+
+using namespace megamoe;
+using Catch::Matchers::WithinRel;
+
+namespace {
+
+// Two experts, D = I = 32. Expert e: every gate weight a_e, every up weight 1/32, every W2
+// weight 0.5; so with x = 1: g = 32 a_e, u = 1, and o_d = 0.5 * 32 * act(g, 1) = 16 act(g, 1).
+Mxfp4ExpertWeights hand_weights() {
+  const int E = 2, D = 32, I = 32;
+  std::vector<float> w1(std::size_t(E) * 2 * I * D), w2(std::size_t(E) * D * I, 0.5f);
+  const float a[2] = {0.0625f, -0.0625f};
+  for (int e = 0; e < E; ++e)
+    for (int r = 0; r < 2 * I; ++r)
+      for (int d = 0; d < D; ++d) w1[(std::size_t(e) * 2 * I + r) * D + d] = r < I ? a[e] : 1.f / 32;
+  return quantize_expert_weights(w1.data(), w2.data(), E, D, I);
+}
+
+reference::LayerOutputs run(Activation act, CombineWire wire, std::vector<int> ids, std::vector<float> weights) {
+  static const Mxfp4ExpertWeights w = hand_weights();
+  std::vector<std::uint16_t> x(32, formats::float_to_bf16(1.f));
+  reference::LayerInputs in;
+  in.weights = &w;
+  in.activation = act;
+  in.wire = wire;
+  in.topk = int(ids.size());
+  in.x = x.data();
+  in.ids = ids.data();
+  in.route_weights = weights.data();
+  return reference::reference_layer(in, {0}, 2);
+}
+
+}  // namespace
+
+TEST_CASE("reference layer, silu, by hand", "[reference]") {
+  auto out = run({ActivationKind::silu}, CombineWire::bf16, {0, 1}, {0.25f, 0.75f});
+  for (int d = 0; d < 32; ++d) {
+    // 0.25 * 16 * silu(2) + 0.75 * 16 * silu(-2)
+    CHECK_THAT(out.exact[d], WithinRel(4.185506495292238f, 1e-6f));
+    // h = 1.7616 -> fp8 block (scale 2^-7): 1.75;  h = -0.2384 -> (2^-10): -0.234375;
+    // 0.25 * 16 * 1.75 + 0.75 * 16 * -0.234375 = 7 - 2.8125
+    CHECK(out.emulated[d] == 4.1875f);
+  }
+}
+
+TEST_CASE("reference layer, situv2, by hand", "[reference]") {
+  auto out = run({ActivationKind::situv2, 4.f, 25.f, 0.f}, CombineWire::bf16, {0, 1}, {0.25f, 0.75f});
+  CHECK_THAT(out.exact[0], WithinRel(3.8663269054967757f, 1e-6f));
+}
+
+TEST_CASE("reference layer, fp8 combine wire, by hand", "[reference]") {
+  auto out = run({ActivationKind::silu}, CombineWire::fp8_blockwise_1x32, {0, 1}, {0.25f, 0.75f});
+  // wire: 7.0 stays 7.0 (scale 2^-6: 448); -2.8125 (scale 2^-7: -360) -> -352 -> -2.75
+  CHECK(out.emulated[5] == 4.25f);
+  CHECK_THAT(out.exact[5], WithinRel(4.185506495292238f, 1e-6f));
+}
+
+TEST_CASE("reference layer: -1 slots and ids out of range contribute nothing", "[reference]") {
+  auto base = run({ActivationKind::silu}, CombineWire::bf16, {0, 1}, {0.25f, 0.75f});
+  auto holes = run({ActivationKind::silu}, CombineWire::bf16, {0, -1, 1, 7, -5}, {0.25f, 9.f, 0.75f, 9.f, 9.f});
+  CHECK(holes.exact == base.exact);
+  CHECK(holes.emulated == base.emulated);
+  auto none = run({ActivationKind::silu}, CombineWire::bf16, {-1, -1}, {1.f, 1.f});
+  for (float v : none.exact) CHECK(v == 0.f);
+  for (float v : none.emulated) CHECK(v == 0.f);
+}
+
+TEST_CASE("rel_l2", "[reference]") {
+  float a[2] = {3, 4}, b[2] = {3, 4}, c[2] = {0, 0};
+  CHECK(reference::rel_l2(a, b, 2) == 0.0);
+  CHECK(reference::rel_l2(c, b, 2) == 1.0);
+  float n[2] = {NAN, 4};
+  CHECK(std::isnan(reference::rel_l2(n, b, 2)));
+}
