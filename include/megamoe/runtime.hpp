@@ -1,5 +1,6 @@
 // The run-time entry point: created from a config name, it picks the bucket for a call's token
 // count, gets that bucket's kernels from the cache (compiling on a miss), loads and launches them.
+// One GPU (world size 1): every expert of the config is local.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -8,12 +9,34 @@
 
 #include "megamoe/config.hpp"
 #include "megamoe/device.hpp"
+#include "megamoe/weights.hpp"
 
 namespace megamoe {
 
 struct RuntimeOptions {
   BackendKind backend = BackendKind::cuda;
   int device = 0;
+  int max_tokens = 8192;  // the most tokens one call may pass (sizes the workspace)
+  bool profile = false;   // record events between the stages (see last_stage_times)
+};
+
+// Expert weights on the device, in the layout the kernels read (docs/weights.md).
+class PreparedWeights {
+ public:
+  int experts = 0, model_dim = 0, inter_dim = 0;
+  DeviceBuffer w1_packed, w1_scales, w2_packed, w2_scales;
+};
+
+struct StageTimes {
+  float route_ms = 0, quantize_ms = 0, stage1_ms = 0, stage2_ms = 0, combine_ms = 0, total_ms = 0;
+};
+
+// What the kernels found wrong in the calls since the last take_errors().
+struct CallErrors {
+  long long bad_ids = 0;            // ids outside [-1, experts): skipped
+  long long first_bad_slot = -1;    // t * topk + k of the first of them, in the call that had it
+  long long bounds_violations = 0;  // only counted by the checked build (bounds_check)
+  bool any() const { return bad_ids || bounds_violations; }
 };
 
 class Runtime {
@@ -23,26 +46,41 @@ class Runtime {
   ~Runtime();
 
   const Config& config() const { return config_; }
+  const RuntimeOptions& options() const { return options_; }
   Device& device() { return *device_; }
+
+  // Checks the weights' shape against the config and uploads them in the kernels' layout.
+  std::unique_ptr<PreparedWeights> prepare_weights(const Mxfp4ExpertWeights& weights);
 
   // Builds and loads the kernels of the bucket of `tokens` now rather than at the first call.
   void prepare(std::int64_t tokens);
 
-  // The tile-wise activation: out[t, c] = act(gate_up[t, c], gate_up[t, I + c]) for t < tokens,
-  // c < I = model.inter_dim, fp32, on `stream`. The checked build (bounds_check) refuses
-  // tokens > row_capacity and sets *error to 1; the unchecked one trusts the caller.
-  // (The generator's end-to-end workload until the MoE layer lands.)
-  void activation(const float* gate_up, float* out, std::int64_t tokens, int row_capacity, int* error,
-                  StreamHandle stream = nullptr);
+  // y[t] = sum_k weights[t,k] * FFN_{ids[t,k]}(x[t]) for t < tokens, on `stream`. Device pointers:
+  // x and y bf16 [tokens][model_dim]; ids int32 and weights fp32 [tokens][topk]. An id of -1
+  // is an empty slot; other ids outside [0, experts) are skipped and reported by take_errors().
+  // Throws megamoe::Error for tokens outside [0, max_tokens] or weights of another shape.
+  void forward(const PreparedWeights& weights, const void* x, const int* ids, const float* route_weights, void* y,
+               std::int64_t tokens, StreamHandle stream = nullptr);
+
+  // With options.profile: the stage times of the last forward() (waits for it).
+  StageTimes last_stage_times();
+
+  // Waits for the device, returns the errors gathered since the last call, and clears them.
+  CallErrors take_errors();
 
  private:
+  struct Workspace;
   struct LoadedKernel;
-  Runtime(Config config, std::unique_ptr<Device> device);
-  const LoadedKernel& kernels_for(std::int64_t tokens);
+  struct BucketKernels;
+  Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device);
+  const BucketKernels& kernels_for(std::int64_t tokens);
 
   Config config_;
+  RuntimeOptions options_;
   std::unique_ptr<Device> device_;
-  std::map<int, std::unique_ptr<LoadedKernel>> loaded_;  // by bucket
+  std::unique_ptr<Workspace> ws_;
+  std::map<int, std::unique_ptr<BucketKernels>> loaded_;  // by bucket
+  EventHandle events_[6] = {};
 };
 
 }  // namespace megamoe

@@ -8,6 +8,7 @@
 namespace megamoe {
 
 std::string KernelSpec::name() const {
+  if (name_parts.empty()) return "megamoe_" + family;
   return fmt::format("megamoe_{}_{}", family, fmt::join(name_parts, "_"));
 }
 

@@ -97,13 +97,14 @@ class ObjectReader {
 ModelShape read_model(ObjectReader r) {
   ModelShape m;
   m.experts_per_rank = int(r.integer("experts_per_rank", 1, 1024));
-  m.model_dim = int(r.integer("model_dim", 32, 1 << 16));
-  m.inter_dim = int(r.integer("inter_dim", 32, 1 << 16));
+  m.model_dim = int(r.integer("model_dim", 64, 1 << 16));
+  m.inter_dim = int(r.integer("inter_dim", 64, 1 << 16));
   m.topk = int(r.integer("topk", 1, 64));
   r.no_unknown_fields();
-  // MX blocks are 32 values along K: both GEMMs' K must split into whole blocks.
-  if (m.model_dim % 32) r.fail(r.at("model_dim"), std::to_string(m.model_dim), "a multiple of 32 (MX block)");
-  if (m.inter_dim % 32) r.fail(r.at("inter_dim"), std::to_string(m.inter_dim), "a multiple of 32 (MX block)");
+  // Both are a GEMM's K (split into 32-value MX blocks) and a GEMM's N (split into the portable
+  // kernels' 64-column tiles).
+  if (m.model_dim % 64) r.fail(r.at("model_dim"), std::to_string(m.model_dim), "a multiple of 64");
+  if (m.inter_dim % 64) r.fail(r.at("inter_dim"), std::to_string(m.inter_dim), "a multiple of 64");
   return m;
 }
 

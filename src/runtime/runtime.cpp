@@ -2,10 +2,18 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "codegen/kernel_catalog.hpp"
 #include "jit/kernel_builder.hpp"
+#include "megamoe/errors.hpp"
 
 namespace megamoe {
+
+namespace {
+constexpr int kErrorWords = 4;  // templates/moe/route.cuh: kErrWords
+constexpr int kNoBadSlot = 0x7fffffff;
+}  // namespace
 
 struct Runtime::LoadedKernel {
   std::shared_ptr<const BuiltKernel> built;
@@ -13,42 +21,185 @@ struct Runtime::LoadedKernel {
   void* function = nullptr;
 };
 
-Runtime::Runtime(Config config, std::unique_ptr<Device> device)
-    : config_(std::move(config)), device_(std::move(device)) {}
-Runtime::~Runtime() = default;
+struct Runtime::BucketKernels {
+  const BucketConfig* bucket = nullptr;
+  int bm1 = 0, bm2 = 0;
+  LoadedKernel route, quantize, stage1, stage2, combine;
+};
+
+// Device buffers sized for max_tokens (docs/weights.md lists them).
+struct Runtime::Workspace {
+  DeviceBuffer expert_offsets, tile_offsets1, tile_offsets2, row_token, row_slot, row_weight, x_q, x_scales, h_q,
+      h_scales, wire, wire_scales, errors;
+};
+
+Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
+    : config_(std::move(config)), options_(options), device_(std::move(device)) {
+  if (options_.max_tokens < 1 || options_.max_tokens > kMaxBucket)
+    throw Error(fmt::format("megamoe: RuntimeOptions.max_tokens = {}, expected 1..{}", options_.max_tokens, kMaxBucket));
+  const std::size_t T = options_.max_tokens, K = config_.model.topk, E = config_.model.experts_per_rank,
+                    D = config_.model.model_dim, I = config_.model.inter_dim, R = T * K;
+  Device& d = *device_;
+  ws_ = std::make_unique<Workspace>();
+  ws_->expert_offsets = DeviceBuffer(d, (E + 1) * 4);
+  ws_->tile_offsets1 = DeviceBuffer(d, (E + 1) * 4);
+  ws_->tile_offsets2 = DeviceBuffer(d, (E + 1) * 4);
+  ws_->row_token = DeviceBuffer(d, R * 4);
+  ws_->row_slot = DeviceBuffer(d, R * 4);
+  ws_->row_weight = DeviceBuffer(d, R * 4);
+  ws_->x_q = DeviceBuffer(d, T * D);
+  ws_->x_scales = DeviceBuffer(d, T * D / 32);
+  ws_->h_q = DeviceBuffer(d, R * I);
+  ws_->h_scales = DeviceBuffer(d, R * I / 32);
+  ws_->wire = DeviceBuffer(d, R * D * 2);  // bf16, or fp8 in its first half
+  ws_->wire_scales = DeviceBuffer(d, R * D / 32);
+  ws_->errors = DeviceBuffer(d, kErrorWords * 4);
+  int init[kErrorWords] = {0, kNoBadSlot, 0, 0};
+  d.copy_to_device(ws_->errors.get(), init, sizeof init);
+  for (auto& e : events_) e = d.create_event();
+}
+
+Runtime::~Runtime() {
+  for (auto& e : events_)
+    if (e) device_->destroy_event(e);
+}
 
 std::unique_ptr<Runtime> Runtime::create(std::string_view config_name, RuntimeOptions options) {
   Config config = load_config(config_name);
-  return std::unique_ptr<Runtime>(new Runtime(std::move(config), open_device(options.backend, options.device)));
+  return std::unique_ptr<Runtime>(
+      new Runtime(std::move(config), options, open_device(options.backend, options.device)));
 }
 
-const Runtime::LoadedKernel& Runtime::kernels_for(std::int64_t tokens) {
+std::unique_ptr<PreparedWeights> Runtime::prepare_weights(const Mxfp4ExpertWeights& w) {
+  w.check();
+  const ModelShape& m = config_.model;
+  auto expect = [&](const char* field, int got, int want, const char* config_field) {
+    if (got != want)
+      throw Error(fmt::format("megamoe: weights.{} = {}, expected {} (config {} model.{})", field, got, want,
+                              config_.name, config_field));
+  };
+  expect("experts", w.experts, m.experts_per_rank, "experts_per_rank");
+  expect("model_dim", w.model_dim, m.model_dim, "model_dim");
+  expect("inter_dim", w.inter_dim, m.inter_dim, "inter_dim");
+  // Kernel layout v1 is the checkpoint layout itself (docs/weights.md).
+  auto p = std::make_unique<PreparedWeights>();
+  p->experts = w.experts, p->model_dim = w.model_dim, p->inter_dim = w.inter_dim;
+  auto upload = [&](const std::vector<std::uint8_t>& host) {
+    DeviceBuffer b(*device_, host.size());
+    device_->copy_to_device(b.get(), host.data(), host.size());
+    return b;
+  };
+  p->w1_packed = upload(w.w1_packed);
+  p->w1_scales = upload(w.w1_scales);
+  p->w2_packed = upload(w.w2_packed);
+  p->w2_scales = upload(w.w2_scales);
+  return p;
+}
+
+const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
   const BucketConfig& bucket = config_.bucket_for_tokens(tokens);
   auto& slot = loaded_[bucket.bucket];
   if (!slot) {
     KernelBuilder& builder = shared_kernel_builder(device_->kind(), device_->arch());
-    auto specs = kernels_for_bucket(config_, bucket);
-    auto k = std::make_unique<LoadedKernel>();
-    k->built = builder.build(specs.front()).kernel;
-    k->module = device_->load_module(k->built->binary);
-    k->function = k->module->function(k->built->symbol);
-    slot = std::move(k);
+    LayerKernels specs = layer_kernels(config_, bucket);
+    auto load = [&](const KernelSpec& spec) {
+      LoadedKernel k;
+      k.built = builder.build(spec).kernel;
+      k.module = device_->load_module(k.built->binary);
+      k.function = k.module->function(k.built->symbol);
+      return k;
+    };
+    auto b = std::make_unique<BucketKernels>();
+    b->bucket = &bucket;
+    b->bm1 = portable_bm(bucket.stage1.bm);
+    b->bm2 = portable_bm(bucket.stage2.bm);
+    b->route = load(specs.route);
+    b->quantize = load(specs.quantize);
+    b->stage1 = load(specs.stage1);
+    b->stage2 = load(specs.stage2);
+    b->combine = load(specs.combine);
+    slot = std::move(b);
   }
   return *slot;
 }
 
 void Runtime::prepare(std::int64_t tokens) { kernels_for(tokens); }
 
-void Runtime::activation(const float* gate_up, float* out, std::int64_t tokens, int row_capacity, int* error,
-                         StreamHandle stream) {
-  const LoadedKernel& k = kernels_for(tokens);
-  const BucketConfig& b = config_.bucket_for_tokens(tokens);
-  int rows = int(tokens), cols = config_.model.inter_dim;
-  if (rows == 0) return;
-  long tiles = long((rows + b.stage1.bm - 1) / b.stage1.bm) * ((cols + b.stage1.bn - 1) / b.stage1.bn);
-  unsigned grid = unsigned(std::min<long>(tiles, 4L * device_->multiprocessors()));
-  void* args[] = {&gate_up, &out, &rows, &cols, &row_capacity, &error};
-  device_->launch(k.function, {grid}, {unsigned(k.built->threads)}, 0, stream, args);
+void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, const float* route_weights, void* y,
+                      std::int64_t tokens, StreamHandle stream) {
+  if (tokens < 0 || tokens > options_.max_tokens)
+    throw Error(fmt::format("megamoe: forward: tokens = {}, expected 0..{} (RuntimeOptions.max_tokens)", tokens,
+                            options_.max_tokens));
+  const ModelShape& m = config_.model;
+  if (w.experts != m.experts_per_rank || w.model_dim != m.model_dim || w.inter_dim != m.inter_dim)
+    throw Error(fmt::format("megamoe: forward: weights are {} experts x {} x {}, the config wants {} x {} x {}",
+                            w.experts, w.model_dim, w.inter_dim, m.experts_per_rank, m.model_dim, m.inter_dim));
+  if (tokens == 0) return;
+  const BucketKernels& k = kernels_for(tokens);
+  Device& d = *device_;
+  int T = int(tokens), K = m.topk, E = m.experts_per_rank, D = m.model_dim, I = m.inter_dim;
+  int rows_capacity = options_.max_tokens * K, slots = T * K;
+  const int sms = d.multiprocessors();
+  auto mark = [&](int i) {
+    if (options_.profile) d.record(events_[i], stream);
+  };
+  auto launch = [&](const LoadedKernel& kernel, unsigned grid, std::vector<void*> args) {
+    d.launch(kernel.function, {grid}, {unsigned(kernel.built->threads)}, 0, stream, args.data());
+  };
+  void *eo = ws_->expert_offsets.get(), *to1 = ws_->tile_offsets1.get(), *to2 = ws_->tile_offsets2.get(),
+       *rt = ws_->row_token.get(), *rs = ws_->row_slot.get(), *rw = ws_->row_weight.get(), *xq = ws_->x_q.get(),
+       *xs = ws_->x_scales.get(), *hq = ws_->h_q.get(), *hs = ws_->h_scales.get(), *wire = ws_->wire.get(),
+       *wsc = ws_->wire_scales.get(), *err = ws_->errors.get();
+  const void *w1p = w.w1_packed.get(), *w1s = w.w1_scales.get(), *w2p = w.w2_packed.get(), *w2s = w.w2_scales.get();
+  int bm1 = k.bm1, bm2 = k.bm2;
+
+  // Persistent grids: at most this many blocks walk the tiles routing laid out.
+  auto tile_grid = [&](int bm, int cols) {
+    long long row_tiles = (slots + bm - 1) / bm + E;  // each expert adds at most one partial tile
+    return unsigned(std::min<long long>(row_tiles * (cols / kPortableBn), 8LL * sms));
+  };
+  mark(0);
+  launch(k.route, 1, {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &eo, &to1, &to2, &rt, &rs, &rw, &err});
+  mark(1);
+  long long qblocks = (long long)T * D / 32;
+  launch(k.quantize, unsigned(std::min<long long>((qblocks + 7) / 8, 16LL * sms)), {&x, &T, &D, &xq, &xs});
+  mark(2);
+  launch(k.stage1, tile_grid(bm1, I),
+         {&xq, &xs, &eo, &to1, &rt, &w1p, &w1s, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err});
+  mark(3);
+  launch(k.stage2, tile_grid(bm2, D),
+         {&hq, &hs, &eo, &to2, &rs, &rw, &w2p, &w2s, &E, &D, &I, &wire, &wsc, &rows_capacity, &slots, &err});
+  mark(4);
+  launch(k.combine, unsigned(std::min<long long>(T, 16LL * sms)), {&ids, &T, &K, &E, &D, &wire, &wsc, &y});
+  mark(5);
+}
+
+StageTimes Runtime::last_stage_times() {
+  if (!options_.profile) throw Error("megamoe: last_stage_times() needs RuntimeOptions.profile = true");
+  Device& d = *device_;
+  d.synchronize(nullptr);
+  StageTimes t;
+  t.route_ms = d.elapsed_ms(events_[0], events_[1]);
+  t.quantize_ms = d.elapsed_ms(events_[1], events_[2]);
+  t.stage1_ms = d.elapsed_ms(events_[2], events_[3]);
+  t.stage2_ms = d.elapsed_ms(events_[3], events_[4]);
+  t.combine_ms = d.elapsed_ms(events_[4], events_[5]);
+  t.total_ms = d.elapsed_ms(events_[0], events_[5]);
+  return t;
+}
+
+CallErrors Runtime::take_errors() {
+  Device& d = *device_;
+  d.synchronize(nullptr);
+  int words[kErrorWords];
+  d.copy_to_host(words, ws_->errors.get(), sizeof words);
+  int init[kErrorWords] = {0, kNoBadSlot, 0, 0};
+  d.copy_to_device(ws_->errors.get(), init, sizeof init);
+  CallErrors e;
+  e.bad_ids = words[0];
+  e.first_bad_slot = words[1] == kNoBadSlot ? -1 : words[1];
+  e.bounds_violations = words[2];
+  return e;
 }
 
 }  // namespace megamoe

@@ -9,16 +9,22 @@
 using namespace megamoe;
 
 #if MEGAMOE_HAVE_HIP
-TEST_CASE("hipRTC compiles the act_tile kernels of each activation for gfx90a", "[hiprtc]") {
+TEST_CASE("hipRTC compiles the layer kernels of each activation for gfx90a", "[hiprtc]") {
   KernelBuilder b(make_compiler(BackendKind::hip), "gfx90a", {});
   CHECK_THAT(b.compiler().identity(), Catch::StartsWith("hiprtc 5."));
   for (Activation a : {Activation{ActivationKind::silu}, Activation{ActivationKind::situv2, 4.f, 25.f, 0.f},
                        Activation{ActivationKind::swiglu, 0.f, 0.f, 7.f}})
     for (bool bc : {false, true}) {
-      BuildReport r = b.build(act_tile_spec(a, {64, 128}, bc));
+      BuildReport r = b.build(stage1_portable_spec(a, 32, bc));
       INFO(r.kernel->symbol);
       CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");  // an AMDGPU code object
     }
+  for (auto wire : {CombineWire::bf16, CombineWire::fp8_blockwise_1x32}) {
+    for (const KernelSpec& s : {stage2_portable_spec(64, wire, false), combine_spec(wire)})
+      CHECK(b.build(s).kernel->binary.substr(0, 4) == "\x7f" "ELF");
+  }
+  CHECK(b.build(route_spec()).kernel->binary.substr(0, 4) == "\x7f" "ELF");
+  CHECK(b.build(quantize_rows_spec()).kernel->binary.substr(0, 4) == "\x7f" "ELF");
 }
 
 TEST_CASE("the hip backend refuses targets its hipRTC cannot build, before calling it", "[hiprtc]") {

@@ -10,7 +10,7 @@ using namespace megamoe;
 namespace {
 CacheKeyParts base() {
   CacheKeyParts p;
-  p.name = "megamoe_act_tile_silu_bm64_bn128_bc0";
+  p.name = "megamoe_stage1_portable_silu_bm64_bn64_bc0";
   p.compiler = "nvrtc 13.0";
   p.arch = "sm_90a";
   p.options = {"--gpu-architecture=sm_90a", "--std=c++17"};
@@ -24,10 +24,10 @@ TEST_CASE("a cache key is stable for the same inputs (golden)", "[jit][key]") {
   CacheKey k = make_cache_key(base());
   CHECK(k.hex == make_cache_key(base()).hex);
   CHECK(k.hex.size() == 32);
-  CHECK(k.entry_name() == "megamoe_act_tile_silu_bm64_bn128_bc0_" + k.hex.substr(0, 16));
+  CHECK(k.entry_name() == "megamoe_stage1_portable_silu_bm64_bn64_bc0_" + k.hex.substr(0, 16));
   // Pinned: a change here means every user's cache is invalidated; bump kGeneratorVersion
   // or kCacheFormatVersion deliberately instead.
-  CHECK(k.hex == "9b48e756227769a75c04e71a528ba69a");
+  CHECK(k.hex == "2381289b7d526a0c8358b6414331f4d5");
 }
 
 TEST_CASE("a cache key changes with each of its inputs", "[jit][key]") {
@@ -55,16 +55,16 @@ TEST_CASE("a cache key changes with each of its inputs", "[jit][key]") {
 TEST_CASE("kernel keys cover the activation and its parameters, and nothing unrelated", "[jit][key]") {
   KernelBuilder b(make_compiler(BackendKind::cuda), "sm_90a", {});
   Activation s{ActivationKind::situv2, 4.0f, 25.0f, 0.f};
-  const std::string k0 = b.plan(act_tile_spec(s, {64, 128}, false)).key.hex;
-  CHECK(b.plan(act_tile_spec(s, {64, 128}, false)).key.hex == k0);
-  CHECK(b.plan(act_tile_spec({ActivationKind::silu}, {64, 128}, false)).key.hex != k0);
+  const std::string k0 = b.plan(stage1_portable_spec(s, 64, false)).key.hex;
+  CHECK(b.plan(stage1_portable_spec(s, 64, false)).key.hex == k0);
+  CHECK(b.plan(stage1_portable_spec({ActivationKind::silu}, 64, false)).key.hex != k0);
   Activation s2 = s;
   s2.beta = 4.5f;  // same name, other parameter: another key
-  PlannedKernel p2 = b.plan(act_tile_spec(s2, {64, 128}, false));
-  CHECK(p2.rendered.name == "megamoe_act_tile_situv2_bm64_bn128_bc0");
+  PlannedKernel p2 = b.plan(stage1_portable_spec(s2, 64, false));
+  CHECK(p2.rendered.name == "megamoe_stage1_portable_situv2_bm64_bn64_bc0");
   CHECK(p2.key.hex != k0);
-  CHECK(b.plan(act_tile_spec(s, {64, 128}, true)).key.hex != k0);
-  CHECK(b.plan(act_tile_spec(s, {32, 128}, false)).key.hex != k0);
+  CHECK(b.plan(stage1_portable_spec(s, 64, true)).key.hex != k0);
+  CHECK(b.plan(stage1_portable_spec(s, 32, false)).key.hex != k0);
   KernelBuilder other_arch(make_compiler(BackendKind::cuda), "sm_100a", {});
-  CHECK(other_arch.plan(act_tile_spec(s, {64, 128}, false)).key.hex != k0);
+  CHECK(other_arch.plan(stage1_portable_spec(s, 64, false)).key.hex != k0);
 }

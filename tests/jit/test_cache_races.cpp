@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 TEST_CASE("threads asking for one kernel compile it once", "[jit][race]") {
   test::TempDir dir;
   KernelBuilder b(make_compiler(BackendKind::cuda), "sm_90a", dir.path());
-  KernelSpec s = act_tile_spec({ActivationKind::silu}, {64, 128}, false);
+  KernelSpec s = combine_spec(CombineWire::bf16);
   std::vector<BuildReport> reports(8);
   std::vector<std::thread> threads;
   for (auto& r : reports) threads.emplace_back([&] { r = b.build(s); });
@@ -46,7 +46,7 @@ TEST_CASE("processes racing on one cache folder leave one valid entry per kernel
 
   const int kProcesses = 6;
   std::vector<pid_t> pids;
-  std::vector<std::string> args = {MEGAMOE_PRECOMPILE_EXE, "--config", "kimi_k3_a8w4", "--all", "-j", "4"};
+  std::vector<std::string> args = {MEGAMOE_PRECOMPILE_EXE, "--config", "generic_a8w4", "--all", "-j", "4"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -69,7 +69,7 @@ TEST_CASE("processes racing on one cache folder leave one valid entry per kernel
   // Every kernel has exactly one entry, intact, and no temp folder is left behind.
   test::ScopedEnv no_bc("MEGAMOE_BOUNDS_CHECK", std::nullopt);
   test::ScopedEnv no_cfg("MEGAMOE_CONFIG_DIR", std::nullopt);
-  Config config = load_config("kimi_k3_a8w4");
+  Config config = load_config("generic_a8w4");
   KernelBuilder reader(make_compiler(BackendKind::cuda), "sm_90a", dir.path());
   std::set<std::string> expected;
   for (auto& bucket : config.buckets)

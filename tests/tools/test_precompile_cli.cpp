@@ -52,29 +52,30 @@ TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
   test::TempDir dir;
   Result list = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list");
   REQUIRE(list.status == 0);
-  CHECK_THAT(list.out, Catch::Contains("megamoe_act_tile_situv2_bm16_bn128_bc0"));
-  CHECK_THAT(list.out, Catch::Contains("buckets 1,2,4,8,16"));
-  CHECK(count(list.out, "\nmegamoe_act_tile_") == 4);
+  CHECK_THAT(list.out, Catch::Contains("megamoe_stage1_portable_situv2_bm16_bn64_bc0"));
+  CHECK_THAT(list.out, Catch::Contains("buckets 1,2,4,8,16\n"));
+  CHECK_THAT(list.out, Catch::Contains("buckets 256,512,1024,2048,4096,8192,16384,32768\n"));
+  CHECK(count(list.out, "\nmegamoe_") == 9);  // route, quantize, 3 x stage1, 3 x stage2, combine
   Result dry = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --dry-run");
   CHECK(dry.status == 0);
-  CHECK(count(dry.out, "would compile") == 4);
+  CHECK(count(dry.out, "would compile") == 9);
   CHECK_FALSE(std::filesystem::exists(dir.path() / "v1"));
 }
 
-TEST_CASE("precompile twice: first compiles, second all hits", "[cli]") {
+TEST_CASE("precompile twice: first compiles, second all hits", "[cli][silu]") {
   test::TempDir dir;
-  Result first = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all -j 2");
+  Result first = precompile(dir.path().string(), "--config generic_a8w4 --all -j 2");
   INFO(first.out);
   REQUIRE(first.status == 0);
-  CHECK(count(first.out, R"(\[\d/4\] compiled megamoe_act_tile_situv2_)") == 4);  // progress lines
-  CHECK(count(first.out, R"(\n\S+ +[0-9a-f]{16} compiled +\d+\.\d\d)") == 4);   // table rows
-  CHECK_THAT(first.out, Catch::Contains("4 kernel(s): 0 failed"));
+  CHECK(count(first.out, R"(\[\d/5\] compiled megamoe_)") == 5);  // progress lines
+  CHECK(count(first.out, R"(\n\S+ +[0-9a-f]{16} compiled +\d+\.\d\d)") == 5);   // table rows
+  CHECK_THAT(first.out, Catch::Contains("5 kernel(s): 0 failed"));
 
-  Result second = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all -j 2");
+  Result second = precompile(dir.path().string(), "--config generic_a8w4 --all -j 2");
   INFO(second.out);
   REQUIRE(second.status == 0);
-  CHECK(count(second.out, R"(\n\S+ +[0-9a-f]{16} hit +\d+\.\d\d)") == 4);
+  CHECK(count(second.out, R"(\n\S+ +[0-9a-f]{16} hit +\d+\.\d\d)") == 5);
   CHECK(count(second.out, " compiled ") == 0);
-  Result dry = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --dry-run");
-  CHECK(count(dry.out, "cached") == 4);
+  Result dry = precompile(dir.path().string(), "--config generic_a8w4 --all --dry-run");
+  CHECK(count(dry.out, "cached") == 5);
 }

@@ -1,29 +1,35 @@
-// megamoe-run: runs a config's workload on the GPU with fresh random inputs per batch size,
-// the output poisoned before each call, and with --check compares every element against the
-// CPU reference. Until the MoE layer lands the workload is the tile-wise activation.
-#include <chrono>
-#include <cmath>
+// megamoe-run: runs the MoE layer of a config on one GPU with fresh random inputs per batch
+// size (the output poisoned before each call) and, with --check, compares the output with the
+// CPU references (docs/accuracy.md): PASS/FAIL per batch size.
+#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
-#include "reference/activation_ref.hpp"
 
 using namespace megamoe;
 
 namespace {
 
-const char* kUsage = R"(usage: megamoe-run --config NAME [--bs LIST] [--seed S] [--check] [--backend cuda|hip]
+const char* kUsage = R"(usage: megamoe-run --config NAME [--bs LIST] [--route KIND | --routing-file F] [--seed S]
+                   [--check] [--ref-tokens N] [--save-routing F]
 
-  --config NAME  built-in config name, or a path ending in .json
-  --bs LIST      comma-separated token counts (default 1,8,128,1024,8192)
-  --seed S       random seed (default 123)
-  --check        compare every output element with the CPU reference; PASS/FAIL per size
+Runs the MoE layer of a config on GPU 0 (world size 1: every expert local) with fresh random
+bf16 inputs and random MXFP4 weights, the output poisoned (NaN) before each call.
+  --config NAME     built-in config name, or a path ending in .json
+  --bs LIST         comma-separated token counts (default 1,8,128,1024,8192)
+  --route KIND      uniform (default), single, sparse, holes, bad
+  --routing-file F  replay a routing (ids and weights) from a file; its token count is the size
+  --save-routing F  write the routing of the last size to F (replay it with --routing-file)
+  --seed S          random seed (default 123)
+  --check           compare with the CPU references: relL2 against the exact (dequantized
+                    weights, fp32) one must be <= 0.06, against the quantizer-emulating one <= 5e-3
+  --ref-tokens N    references over at most N random tokens of a call (default 32)
 Exit status: 0 on success, 1 on a failed check or error, 2 on bad usage, 3 when no GPU is present.
 )";
 
@@ -32,31 +38,31 @@ Exit status: 0 on success, 1 on a failed check or error, 2 on bad usage, 3 when 
   std::exit(2);
 }
 
-std::vector<std::int64_t> parse_list(const std::string& s) {
+std::vector<std::int64_t> parse_list(const std::string& flag, const std::string& s) {
   std::vector<std::int64_t> v;
   std::size_t pos = 0;
-  while (pos <= s.size()) {
+  while (true) {
     std::size_t end = s.find(',', pos);
     std::string item = s.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
     try {
       std::size_t used = 0;
       v.push_back(std::stoll(item, &used));
-      if (used != item.size()) throw 0;
+      if (used != item.size() || v.back() < 0) throw 0;
     } catch (...) {
-      usage_error(fmt::format("--bs expects comma-separated integers, got '{}'", s));
+      usage_error(fmt::format("{} expects comma-separated non-negative integers, got '{}'", flag, s));
     }
-    if (end == std::string::npos) break;
+    if (end == std::string::npos) return v;
     pos = end + 1;
   }
-  return v;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_name, backend = "cuda";
+  std::string config_name, route = "uniform", routing_file, save_routing;
   std::vector<std::int64_t> sizes = {1, 8, 128, 1024, 8192};
-  unsigned seed = 123;
+  std::uint64_t seed = 123;
+  std::size_t ref_tokens = 32;
   bool check = false;
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
@@ -68,66 +74,90 @@ int main(int argc, char** argv) {
       fmt::print("{}", kUsage);
       return 0;
     } else if (s == "--config") config_name = value();
-    else if (s == "--bs") sizes = parse_list(value());
-    else if (s == "--seed") seed = unsigned(parse_list(value()).at(0));
+    else if (s == "--bs") sizes = parse_list(s, value());
+    else if (s == "--route") route = value();
+    else if (s == "--routing-file") routing_file = value();
+    else if (s == "--save-routing") save_routing = value();
+    else if (s == "--seed") seed = std::uint64_t(parse_list(s, value()).at(0));
+    else if (s == "--ref-tokens") ref_tokens = std::size_t(parse_list(s, value()).at(0));
     else if (s == "--check") check = true;
-    else if (s == "--backend") backend = value();
     else usage_error("unknown argument '" + s + "'");
   }
   if (config_name.empty()) usage_error("--config NAME is required");
+  if (sizes.empty()) usage_error("--bs needs at least one size");
 
   try {
-    auto rt = Runtime::create(config_name, {backend_from_name(backend), 0});
-    Device& dev = rt->device();
+    workload::Routing replay;
+    if (!routing_file.empty()) {
+      replay = workload::read_routing(routing_file);
+      sizes = {replay.tokens};
+    }
+    RuntimeOptions options;
+    options.max_tokens = int(std::max<std::int64_t>(1, *std::max_element(sizes.begin(), sizes.end())));
+    options.profile = true;
+    auto rt = Runtime::create(config_name, options);
     const Config& cfg = rt->config();
-    const int inter = cfg.model.inter_dim;
-    fmt::print("config {} on {} ({}), activation {}\n", cfg.name, dev.name(), dev.arch(), to_string(cfg.activation.kind));
-    fmt::print("{:>6} {:>6} {:>12} {:>12} {:>8}\n", "tokens", "bucket", "kernel_us", "max_rel_err", "result");
-    std::mt19937 rng(seed);
+    const ModelShape& m = cfg.model;
+    if (!routing_file.empty() && replay.topk != m.topk)
+      throw Error(fmt::format("megamoe: routing file {} has topk {}, config {} has topk {}", routing_file, replay.topk,
+                              cfg.name, m.topk));
+    Device& dev = rt->device();
+    fmt::print("config {}: {} experts, model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
+               m.experts_per_rank, m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), dev.name(),
+               dev.arch());
+    fmt::print("routing: {}; references: over at most {} random tokens of each call\n",
+               routing_file.empty() ? route : "file " + routing_file, ref_tokens);
+    Mxfp4ExpertWeights weights = workload::random_weights(m, seed);
+    auto prepared = rt->prepare_weights(weights);
+
+    fmt::print("{:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>7} {:>6}\n", "tokens", "bucket",
+               "route_us", "quant_us", "stage1_us", "stage2_us", "total_us", "relL2_ref", "relL2_emu", "checked",
+               "result");
+    std::mt19937_64 rng(seed);
     int failures = 0;
-    EventHandle start = dev.create_event(), stop = dev.create_event();
     for (std::int64_t tokens : sizes) {
-      const BucketConfig& bucket = cfg.bucket_for_tokens(tokens);
-      std::vector<float> in(std::size_t(tokens) * 2 * inter), out(std::size_t(tokens) * inter);
-      std::uniform_real_distribution<float> dist(-8.f, 8.f);
-      for (auto& x : in) x = dist(rng);  // fresh inputs for every size
-      DeviceBuffer d_in(dev, in.size() * 4), d_out(dev, out.size() * 4), d_err(dev, 4);
-      dev.copy_to_device(d_in.get(), in.data(), in.size() * 4);
-      dev.fill_bytes(d_out.get(), 0xFF, out.size() * 4);  // NaN poison: an unwritten element fails
-      dev.fill_bytes(d_err.get(), 0, 4);
-      rt->prepare(tokens);
-      auto run = [&] {
-        rt->activation(static_cast<const float*>(d_in.get()), static_cast<float*>(d_out.get()), tokens,
-                       int(bucket.bucket), static_cast<int*>(d_err.get()));
+      workload::Routing r = routing_file.empty() ? workload::make_routing(route, tokens, m.topk, m.experts_per_rank, rng)
+                                                 : replay;
+      std::vector<std::uint16_t> x = workload::random_bf16(tokens, m.model_dim, rng);
+      std::size_t xy_bytes = std::max<std::size_t>(2, x.size() * 2);
+      DeviceBuffer d_x(dev, xy_bytes), d_y(dev, xy_bytes), d_ids(dev, std::max<std::size_t>(4, r.ids.size() * 4)),
+          d_w(dev, std::max<std::size_t>(4, r.weights.size() * 4));
+      dev.copy_to_device(d_x.get(), x.data(), x.size() * 2);
+      dev.copy_to_device(d_ids.get(), r.ids.data(), r.ids.size() * 4);
+      dev.copy_to_device(d_w.get(), r.weights.data(), r.weights.size() * 4);
+      auto call = [&] {
+        dev.fill_bytes(d_y.get(), 0xFF, d_y.bytes());  // NaN poison: an unwritten element fails the check
+        rt->forward(*prepared, d_x.get(), static_cast<int*>(d_ids.get()), static_cast<float*>(d_w.get()), d_y.get(),
+                    tokens);
       };
-      run();  // warm-up (module load)
-      dev.fill_bytes(d_out.get(), 0xFF, out.size() * 4);
-      dev.record(start, nullptr);
-      run();
-      dev.record(stop, nullptr);
-      dev.synchronize(nullptr);
-      float ms = dev.elapsed_ms(start, stop);
-      dev.copy_to_host(out.data(), d_out.get(), out.size() * 4);
-      int err = 0;
-      dev.copy_to_host(&err, d_err.get(), 4);
-      double worst = 0;
-      bool ok = err == 0;
-      if (check) {
-        for (std::int64_t t = 0; t < tokens; ++t)
-          for (int c = 0; c < inter; ++c) {
-            float ref = reference::activation(cfg.activation, in[t * 2 * inter + c], in[t * 2 * inter + inter + c]);
-            float got = out[t * inter + c];
-            double rel = std::fabs(double(got) - ref) / std::max(1e-3, std::fabs(double(ref)));
-            if (!std::isfinite(got) || rel > 1e-4) ok = false;
-            worst = std::isfinite(got) ? std::max(worst, rel) : INFINITY;
-          }
+      call();  // warm-up: builds or loads the bucket's kernels
+      call();
+      StageTimes t = tokens ? rt->last_stage_times() : StageTimes{};
+      CallErrors errors = rt->take_errors();
+      std::vector<std::uint16_t> y(x.size());
+      dev.copy_to_host(y.data(), d_y.get(), y.size() * 2);
+      bool ok = errors.bad_ids == 2LL * r.planted_bad_ids && errors.bounds_violations == 0;  // two calls
+      std::string verdict = "ran";
+      workload::CheckResult c;
+      if (check && tokens > 0) {
+        c = workload::check_layer(cfg, weights, x, r, y, ref_tokens, rng);
+        ok = ok && c.pass(0.06, 5e-3);
+        verdict = ok ? "PASS" : "FAIL";
+      } else if (check) {
+        verdict = ok ? "PASS" : "FAIL";
       }
       failures += !ok;
-      fmt::print("{:>6} {:>6} {:>12.1f} {:>12.2e} {:>8}\n", tokens, bucket.bucket, ms * 1e3, worst,
-                 check ? (ok ? "PASS" : "FAIL") : (err ? "ERROR" : "ran"));
+      fmt::print("{:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>10.3e} {:>10.3e} {:>7} {:>6}\n", tokens,
+                 cfg.bucket_for_tokens(tokens).bucket, t.route_ms * 1e3, t.quantize_ms * 1e3, t.stage1_ms * 1e3,
+                 t.stage2_ms * 1e3, t.total_ms * 1e3, c.rel_l2_exact, c.rel_l2_emulated,
+                 fmt::format("{}{}", c.checked_tokens, c.subset ? "*" : ""), verdict);
+      if (c.unwritten) fmt::print("  {} output elements were never written\n", c.unwritten);
+      if (errors.any())
+        fmt::print("  kernels reported {} bad ids (first at slot {}), {} bounds violations\n", errors.bad_ids,
+                   errors.first_bad_slot, errors.bounds_violations);
+      if (!save_routing.empty()) workload::write_routing(r, save_routing);
     }
-    dev.destroy_event(start);
-    dev.destroy_event(stop);
+    fmt::print("checked: tokens compared with the references (* a random subset)\n");
     return failures ? 1 : 0;
   } catch (const NoGpuError& e) {
     fmt::print(stderr, "{}\n", e.what());

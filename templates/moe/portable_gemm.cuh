@@ -1,0 +1,89 @@
+// The portable (any GPU, CUDA cores) main loop of both expert GEMMs: C[BM x BN] (NB times, one
+// per B operand) = A_rows (fp8 e4m3, 1x32 scales) x B^T (MXFP4, 1x32 e8m0 scales), fp32
+// accumulation, K walked in steps of one 32-value scale block. 256 threads as 16 x 16; a thread
+// owns rows ty + 16 i and columns tx + 16 j of the tile.
+#pragma once
+#include "common/numerics.cuh"
+
+namespace megamoe {
+
+template <int BM, int BN, int NB>
+struct PortableGemm {
+  static constexpr int kThreads = 256;
+  static constexpr int TM = BM / 16, TN = BN / 16;
+  static_assert(BM % 16 == 0 && BN % 16 == 0 && BM <= 64 && BN <= 64, "portable tile: BM, BN in {16,...,64}");
+
+  struct Smem {
+    float a[32][BM];
+    float b[NB][32][BN];
+  };
+
+  // rows[i]: the row of A for tile row i, or -1 (its result is then unused).
+  // B operand nb of column c is row b_row0 + nb * b_operand_stride + c of B.
+  MM_DEVICE static void run(Smem& s, const u8* a_q, const u8* a_scales, const int* rows, int K, const u8* b_packed,
+                            const u8* b_scales, int b_row0, int b_operand_stride, float (&acc)[NB][TM][TN]) {
+    const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+    const int kblocks = K / 32;
+    for (int n = 0; n < NB; ++n)
+      for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < TN; ++j) acc[n][i][j] = 0.f;
+
+    for (int kb = 0; kb < kblocks; ++kb) {
+      for (int t = tid; t < BM * 8; t += kThreads) {  // A: 4 bytes per thread
+        const int r = t >> 3, part = t & 7, row = rows[r];
+        if (row >= 0) {
+          const u32 word = *reinterpret_cast<const u32*>(a_q + (i64)row * K + kb * 32 + part * 4);
+          const float scale = mm_e8m0_to_f32(a_scales[(i64)row * kblocks + kb]);
+          for (int j = 0; j < 4; ++j) s.a[part * 4 + j][r] = mm_e4m3_to_f32(u8(word >> (8 * j))) * scale;
+        } else {
+          for (int j = 0; j < 4; ++j) s.a[part * 4 + j][r] = 0.f;
+        }
+      }
+      for (int t = tid; t < NB * BN; t += kThreads) {  // B: one 32-value block (16 bytes) per thread
+        const int n = t / BN, c = t % BN;
+        const i64 brow = b_row0 + (i64)n * b_operand_stride + c;
+        const u32* p = reinterpret_cast<const u32*>(b_packed + brow * (K / 2) + kb * 16);
+        const float scale = mm_e8m0_to_f32(b_scales[brow * kblocks + kb]);
+        for (int w = 0; w < 4; ++w) {
+          const u32 word = p[w];
+          for (int j = 0; j < 8; ++j) s.b[n][w * 8 + j][c] = mm_e2m1_to_f32(word >> (4 * j)) * scale;
+        }
+      }
+      __syncthreads();
+      for (int k = 0; k < 32; ++k) {
+        float a[TM];
+        for (int i = 0; i < TM; ++i) a[i] = s.a[k][ty + 16 * i];
+        for (int n = 0; n < NB; ++n)
+          for (int j = 0; j < TN; ++j) {
+            const float b = s.b[n][k][tx + 16 * j];
+            for (int i = 0; i < TM; ++i) acc[n][i][j] += a[i] * b;
+          }
+      }
+      __syncthreads();
+    }
+  }
+};
+
+// Quantizes rows of a [BM][BN + 1] fp32 tile in shared memory to fp8 1x32 blocks:
+// tile row r goes to out + out_row[r] * ld (skipped when out_row[r] < 0), scales likewise.
+template <int BM, int BN, int kThreads>
+MM_DEVICE void store_tile_fp8(const float (&tile)[BM][BN + 1], const int* out_row, u8* out, int ld, u8* scales,
+                              int ld_scales, int col0) {
+  for (int task = threadIdx.x; task < BM * (BN / 32); task += kThreads) {
+    const int r = task / (BN / 32), blk = task % (BN / 32);
+    if (out_row[r] < 0) continue;
+    float amax = 0.f;
+    for (int c = 0; c < 32; ++c) amax = fmaxf(amax, fabsf(tile[r][blk * 32 + c]));
+    const int e = mm_fp8_block_exponent(amax);
+    const float inv = mm_pow2(-e);
+    scales[(i64)out_row[r] * ld_scales + (col0 + blk * 32) / 32] = u8(e + 127);
+    u32* dst = reinterpret_cast<u32*>(out + (i64)out_row[r] * ld + col0 + blk * 32);
+    for (int w = 0; w < 8; ++w) {
+      u32 word = 0;
+      for (int j = 0; j < 4; ++j) word |= u32(mm_f32_to_e4m3(tile[r][blk * 32 + w * 4 + j] * inv)) << (8 * j);
+      dst[w] = word;
+    }
+  }
+}
+
+}  // namespace megamoe

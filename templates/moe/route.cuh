@@ -1,0 +1,67 @@
+// Routing on one GPU: counts the rows routed to each expert, lays them out expert by expert,
+// and records for each row its token, its slot (t * topk + k) and its route weight. One block.
+// An id of -1 is an empty slot; any other id outside [0, experts) is counted in errors[0] (the
+// first such slot in errors[1]) and skipped, so no later kernel indexes with it.
+#pragma once
+#include "prelude/megamoe_prelude.cuh"
+
+namespace megamoe {
+
+enum : int { kRouteThreads = 1024, kMaxExperts = 1024 };
+
+// Error words shared by the MoE kernels (the runtime reads and clears them).
+enum : int { kErrBadIds = 0, kErrFirstBadSlot = 1, kErrBoundsViolations = 2, kErrWords = 4 };
+
+MM_DEVICE void route(const int* ids, const float* weights, int tokens, int topk, int experts, int bm1, int bm2,
+                     int* expert_offsets, int* tile_offsets1, int* tile_offsets2, int* row_token, int* row_slot,
+                     float* row_weight, int* errors) {
+  __shared__ int count[kMaxExperts];
+  __shared__ int cursor[kMaxExperts];
+  const int slots = tokens * topk;
+  for (int e = threadIdx.x; e < experts; e += kRouteThreads) count[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < slots; i += kRouteThreads) {
+    const int id = ids[i];
+    if (id >= 0 && id < experts) {
+      atomicAdd(&count[id], 1);
+    } else if (id != -1) {
+      atomicAdd(&errors[kErrBadIds], 1);
+      atomicMin(&errors[kErrFirstBadSlot], i);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int rows = 0, t1 = 0, t2 = 0;
+    for (int e = 0; e < experts; ++e) {
+      expert_offsets[e] = rows, tile_offsets1[e] = t1, tile_offsets2[e] = t2;
+      cursor[e] = rows;
+      rows += count[e];
+      t1 += (count[e] + bm1 - 1) / bm1;
+      t2 += (count[e] + bm2 - 1) / bm2;
+    }
+    expert_offsets[experts] = rows, tile_offsets1[experts] = t1, tile_offsets2[experts] = t2;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < slots; i += kRouteThreads) {
+    const int id = ids[i];
+    if (id >= 0 && id < experts) {
+      const int row = atomicAdd(&cursor[id], 1);
+      row_token[row] = i / topk;
+      row_slot[row] = i;
+      row_weight[row] = weights[i];
+    }
+  }
+}
+
+// Which expert owns global row tile `tile`: the last e with tile_offsets[e] <= tile.
+MM_DEVICE int expert_of_tile(const int* tile_offsets, int experts, int tile) {
+  int lo = 0, hi = experts - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (tile_offsets[mid] <= tile) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+}  // namespace megamoe

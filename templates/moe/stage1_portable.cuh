@@ -1,0 +1,51 @@
+// Stage1 (portable): for each expert's rows, h = act(W1gate x, W1up x) over one BN-column slice
+// of inter_dim, then h in fp8 1x32 blocks. A persistent grid walks the tiles (expert row tile x
+// column tile) that routing laid out.
+#pragma once
+#include "common/activation.cuh"
+#include "moe/portable_gemm.cuh"
+#include "moe/route.cuh"
+
+namespace megamoe {
+
+template <class Act, int BM, int BN, bool kCheck>
+MM_DEVICE void stage1_portable(const u8* x_q, const u8* x_scales, const int* expert_offsets, const int* tile_offsets,
+                               const int* row_token, const u8* w1_packed, const u8* w1_scales, int experts,
+                               int model_dim, int inter_dim, u8* h_q, u8* h_scales, int rows_capacity, int tokens,
+                               int* errors) {
+  using Gemm = PortableGemm<BM, BN, 2>;
+  __shared__ union {
+    typename Gemm::Smem gemm;
+    float h[BM][BN + 1];
+  } smem;
+  __shared__ int a_rows[BM], out_rows[BM];
+  const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+  const int col_tiles = inter_dim / BN;
+  const int total = tile_offsets[experts] * col_tiles;
+  for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+    const int row_tile = tile / col_tiles, col0 = (tile % col_tiles) * BN;
+    const int e = expert_of_tile(tile_offsets, experts, row_tile);
+    const int p0 = expert_offsets[e] + (row_tile - tile_offsets[e]) * BM, p_end = expert_offsets[e + 1];
+    __syncthreads();  // the previous tile's epilogue is done with shared memory
+    if (tid < BM) {
+      const int p = p0 + tid;
+      int token = p < p_end ? row_token[p] : -1;
+      if (kCheck && p < p_end && (p >= rows_capacity || token < 0 || token >= tokens)) {
+        atomicAdd(&errors[kErrBoundsViolations], 1);
+        token = -1;
+      }
+      a_rows[tid] = token;
+      out_rows[tid] = token >= 0 ? p : -1;
+    }
+    __syncthreads();
+    float acc[2][Gemm::TM][Gemm::TN];
+    Gemm::run(smem.gemm, x_q, x_scales, a_rows, model_dim, w1_packed + (i64)e * inter_dim * model_dim,
+              w1_scales + (i64)e * 2 * inter_dim * (model_dim / 32), col0, inter_dim, acc);
+    for (int i = 0; i < Gemm::TM; ++i)
+      for (int j = 0; j < Gemm::TN; ++j) smem.h[ty + 16 * i][tx + 16 * j] = Act::apply(acc[0][i][j], acc[1][i][j]);
+    __syncthreads();
+    store_tile_fp8<BM, BN, Gemm::kThreads>(smem.h, out_rows, h_q, inter_dim, h_scales, inter_dim / 32, col0);
+  }
+}
+
+}  // namespace megamoe

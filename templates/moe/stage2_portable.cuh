@@ -1,0 +1,65 @@
+// Stage2 (portable): for each expert's rows, o = W2 h over one BN-column slice of model_dim,
+// times the row's route weight, written to the row's slot (t * topk + k) of the combine wire:
+// bf16 (kWire 0) or fp8 1x32 blocks (kWire 1).
+#pragma once
+#include "moe/portable_gemm.cuh"
+#include "moe/route.cuh"
+
+namespace megamoe {
+
+enum : int { kWireBf16 = 0, kWireFp8x32 = 1 };
+
+template <int BM, int BN, int kWire, bool kCheck>
+MM_DEVICE void stage2_portable(const u8* h_q, const u8* h_scales, const int* expert_offsets, const int* tile_offsets,
+                               const int* row_slot, const float* row_weight, const u8* w2_packed, const u8* w2_scales,
+                               int experts, int model_dim, int inter_dim, void* wire, u8* wire_scales,
+                               int rows_capacity, int slots, int* errors) {
+  using Gemm = PortableGemm<BM, BN, 1>;
+  __shared__ union {
+    typename Gemm::Smem gemm;
+    float o[BM][BN + 1];
+  } smem;
+  __shared__ int a_rows[BM], out_slot[BM];
+  __shared__ float weight[BM];
+  const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+  const int col_tiles = model_dim / BN;
+  const int total = tile_offsets[experts] * col_tiles;
+  for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+    const int row_tile = tile / col_tiles, col0 = (tile % col_tiles) * BN;
+    const int e = expert_of_tile(tile_offsets, experts, row_tile);
+    const int p0 = expert_offsets[e] + (row_tile - tile_offsets[e]) * BM, p_end = expert_offsets[e + 1];
+    __syncthreads();
+    if (tid < BM) {
+      const int p = p0 + tid;
+      int slot = p < p_end ? row_slot[p] : -1;
+      if (kCheck && p < p_end && (p >= rows_capacity || slot < 0 || slot >= slots)) {
+        atomicAdd(&errors[kErrBoundsViolations], 1);
+        slot = -1;
+      }
+      a_rows[tid] = slot >= 0 ? p : -1;
+      out_slot[tid] = slot;
+      weight[tid] = slot >= 0 ? row_weight[p] : 0.f;
+    }
+    __syncthreads();
+    float acc[1][Gemm::TM][Gemm::TN];
+    Gemm::run(smem.gemm, h_q, h_scales, a_rows, inter_dim, w2_packed + (i64)e * model_dim * (inter_dim / 2),
+              w2_scales + (i64)e * model_dim * (inter_dim / 32), col0, 0, acc);
+    if (kWire == kWireBf16) {
+      u16* out = static_cast<u16*>(wire);
+      for (int i = 0; i < Gemm::TM; ++i) {
+        const int r = ty + 16 * i;
+        if (out_slot[r] < 0) continue;
+        for (int j = 0; j < Gemm::TN; ++j)
+          out[(i64)out_slot[r] * model_dim + col0 + tx + 16 * j] = mm_f32_to_bf16(acc[0][i][j] * weight[r]);
+      }
+    } else {
+      for (int i = 0; i < Gemm::TM; ++i)
+        for (int j = 0; j < Gemm::TN; ++j) smem.o[ty + 16 * i][tx + 16 * j] = acc[0][i][j] * weight[ty + 16 * i];
+      __syncthreads();
+      store_tile_fp8<BM, BN, Gemm::kThreads>(smem.o, out_slot, static_cast<u8*>(wire), model_dim, wire_scales,
+                                            model_dim / 32, col0);
+    }
+  }
+}
+
+}  // namespace megamoe

@@ -1,0 +1,189 @@
+#include "common/workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "formats/formats.hpp"
+#include "megamoe/errors.hpp"
+#include "reference/moe_reference.hpp"
+
+namespace megamoe::workload {
+
+namespace {
+
+// Fills bytes with a fast generator, in parallel (Kimi-K3 has about 2 GB of weights).
+void fill_random(std::vector<std::uint8_t>& v, std::uint64_t seed) {
+  unsigned n = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  std::size_t chunk = (v.size() / n + 7) & ~std::size_t(7);
+  for (unsigned t = 0; t < n; ++t)
+    pool.emplace_back([&, t] {
+      std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + t + 1;
+      for (std::size_t i = t * chunk; i < std::min(v.size(), (t + 1) * chunk); ++i) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;  // xorshift64
+        v[i] = std::uint8_t(s >> 24);
+      }
+    });
+  for (auto& t : pool) t.join();
+}
+
+// e8m0 scales 2^(base + {0, 1}) with base chosen so that a dot product of length k with
+// random e2m1 codes (rms about 2.93) and inputs of rms 1 has an rms of about 1.5.
+void fill_scales(std::vector<std::uint8_t>& v, int k, std::uint64_t seed) {
+  int base = int(std::lround(std::log2(1.5 / (std::sqrt(double(k)) * 2.93)))) - 1;
+  std::mt19937_64 rng(seed);
+  for (auto& s : v) s = std::uint8_t(127 + base + int(rng() % 2));
+}
+
+float softmax_weights(std::vector<float>& w, std::size_t at, int k, std::mt19937_64& rng) {
+  std::normal_distribution<float> n(0.f, 1.f);
+  float sum = 0;
+  for (int i = 0; i < k; ++i) sum += (w[at + i] = std::exp(n(rng)));
+  for (int i = 0; i < k; ++i) w[at + i] /= sum;
+  return sum;
+}
+
+void distinct_experts(int* out, int k, int pool, std::mt19937_64& rng) {
+  std::vector<int> all(pool);
+  std::iota(all.begin(), all.end(), 0);
+  for (int i = 0; i < k; ++i) {
+    std::size_t j = i + rng() % (pool - i);
+    std::swap(all[i], all[j]);
+    out[i] = all[i];
+  }
+}
+
+}  // namespace
+
+Mxfp4ExpertWeights random_weights(const ModelShape& m, std::uint64_t seed) {
+  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(m.experts_per_rank, m.model_dim, m.inter_dim);
+  fill_random(w.w1_packed, seed);
+  fill_random(w.w2_packed, seed + 1);
+  fill_scales(w.w1_scales, m.model_dim, seed + 2);
+  fill_scales(w.w2_scales, m.inter_dim, seed + 3);
+  return w;
+}
+
+std::vector<std::uint16_t> random_bf16(std::int64_t tokens, int dim, std::mt19937_64& rng) {
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<std::uint16_t> v(std::size_t(tokens) * dim);
+  for (auto& x : v) x = formats::float_to_bf16(n(rng));
+  return v;
+}
+
+const std::vector<std::string>& routing_kinds() {
+  static const std::vector<std::string> kinds = {"uniform", "single", "sparse", "holes", "bad"};
+  return kinds;
+}
+
+Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int experts, std::mt19937_64& rng) {
+  Routing r;
+  r.tokens = tokens, r.topk = topk;
+  r.ids.assign(std::size_t(tokens) * topk, 0);
+  r.weights.assign(std::size_t(tokens) * topk, 0.f);
+  const int k_distinct = std::min(topk, experts);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    int* ids = r.ids.data() + t * topk;
+    softmax_weights(r.weights, t * topk, topk, rng);
+    if (kind == "uniform" || kind == "holes" || kind == "bad") {
+      distinct_experts(ids, k_distinct, experts, rng);
+      for (int k = k_distinct; k < topk; ++k) ids[k] = -1;
+    } else if (kind == "single") {
+      std::fill(ids, ids + topk, 0);
+    } else if (kind == "sparse") {
+      int pool = std::min(experts, topk + 4);
+      distinct_experts(ids, std::min(topk, pool), pool, rng);
+      for (int k = std::min(topk, pool); k < topk; ++k) ids[k] = -1;
+    } else {
+      std::string known;
+      for (auto& k : routing_kinds()) known += (known.empty() ? "" : ", ") + k;
+      throw Error(fmt::format("megamoe: unknown routing '{}' (known: {})", kind, known));
+    }
+    if (kind == "holes") {
+      bool empty_token = rng() % 16 == 0;
+      for (int k = 0; k < topk; ++k)
+        if (empty_token || rng() % 10 < 3) ids[k] = -1;
+    }
+    if (kind == "bad")
+      for (int k = 0; k < topk; ++k)
+        if (rng() % 50 == 0) {
+          ids[k] = rng() % 2 ? experts + int(rng() % 1000) : -2 - int(rng() % 1000);
+          ++r.planted_bad_ids;
+        }
+  }
+  return r;
+}
+
+Routing read_routing(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("megamoe: cannot read routing file {}", path));
+  std::string magic, tok, tk;
+  int version = 0;
+  Routing r;
+  if (!(in >> magic >> version) || magic != "megamoe-routing" || version != 1)
+    throw Error(fmt::format("megamoe: routing file {}: expected the header 'megamoe-routing 1'", path));
+  if (!(in >> tok >> r.tokens >> tk >> r.topk) || tok != "tokens" || tk != "topk" || r.tokens < 0 || r.topk < 1)
+    throw Error(fmt::format("megamoe: routing file {}: expected 'tokens T topk K' on line 2", path));
+  r.ids.resize(std::size_t(r.tokens) * r.topk);
+  r.weights.resize(r.ids.size());
+  for (std::int64_t t = 0; t < r.tokens; ++t) {
+    for (int k = 0; k < r.topk; ++k)
+      if (!(in >> r.ids[t * r.topk + k])) throw Error(fmt::format("megamoe: routing file {}: token {}: ids end early", path, t));
+    for (int k = 0; k < r.topk; ++k)
+      if (!(in >> r.weights[t * r.topk + k]))
+        throw Error(fmt::format("megamoe: routing file {}: token {}: weights end early", path, t));
+  }
+  return r;
+}
+
+void write_routing(const Routing& r, const std::string& path) {
+  std::ofstream out(path);
+  out << "megamoe-routing 1\ntokens " << r.tokens << " topk " << r.topk << "\n";
+  for (std::int64_t t = 0; t < r.tokens; ++t) {
+    for (int k = 0; k < r.topk; ++k) out << r.ids[t * r.topk + k] << ' ';
+    for (int k = 0; k < r.topk; ++k) out << fmt::format("{:.9g}", r.weights[t * r.topk + k]) << (k + 1 < r.topk ? " " : "\n");
+  }
+  if (!out) throw Error(fmt::format("megamoe: cannot write routing file {}", path));
+}
+
+CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
+                        const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
+                        std::mt19937_64& rng) {
+  const int D = config.model.model_dim;
+  std::vector<std::int64_t> tokens(r.tokens);
+  std::iota(tokens.begin(), tokens.end(), 0);
+  CheckResult c;
+  if (tokens.size() > max_tokens) {
+    std::shuffle(tokens.begin(), tokens.end(), rng);
+    tokens.resize(max_tokens);
+    std::sort(tokens.begin(), tokens.end());
+    c.subset = true;
+  }
+  c.checked_tokens = tokens.size();
+  reference::LayerInputs in;
+  in.weights = &w;
+  in.activation = config.activation;
+  in.wire = config.bucket_for_tokens(r.tokens).combine_wire;
+  in.topk = r.topk;
+  in.x = x.data();
+  in.ids = r.ids.data();
+  in.route_weights = r.weights.data();
+  reference::LayerOutputs ref = reference::reference_layer(in, tokens);
+  std::vector<float> got(tokens.size() * D);
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    for (int d = 0; d < D; ++d) {
+      float v = formats::bf16_to_float(y[tokens[i] * D + d]);
+      c.unwritten += std::isnan(v);
+      got[i * D + d] = v;
+    }
+  c.rel_l2_exact = reference::rel_l2(got.data(), ref.exact.data(), got.size());
+  c.rel_l2_emulated = reference::rel_l2(got.data(), ref.emulated.data(), got.size());
+  return c;
+}
+
+}  // namespace megamoe::workload

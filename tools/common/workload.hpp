@@ -1,0 +1,57 @@
+// Workloads for the tools and the GPU tests: random MXFP4 expert weights, random bf16 inputs,
+// routings (generated or read from a file), and the check of a layer output against the CPU
+// references.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "megamoe/config.hpp"
+#include "megamoe/weights.hpp"
+
+namespace megamoe::workload {
+
+// Random MXFP4 weights: uniform random e2m1 codes, block scales around 2^s with s chosen so
+// that each GEMM's outputs are of order 1 for inputs of order 1.
+Mxfp4ExpertWeights random_weights(const ModelShape& shape, std::uint64_t seed);
+
+// [tokens][dim] bf16 values drawn from N(0, 1).
+std::vector<std::uint16_t> random_bf16(std::int64_t tokens, int dim, std::mt19937_64& rng);
+
+struct Routing {
+  std::int64_t tokens = 0;
+  int topk = 0;
+  std::vector<int> ids;        // [tokens][topk]
+  std::vector<float> weights;  // [tokens][topk]
+  int planted_bad_ids = 0;     // ids outside [-1, experts) put in on purpose
+};
+
+// uniform: topk distinct experts per token, softmax weights. single: every slot of every token
+// to expert 0. sparse: topk distinct experts among the first topk + 4 (the rest stay empty).
+// holes: uniform with 30% of slots -1 and 1 token in 16 with no expert at all. bad: uniform with
+// 1 slot in 50 given an id outside [-1, experts).
+Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int experts, std::mt19937_64& rng);
+const std::vector<std::string>& routing_kinds();
+
+// Text format: "megamoe-routing 1", then "tokens T topk K", then per token K ids and K weights.
+Routing read_routing(const std::string& path);
+void write_routing(const Routing& r, const std::string& path);
+
+struct CheckResult {
+  double rel_l2_exact = 0, rel_l2_emulated = 0;
+  std::size_t unwritten = 0;  // NaN (poison) elements left in y among the checked tokens
+  std::size_t checked_tokens = 0;
+  bool subset = false;  // the references covered a random subset of the tokens
+  bool pass(double exact_bar, double emulated_bar) const {
+    return unwritten == 0 && rel_l2_exact <= exact_bar && rel_l2_emulated <= emulated_bar;
+  }
+};
+
+// Compares y [tokens][model_dim] (bf16, from the device) with both CPU references over all
+// tokens, or over `max_tokens` random ones when there are more.
+CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
+                        const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
+                        std::mt19937_64& rng);
+
+}  // namespace megamoe::workload
