@@ -152,9 +152,9 @@ int main(int argc, char** argv) {
           j.error = e.what();
         }
         std::lock_guard lock(print_mutex);
-        fmt::print("[{}/{}] {} {} ({:.3f} s)\n", ++done, jobs.size(),
+        fmt::print("[{}/{}] {} {} ({:.1f} ms)\n", ++done, jobs.size(),
                    j.error.empty() ? std::string(to_string(j.report.origin)) : "FAILED", j.planned.rendered.name,
-                   j.report.seconds);
+                   j.report.seconds * 1e3);
         if (!j.error.empty()) fmt::print("{}\n", j.error);
         std::fflush(stdout);
       }
@@ -164,12 +164,12 @@ int main(int argc, char** argv) {
     for (auto& t : threads) t.join();
 
     int failed = 0;
-    fmt::print("\n{:<48} {:<16} {:<9} {:>8}\n", "kernel", "hash", "result", "seconds");
+    fmt::print("\n{:<48} {:<16} {:<9} {:>9}\n", "kernel", "hash", "result", "ms");
     for (auto& j : jobs) {
       failed += !j.error.empty();
-      fmt::print("{:<48} {:<16} {:<9} {:>8.3f}\n", j.planned.rendered.name, j.planned.key.hex.substr(0, 16),
+      fmt::print("{:<48} {:<16} {:<9} {:>9.1f}\n", j.planned.rendered.name, j.planned.key.hex.substr(0, 16),
                  j.error.empty() ? (j.report.origin == BuildOrigin::compiled ? "compiled" : "hit") : "FAILED",
-                 j.report.seconds);
+                 j.report.seconds * 1e3);
     }
     fmt::print("{} kernel(s): {} failed\n", jobs.size(), failed);
     return failed ? 1 : 0;
