@@ -15,7 +15,13 @@ step() { echo "== $*"; "$@" || { echo "!! failed: $*"; status=1; }; }
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   step ./build/tests/megamoe_gpu_tests --durations yes
   step ./build/megamoe-run --config kimi_k3_a8w4 --check --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
+  step ./build/megamoe-run --config kimi_k3_a8w4 --check --path portable --bs 1,128,8192
   step ./build/megamoe-run --config generic_a8w4 --check --bs 1,64,4096
+  echo "== resources of the expert-GEMM kernels"
+  for f in .megamoe-cache/v1/megamoe_stage*_bm1*/kernel.cubin; do
+    echo "$f"; cuobjdump -res-usage "$f" 2>&1 | grep -E "REG|STACK|SHARED" | head -2
+    cuobjdump -sass "$f" 2>&1 | grep -oE "\b(QMMA|HMMA|HGMMA|LDL|STL|PRMT|FFMA)\b" | sort | uniq -c | tr '\n' ' '; echo
+  done
   step ./build/megamoe-run --config kimi_k3_a8w4 --check --route holes --bs 1000 --save-routing "$out/holes.routing"
   step ./build/megamoe-run --config kimi_k3_a8w4 --check --routing-file "$out/holes.routing"
   echo "== cold compile, then cache hit (-j 1, fresh cache folder)"

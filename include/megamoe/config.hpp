@@ -33,6 +33,12 @@ struct QuantFormats {
 };
 
 enum class CombineWire { bf16, fp8_blockwise_1x32 };
+
+// Which expert-GEMM kernels run: the portable ones (CUDA cores, any GPU) or the tensor-core ones
+// (NVIDIA sm_89 and later, both GEMMs' K a multiple of 128). automatic picks tensor_core where
+// it can run.
+enum class KernelPath { automatic, portable, tensor_core };
+std::string_view to_string(KernelPath path);
 std::string_view to_string(CombineWire wire);
 
 struct TileShape {

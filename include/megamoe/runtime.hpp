@@ -18,13 +18,18 @@ struct RuntimeOptions {
   int device = 0;
   int max_tokens = 8192;  // the most tokens one call may pass (sizes the workspace)
   bool profile = false;   // record events between the stages (see last_stage_times)
+  KernelPath path = KernelPath::automatic;  // the expert-GEMM kernels (config.hpp)
 };
 
-// Expert weights on the device, in the layout the kernels read (docs/weights.md).
+// Expert weights on the device, in the layout the runtime's kernels read (docs/layer.md):
+// v1 (checkpoint layout) for the portable path, v2 for the tensor-core path.
 class PreparedWeights {
  public:
+  KernelPath path = KernelPath::portable;
   int experts = 0, model_dim = 0, inter_dim = 0;
-  DeviceBuffer w1_packed, w1_scales, w2_packed, w2_scales;
+  DeviceBuffer w1_packed, w1_scales, w2_packed, w2_scales;                 // v1
+  DeviceBuffer w1_words, w1_exps, w1_row_scale, w2_words, w2_exps, w2_row_scale;  // v2
+  std::size_t flushed_blocks = 0;  // v2: MX blocks too far below their row's largest, zeroed
 };
 
 struct StageTimes {
@@ -47,6 +52,8 @@ class Runtime {
 
   const Config& config() const { return config_; }
   const RuntimeOptions& options() const { return options_; }
+  KernelPath path() const { return path_; }  // resolved: portable or tensor_core
+  int activation_block() const;              // values per scale of x and h along K: 32 or 64
   Device& device() { return *device_; }
 
   // Checks the weights' shape against the config and uploads them in the kernels' layout.
@@ -78,6 +85,7 @@ class Runtime {
   Config config_;
   RuntimeOptions options_;
   std::unique_ptr<Device> device_;
+  KernelPath path_ = KernelPath::portable;
   std::unique_ptr<Workspace> ws_;
   std::map<int, std::unique_ptr<BucketKernels>> loaded_;  // by bucket
   EventHandle events_[6] = {};

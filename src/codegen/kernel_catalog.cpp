@@ -1,8 +1,11 @@
 #include "codegen/kernel_catalog.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
+
+#include "megamoe/errors.hpp"
 
 namespace megamoe {
 
@@ -54,13 +57,13 @@ KernelSpec route_spec() {
   return s;
 }
 
-KernelSpec quantize_rows_spec() {
+KernelSpec quantize_rows_spec(int block) {
   KernelSpec s;
   s.family = "quantize_rows";
-  s.name_parts = {"fp8x32"};
+  s.name_parts = {fmt::format("fp8x{}", block)};
   s.includes = {"moe/quantize_rows.cuh"};
   s.params = "const megamoe::u16* x, int rows, int cols, megamoe::u8* q, megamoe::u8* scales";
-  s.body = "megamoe::quantize_rows_fp8(x, rows, cols, q, scales);";
+  s.body = fmt::format("megamoe::quantize_rows_fp8<{}>(x, rows, cols, q, scales);", block);
   s.threads = 256;  // kQuantizeThreads
   return s;
 }
@@ -118,14 +121,92 @@ KernelSpec combine_spec(CombineWire wire) {
   return s;
 }
 
-LayerKernels layer_kernels(const Config& config, const BucketConfig& b) {
-  return {route_spec(), quantize_rows_spec(),
-          stage1_portable_spec(config.activation, portable_bm(b.stage1.bm), b.bounds_check),
-          stage2_portable_spec(portable_bm(b.stage2.bm), b.combine_wire, b.bounds_check), combine_spec(b.combine_wire)};
+int tensor_core_bm(int config_bm) { return std::min(config_bm, 128); }
+
+namespace {
+std::string tensor_core_params(bool stage1) {
+  return stage1 ? "const megamoe::u8* x_q, const megamoe::u8* x_scales, const int* expert_offsets, "
+                  "const int* tile_offsets, const int* row_token, const megamoe::u8* w1_words, "
+                  "const signed char* w1_exps, const float* w1_row_scale, int experts, int model_dim, int inter_dim, "
+                  "megamoe::u8* h_q, megamoe::u8* h_scales, int rows_capacity, int tokens, int* errors"
+                : "const megamoe::u8* h_q, const megamoe::u8* h_scales, const int* expert_offsets, "
+                  "const int* tile_offsets, const int* row_slot, const float* row_weight, const megamoe::u8* w2_words, "
+                  "const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim, int inter_dim, "
+                  "void* wire, megamoe::u8* wire_scales, int rows_capacity, int slots, int* errors";
+}
+// Shared memory of MmaGemm<bm, stages> for a K, or of the epilogue tile, whichever is larger.
+int tensor_core_smem(int bm, int k, int epilogue_cols) {
+  return std::max(kTensorCoreStages * bm * 144 + bm * (k / kTensorCoreBlock), bm * (epilogue_cols + 1) * 4);
+}
+}  // namespace
+
+KernelSpec stage1_mma_spec(const Activation& act, int bm, int model_dim, bool bounds_check) {
+  ActivationCode a = activation_code(act);
+  KernelSpec s;
+  s.family = "stage1_mma";
+  s.name_parts = {a.tag, fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
+                  fmt::format("s{}", kTensorCoreStages), bc_tag(bounds_check)};
+  s.includes = {"moe/stage1_mma.cuh"};
+  s.preamble = a.preamble;
+  s.params = tensor_core_params(true);
+  s.body = fmt::format(
+      "megamoe::stage1_mma<{}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, w1_words, "
+      "w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors);",
+      a.type, bm, kTensorCoreStages, bounds_check ? "true" : "false");
+  s.threads = 256;
+  s.shared_bytes = tensor_core_smem(bm, model_dim, 64);
+  return s;
 }
 
-std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket) {
-  return layer_kernels(config, bucket).all();
+KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check) {
+  KernelSpec s;
+  s.family = "stage2_mma";
+  s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
+                  fmt::format("s{}", kTensorCoreStages), wire_tag(wire), bc_tag(bounds_check)};
+  s.includes = {"moe/stage2_mma.cuh"};
+  s.params = tensor_core_params(false);
+  s.body = fmt::format(
+      "megamoe::stage2_mma<{}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, row_weight, "
+      "w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_capacity, slots, "
+      "errors);",
+      bm, kTensorCoreStages, wire_code(wire), bounds_check ? "true" : "false");
+  s.threads = 256;
+  s.shared_bytes = tensor_core_smem(bm, inter_dim, kTensorCoreWeightRows);
+  return s;
+}
+
+KernelPath resolve_path(KernelPath requested, const ModelShape& m, BackendKind backend, const std::string& arch) {
+  int sm = 0;
+  if (backend == BackendKind::cuda && arch.starts_with("sm_")) sm = std::atoi(arch.c_str() + 3);
+  const bool fits = m.model_dim % 128 == 0 && m.inter_dim % 128 == 0;
+  const bool can = sm >= 89 && fits;
+  if (requested == KernelPath::automatic) return can ? KernelPath::tensor_core : KernelPath::portable;
+  if (requested == KernelPath::tensor_core && !can)
+    throw Error(fmt::format("megamoe: the tensor_core path needs a cuda GPU of sm_89 or later and model_dim and "
+                            "inter_dim multiples of 128; got {} {}, model_dim {}, inter_dim {}",
+                            to_string(backend), arch, m.model_dim, m.inter_dim));
+  return requested;
+}
+
+LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
+  LayerKernels k;
+  k.route = route_spec();
+  k.combine = combine_spec(b.combine_wire);
+  if (path == KernelPath::tensor_core) {
+    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm), k.block = kTensorCoreBlock;
+    k.stage1 = stage1_mma_spec(config.activation, k.bm1, config.model.model_dim, b.bounds_check);
+    k.stage2 = stage2_mma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
+  } else {
+    k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm), k.block = 32;
+    k.stage1 = stage1_portable_spec(config.activation, k.bm1, b.bounds_check);
+    k.stage2 = stage2_portable_spec(k.bm2, b.combine_wire, b.bounds_check);
+  }
+  k.quantize = quantize_rows_spec(k.block);
+  return k;
+}
+
+std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path) {
+  return layer_kernels(config, bucket, path).all();
 }
 
 }  // namespace megamoe

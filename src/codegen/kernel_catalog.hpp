@@ -5,6 +5,7 @@
 
 #include "codegen/kernel_spec.hpp"
 #include "megamoe/config.hpp"
+#include "megamoe/device.hpp"
 
 namespace megamoe {
 
@@ -23,8 +24,8 @@ int portable_bm(int config_bm);
 // route(ids, weights, tokens, topk, experts, bm1, bm2, expert_offsets, tile_offsets1,
 //       tile_offsets2, row_token, row_slot, row_weight, errors); one block
 KernelSpec route_spec();
-// quantize_rows(x, rows, cols, q, scales)
-KernelSpec quantize_rows_spec();
+// quantize_rows(x, rows, cols, q, scales); blocks of 32 (portable) or 64 (tensor-core) values
+KernelSpec quantize_rows_spec(int block = 32);
 // stage1(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_packed, w1_scales, experts,
 //        model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors)
 KernelSpec stage1_portable_spec(const Activation& act, int bm, bool bounds_check);
@@ -34,13 +35,31 @@ KernelSpec stage2_portable_spec(int bm, CombineWire wire, bool bounds_check);
 // combine(ids, tokens, topk, experts, model_dim, wire, wire_scales, y)
 KernelSpec combine_spec(CombineWire wire);
 
+// The tensor-core kernels' token tile: the config's BM capped at 128; 128 weight rows per block.
+inline constexpr int kTensorCoreWeightRows = 128;
+inline constexpr int kTensorCoreStages = 4;
+inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K
+int tensor_core_bm(int config_bm);
+
+// stage1_mma(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_words, w1_exps,
+//            w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors)
+KernelSpec stage1_mma_spec(const Activation& act, int bm, int model_dim, bool bounds_check);
+// stage2_mma(h_q, h_scales, expert_offsets, tile_offsets2, row_slot, row_weight, w2_words, w2_exps,
+//            w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_capacity, slots, errors)
+KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
+
+// automatic resolved for a backend and arch; tensor_core where it cannot run is an Error.
+KernelPath resolve_path(KernelPath requested, const ModelShape& shape, BackendKind backend, const std::string& arch);
+
 struct LayerKernels {
   KernelSpec route, quantize, stage1, stage2, combine;
+  int bm1 = 0, bm2 = 0;  // token rows per Stage1 / Stage2 tile
+  int block = 32;        // activation scale block (x and h) along K
   std::vector<KernelSpec> all() const { return {route, quantize, stage1, stage2, combine}; }
 };
-LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket);
+LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path);
 
-// Every kernel a bucket of the config launches, in launch order.
-std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket);
+// Every kernel a bucket of the config launches on a path (resolved), in launch order.
+std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path);
 
 }  // namespace megamoe

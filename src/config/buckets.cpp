@@ -34,6 +34,15 @@ std::string_view to_string(ActivationKind kind) {
   return "?";
 }
 
+std::string_view to_string(KernelPath path) {
+  switch (path) {
+    case KernelPath::automatic: return "automatic";
+    case KernelPath::portable: return "portable";
+    case KernelPath::tensor_core: return "tensor_core";
+  }
+  return "?";
+}
+
 std::string_view to_string(CombineWire wire) {
   return wire == CombineWire::bf16 ? "bf16" : "fp8_blockwise_1x32";
 }

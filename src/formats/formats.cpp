@@ -83,20 +83,20 @@ int mxfp4_block_exponent(float amax) {
   return std::clamp(e - 1 - 2, -127, 127);
 }
 
-void quantize_fp8_blocks(const float* v, std::size_t n, std::uint8_t* q, std::uint8_t* scales) {
-  for (std::size_t b = 0; b < n / kBlock; ++b) {
-    const float* x = v + b * kBlock;
+void quantize_fp8_blocks(const float* v, std::size_t n, std::uint8_t* q, std::uint8_t* scales, int block) {
+  for (std::size_t b = 0; b < n / block; ++b) {
+    const float* x = v + b * block;
     float amax = 0.f;
-    for (int i = 0; i < kBlock; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    for (int i = 0; i < block; ++i) amax = std::fmax(amax, std::fabs(x[i]));
     int e = fp8_block_exponent(amax);
     scales[b] = std::uint8_t(e + 127);
     float inv = std::ldexp(1.f, -e);
-    for (int i = 0; i < kBlock; ++i) q[b * kBlock + i] = float_to_e4m3(x[i] * inv);
+    for (int i = 0; i < block; ++i) q[b * block + i] = float_to_e4m3(x[i] * inv);
   }
 }
 
-void dequantize_fp8_blocks(const std::uint8_t* q, const std::uint8_t* scales, std::size_t n, float* out) {
-  for (std::size_t i = 0; i < n; ++i) out[i] = e4m3_to_float(q[i]) * e8m0_to_float(scales[i / kBlock]);
+void dequantize_fp8_blocks(const std::uint8_t* q, const std::uint8_t* scales, std::size_t n, float* out, int block) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = e4m3_to_float(q[i]) * e8m0_to_float(scales[i / block]);
 }
 
 void quantize_mxfp4(const float* v, std::size_t n, std::uint8_t* packed, std::uint8_t* scales) {

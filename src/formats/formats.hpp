@@ -35,11 +35,12 @@ int fp8_block_exponent(float amax);
 // -127 for an all-zero block.
 int mxfp4_block_exponent(float amax);
 
-// Quantize / dequantize n values (n a multiple of 32) in 1x32 blocks.
-//   fp8: q[n] e4m3 bytes, scales[n/32] e8m0 bytes.
+// Quantize / dequantize n values in blocks of 32 (MXFP4), or of `block` (fp8; n a multiple of it).
+//   fp8: q[n] e4m3 bytes, scales[n/block] e8m0 bytes.
 //   mxfp4: packed[n/2] (element 2j in the low nibble, 2j+1 in the high one), scales[n/32].
-void quantize_fp8_blocks(const float* v, std::size_t n, std::uint8_t* q, std::uint8_t* scales);
-void dequantize_fp8_blocks(const std::uint8_t* q, const std::uint8_t* scales, std::size_t n, float* out);
+void quantize_fp8_blocks(const float* v, std::size_t n, std::uint8_t* q, std::uint8_t* scales, int block = kBlock);
+void dequantize_fp8_blocks(const std::uint8_t* q, const std::uint8_t* scales, std::size_t n, float* out,
+                           int block = kBlock);
 void quantize_mxfp4(const float* v, std::size_t n, std::uint8_t* packed, std::uint8_t* scales);
 void dequantize_mxfp4(const std::uint8_t* packed, const std::uint8_t* scales, std::size_t n, float* out);
 

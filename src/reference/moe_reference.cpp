@@ -17,12 +17,12 @@ struct Pair {
   float weight;
 };
 
-// x rounded through the fp8 1x32 dispatch quantizer.
-std::vector<float> fp8_round_trip(const std::vector<float>& v) {
-  std::vector<std::uint8_t> q(v.size()), s(v.size() / 32);
+// v rounded through the fp8 block quantizer.
+std::vector<float> fp8_round_trip(const std::vector<float>& v, int block) {
+  std::vector<std::uint8_t> q(v.size()), s(v.size() / block);
   std::vector<float> out(v.size());
-  formats::quantize_fp8_blocks(v.data(), v.size(), q.data(), s.data());
-  formats::dequantize_fp8_blocks(q.data(), s.data(), v.size(), out.data());
+  formats::quantize_fp8_blocks(v.data(), v.size(), q.data(), s.data(), block);
+  formats::dequantize_fp8_blocks(q.data(), s.data(), v.size(), out.data(), block);
   return out;
 }
 
@@ -47,7 +47,7 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
   for (std::size_t r = 0; r < n_rows; ++r) {
     x_exact[r].resize(D);
     for (int d = 0; d < D; ++d) x_exact[r][d] = formats::bf16_to_float(in.x[tokens[r] * D + d]);
-    x_emul[r] = fp8_round_trip(x_exact[r]);
+    x_emul[r] = fp8_round_trip(x_exact[r], in.act_block);
   }
   auto position = [&](const Pair& p) { return p.out_row / K; };
 
@@ -78,7 +78,7 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
           h_exact[i] = activation(in.activation, float(ge), float(ue));
           h_emul[i] = activation(in.activation, float(gq), float(uq));
         }
-        std::vector<float> hq = fp8_round_trip(h_emul);
+        std::vector<float> hq = fp8_round_trip(h_emul, in.act_block);
         float* out_exact = pair_exact.data() + p.out_row * D;
         for (int d = 0; d < D; ++d) {
           const float* row = w2.data() + std::size_t(d) * I;
@@ -91,7 +91,7 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
         if (in.wire == CombineWire::bf16) {
           for (int d = 0; d < D; ++d) out_emul[d] = formats::bf16_to_float(formats::float_to_bf16(o_emul[d]));
         } else {
-          std::vector<float> wire = fp8_round_trip(o_emul);
+          std::vector<float> wire = fp8_round_trip(o_emul, 32);
           std::copy(wire.begin(), wire.end(), out_emul);
         }
       }

@@ -6,6 +6,7 @@
 
 #include "codegen/kernel_catalog.hpp"
 #include "jit/kernel_builder.hpp"
+#include "weights/tensor_core_layout.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {
@@ -19,6 +20,7 @@ struct Runtime::LoadedKernel {
   std::shared_ptr<const BuiltKernel> built;
   std::unique_ptr<Module> module;
   void* function = nullptr;
+  int shared_bytes = 0;
 };
 
 struct Runtime::BucketKernels {
@@ -35,6 +37,7 @@ struct Runtime::Workspace {
 
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
     : config_(std::move(config)), options_(options), device_(std::move(device)) {
+  path_ = resolve_path(options_.path, config_.model, device_->kind(), device_->arch());
   if (options_.max_tokens < 1 || options_.max_tokens > kMaxBucket)
     throw Error(fmt::format("megamoe: RuntimeOptions.max_tokens = {}, expected 1..{}", options_.max_tokens, kMaxBucket));
   const std::size_t T = options_.max_tokens, K = config_.model.topk, E = config_.model.experts_per_rank,
@@ -81,18 +84,30 @@ std::unique_ptr<PreparedWeights> Runtime::prepare_weights(const Mxfp4ExpertWeigh
   expect("experts", w.experts, m.experts_per_rank, "experts_per_rank");
   expect("model_dim", w.model_dim, m.model_dim, "model_dim");
   expect("inter_dim", w.inter_dim, m.inter_dim, "inter_dim");
-  // Kernel layout v1 is the checkpoint layout itself (docs/weights.md).
   auto p = std::make_unique<PreparedWeights>();
+  p->path = path_;
   p->experts = w.experts, p->model_dim = w.model_dim, p->inter_dim = w.inter_dim;
-  auto upload = [&](const std::vector<std::uint8_t>& host) {
-    DeviceBuffer b(*device_, host.size());
-    device_->copy_to_device(b.get(), host.data(), host.size());
+  auto upload = [&](const auto& host) {
+    std::size_t bytes = host.size() * sizeof(host[0]);
+    DeviceBuffer b(*device_, bytes);
+    device_->copy_to_device(b.get(), host.data(), bytes);
     return b;
   };
-  p->w1_packed = upload(w.w1_packed);
-  p->w1_scales = upload(w.w1_scales);
-  p->w2_packed = upload(w.w2_packed);
-  p->w2_scales = upload(w.w2_scales);
+  if (path_ == KernelPath::portable) {  // layout v1: the checkpoint layout itself
+    p->w1_packed = upload(w.w1_packed);
+    p->w1_scales = upload(w.w1_scales);
+    p->w2_packed = upload(w.w2_packed);
+    p->w2_scales = upload(w.w2_scales);
+    return p;
+  }
+  TensorCoreWeights w1 = to_tensor_core_layout(w.w1_packed.data(), w.w1_scales.data(), w.experts, 2 * w.inter_dim,
+                                               w.model_dim, true);
+  p->w1_words = upload(w1.words), p->w1_exps = upload(w1.exps), p->w1_row_scale = upload(w1.row_scale);
+  w1 = {};
+  TensorCoreWeights w2 = to_tensor_core_layout(w.w2_packed.data(), w.w2_scales.data(), w.experts, w.model_dim,
+                                               w.inter_dim, false);
+  p->w2_words = upload(w2.words), p->w2_exps = upload(w2.exps), p->w2_row_scale = upload(w2.row_scale);
+  p->flushed_blocks = w1.flushed_blocks + w2.flushed_blocks;
   return p;
 }
 
@@ -101,18 +116,19 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
   auto& slot = loaded_[bucket.bucket];
   if (!slot) {
     KernelBuilder& builder = shared_kernel_builder(device_->kind(), device_->arch());
-    LayerKernels specs = layer_kernels(config_, bucket);
+    LayerKernels specs = layer_kernels(config_, bucket, path_);
     auto load = [&](const KernelSpec& spec) {
       LoadedKernel k;
       k.built = builder.build(spec).kernel;
       k.module = device_->load_module(k.built->binary);
       k.function = k.module->function(k.built->symbol);
+      k.shared_bytes = spec.shared_bytes;
       return k;
     };
     auto b = std::make_unique<BucketKernels>();
     b->bucket = &bucket;
-    b->bm1 = portable_bm(bucket.stage1.bm);
-    b->bm2 = portable_bm(bucket.stage2.bm);
+    b->bm1 = specs.bm1;
+    b->bm2 = specs.bm2;
     b->route = load(specs.route);
     b->quantize = load(specs.quantize);
     b->stage1 = load(specs.stage1);
@@ -125,12 +141,17 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
 
 void Runtime::prepare(std::int64_t tokens) { kernels_for(tokens); }
 
+int Runtime::activation_block() const { return path_ == KernelPath::tensor_core ? kTensorCoreBlock : 32; }
+
 void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, const float* route_weights, void* y,
                       std::int64_t tokens, StreamHandle stream) {
   if (tokens < 0 || tokens > options_.max_tokens)
     throw Error(fmt::format("megamoe: forward: tokens = {}, expected 0..{} (RuntimeOptions.max_tokens)", tokens,
                             options_.max_tokens));
   const ModelShape& m = config_.model;
+  if (w.path != path_)
+    throw Error(fmt::format("megamoe: forward: weights were prepared for the {} path, this runtime runs {}",
+                            to_string(w.path), to_string(path_)));
   if (w.experts != m.experts_per_rank || w.model_dim != m.model_dim || w.inter_dim != m.inter_dim)
     throw Error(fmt::format("megamoe: forward: weights are {} experts x {} x {}, the config wants {} x {} x {}",
                             w.experts, w.model_dim, w.inter_dim, m.experts_per_rank, m.model_dim, m.inter_dim));
@@ -144,13 +165,13 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
     if (options_.profile) d.record(events_[i], stream);
   };
   auto launch = [&](const LoadedKernel& kernel, unsigned grid, std::vector<void*> args) {
-    d.launch(kernel.function, {grid}, {unsigned(kernel.built->threads)}, 0, stream, args.data());
+    d.launch(kernel.function, {grid}, {unsigned(kernel.built->threads)}, std::size_t(kernel.shared_bytes), stream,
+             args.data());
   };
   void *eo = ws_->expert_offsets.get(), *to1 = ws_->tile_offsets1.get(), *to2 = ws_->tile_offsets2.get(),
        *rt = ws_->row_token.get(), *rs = ws_->row_slot.get(), *rw = ws_->row_weight.get(), *xq = ws_->x_q.get(),
        *xs = ws_->x_scales.get(), *hq = ws_->h_q.get(), *hs = ws_->h_scales.get(), *wire = ws_->wire.get(),
        *wsc = ws_->wire_scales.get(), *err = ws_->errors.get();
-  const void *w1p = w.w1_packed.get(), *w1s = w.w1_scales.get(), *w2p = w.w2_packed.get(), *w2s = w.w2_scales.get();
   int bm1 = k.bm1, bm2 = k.bm2;
 
   // Persistent grids: at most this many blocks walk the tiles routing laid out.
@@ -164,11 +185,27 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   long long qblocks = (long long)T * D / 32;
   launch(k.quantize, unsigned(std::min<long long>((qblocks + 7) / 8, 16LL * sms)), {&x, &T, &D, &xq, &xs});
   mark(2);
-  launch(k.stage1, tile_grid(bm1, I),
-         {&xq, &xs, &eo, &to1, &rt, &w1p, &w1s, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err});
-  mark(3);
-  launch(k.stage2, tile_grid(bm2, D),
-         {&hq, &hs, &eo, &to2, &rs, &rw, &w2p, &w2s, &E, &D, &I, &wire, &wsc, &rows_capacity, &slots, &err});
+  if (path_ == KernelPath::tensor_core) {
+    const void *w1w = w.w1_words.get(), *w1e = w.w1_exps.get(), *w1r = w.w1_row_scale.get(),
+               *w2w = w.w2_words.get(), *w2e = w.w2_exps.get(), *w2r = w.w2_row_scale.get();
+    auto grid = [&](int bm, int weight_rows) {
+      long long tiles = ((slots + bm - 1) / bm + E) * (long long)(weight_rows / kTensorCoreWeightRows);
+      return unsigned(std::min<long long>(tiles, 2LL * sms));
+    };
+    launch(k.stage1, grid(bm1, 2 * I),
+           {&xq, &xs, &eo, &to1, &rt, &w1w, &w1e, &w1r, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err});
+    mark(3);
+    launch(k.stage2, grid(bm2, D),
+           {&hq, &hs, &eo, &to2, &rs, &rw, &w2w, &w2e, &w2r, &E, &D, &I, &wire, &wsc, &rows_capacity, &slots, &err});
+  } else {
+    const void *w1p = w.w1_packed.get(), *w1s = w.w1_scales.get(), *w2p = w.w2_packed.get(),
+               *w2s = w.w2_scales.get();
+    launch(k.stage1, tile_grid(bm1, I),
+           {&xq, &xs, &eo, &to1, &rt, &w1p, &w1s, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err});
+    mark(3);
+    launch(k.stage2, tile_grid(bm2, D),
+           {&hq, &hs, &eo, &to2, &rs, &rw, &w2p, &w2s, &E, &D, &I, &wire, &wsc, &rows_capacity, &slots, &err});
+  }
   mark(4);
   launch(k.combine, unsigned(std::min<long long>(T, 16LL * sms)), {&ids, &T, &K, &E, &D, &wire, &wsc, &y});
   mark(5);

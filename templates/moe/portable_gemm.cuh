@@ -64,23 +64,25 @@ struct PortableGemm {
   }
 };
 
-// Quantizes rows of a [BM][BN + 1] fp32 tile in shared memory to fp8 1x32 blocks:
-// tile row r goes to out + out_row[r] * ld (skipped when out_row[r] < 0), scales likewise.
-template <int BM, int BN, int kThreads>
-MM_DEVICE void store_tile_fp8(const float (&tile)[BM][BN + 1], const int* out_row, u8* out, int ld, u8* scales,
+// Quantizes rows of an fp32 tile in shared memory (row r at tile + r * ld_tile, COLS values) to
+// fp8 blocks of BLOCK values: row r goes to out + out_row[r] * ld from column col0 (skipped when
+// out_row[r] < 0), its scales to scales + out_row[r] * ld_scales + col0 / BLOCK.
+template <int ROWS, int COLS, int BLOCK, int kThreads>
+MM_DEVICE void store_tile_fp8(const float* tile, int ld_tile, const int* out_row, u8* out, int ld, u8* scales,
                               int ld_scales, int col0) {
-  for (int task = threadIdx.x; task < BM * (BN / 32); task += kThreads) {
-    const int r = task / (BN / 32), blk = task % (BN / 32);
+  for (int task = threadIdx.x; task < ROWS * (COLS / BLOCK); task += kThreads) {
+    const int r = task / (COLS / BLOCK), blk = task % (COLS / BLOCK);
     if (out_row[r] < 0) continue;
+    const float* v = tile + r * ld_tile + blk * BLOCK;
     float amax = 0.f;
-    for (int c = 0; c < 32; ++c) amax = fmaxf(amax, fabsf(tile[r][blk * 32 + c]));
+    for (int c = 0; c < BLOCK; ++c) amax = fmaxf(amax, fabsf(v[c]));
     const int e = mm_fp8_block_exponent(amax);
     const float inv = mm_pow2(-e);
-    scales[(i64)out_row[r] * ld_scales + (col0 + blk * 32) / 32] = u8(e + 127);
-    u32* dst = reinterpret_cast<u32*>(out + (i64)out_row[r] * ld + col0 + blk * 32);
-    for (int w = 0; w < 8; ++w) {
+    scales[(i64)out_row[r] * ld_scales + col0 / BLOCK + blk] = u8(e + 127);
+    u32* dst = reinterpret_cast<u32*>(out + (i64)out_row[r] * ld + col0 + blk * BLOCK);
+    for (int w = 0; w < BLOCK / 4; ++w) {
       u32 word = 0;
-      for (int j = 0; j < 4; ++j) word |= u32(mm_f32_to_e4m3(tile[r][blk * 32 + w * 4 + j] * inv)) << (8 * j);
+      for (int j = 0; j < 4; ++j) word |= u32(mm_f32_to_e4m3(v[w * 4 + j] * inv)) << (8 * j);
       dst[w] = word;
     }
   }

@@ -44,7 +44,8 @@ MM_DEVICE void stage1_portable(const u8* x_q, const u8* x_scales, const int* exp
     for (int i = 0; i < Gemm::TM; ++i)
       for (int j = 0; j < Gemm::TN; ++j) smem.h[ty + 16 * i][tx + 16 * j] = Act::apply(acc[0][i][j], acc[1][i][j]);
     __syncthreads();
-    store_tile_fp8<BM, BN, Gemm::kThreads>(smem.h, out_rows, h_q, inter_dim, h_scales, inter_dim / 32, col0);
+    store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.h[0][0], BN + 1, out_rows, h_q, inter_dim, h_scales, inter_dim / 32,
+                                             col0);
   }
 }
 

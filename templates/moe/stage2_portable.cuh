@@ -56,8 +56,8 @@ MM_DEVICE void stage2_portable(const u8* h_q, const u8* h_scales, const int* exp
       for (int i = 0; i < Gemm::TM; ++i)
         for (int j = 0; j < Gemm::TN; ++j) smem.o[ty + 16 * i][tx + 16 * j] = acc[0][i][j] * weight[ty + 16 * i];
       __syncthreads();
-      store_tile_fp8<BM, BN, Gemm::kThreads>(smem.o, out_slot, static_cast<u8*>(wire), model_dim, wire_scales,
-                                            model_dim / 32, col0);
+      store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.o[0][0], BN + 1, out_slot, static_cast<u8*>(wire), model_dim,
+                                                wire_scales, model_dim / 32, col0);
     }
   }
 }

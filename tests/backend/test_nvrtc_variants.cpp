@@ -20,7 +20,8 @@ void compile_all_variants(const std::string& config_name) {
     test::ScopedEnv env("MEGAMOE_BOUNDS_CHECK", std::string(bc));
     Config c = load_config(config_name);
     for (auto& bucket : c.buckets)
-      for (auto& spec : kernels_for_bucket(c, bucket)) {
+      for (KernelPath path : {KernelPath::portable, KernelPath::tensor_core})
+      for (auto& spec : kernels_for_bucket(c, bucket, path)) {
         PlannedKernel p = b.plan(spec);
         if (!done.insert(p.key.hex).second) continue;
         INFO(p.rendered.name);
@@ -37,6 +38,10 @@ void compile_activation(Activation act) {
   for (bool bc : {false, true}) {
     for (int bm : {16, 64}) {
       BuildReport r = b.build(stage1_portable_spec(act, bm, bc));
+      CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
+    }
+    for (int bm : {8, 128}) {
+      BuildReport r = b.build(stage1_mma_spec(act, bm, 3584, bc));
       CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
     }
   }

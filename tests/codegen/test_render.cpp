@@ -28,6 +28,10 @@ TEST_CASE("kernel names spell the specialisation (golden)", "[codegen]") {
         "megamoe_stage2_portable_bm64_bn64_fp8x32_bc1");
   CHECK(route_spec().name() == "megamoe_route");
   CHECK(quantize_rows_spec().name() == "megamoe_quantize_rows_fp8x32");
+  CHECK(quantize_rows_spec(64).name() == "megamoe_quantize_rows_fp8x64");
+  CHECK(stage1_mma_spec(situv2(), 16, 3584, false).name() == "megamoe_stage1_mma_situv2_bm16_bw128_s4_bc0");
+  CHECK(stage2_mma_spec(128, 3072, CombineWire::fp8_blockwise_1x32, true).name() ==
+        "megamoe_stage2_mma_bm128_bw128_s4_fp8x32_bc1");
   CHECK(combine_spec(CombineWire::fp8_blockwise_1x32).name() == "megamoe_combine_fp8x32");
 }
 
@@ -67,12 +71,27 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
   test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
   test::ScopedEnv no_bc("MEGAMOE_BOUNDS_CHECK", std::nullopt);
   Config k = load_config("kimi_k3_a8w4");
-  CHECK(names(kernels_for_bucket(k, k.bucket(8))) ==
+  CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::portable)) ==
         std::vector<std::string>{"megamoe_route", "megamoe_quantize_rows_fp8x32",
                                  "megamoe_stage1_portable_situv2_bm16_bn64_bc0",
                                  "megamoe_stage2_portable_bm16_bn64_bf16_bc0", "megamoe_combine_bf16"});
   // bm 128 in the config: the portable kernels cap it at 64.
-  CHECK(kernels_for_bucket(k, k.bucket(4096))[2].name() == "megamoe_stage1_portable_situv2_bm64_bn64_bc0");
+  CHECK(kernels_for_bucket(k, k.bucket(4096), KernelPath::portable)[2].name() == "megamoe_stage1_portable_situv2_bm64_bn64_bc0");
   Config g = load_config("generic_a8w4");
-  CHECK(kernels_for_bucket(g, g.bucket(1))[2].name() == "megamoe_stage1_portable_silu_bm64_bn64_bc0");
+  CHECK(kernels_for_bucket(g, g.bucket(1), KernelPath::portable)[2].name() == "megamoe_stage1_portable_silu_bm64_bn64_bc0");
+  CHECK(names(kernels_for_bucket(k, k.bucket(4096), KernelPath::tensor_core)) ==
+        std::vector<std::string>{"megamoe_route", "megamoe_quantize_rows_fp8x64",
+                                 "megamoe_stage1_mma_situv2_bm128_bw128_s4_bc0",
+                                 "megamoe_stage2_mma_bm128_bw128_s4_bf16_bc0", "megamoe_combine_bf16"});
+}
+
+TEST_CASE("the kernel path follows the backend, the arch and the shape", "[codegen]") {
+  ModelShape kimi{112, 3584, 3072, 16}, odd{4, 192, 64, 2};
+  CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_90a") == KernelPath::tensor_core);
+  CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_80") == KernelPath::portable);
+  CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::hip, "gfx90a") == KernelPath::portable);
+  CHECK(resolve_path(KernelPath::automatic, odd, BackendKind::cuda, "sm_90a") == KernelPath::portable);
+  CHECK(resolve_path(KernelPath::portable, kimi, BackendKind::cuda, "sm_90a") == KernelPath::portable);
+  CHECK_THROWS_WITH(resolve_path(KernelPath::tensor_core, odd, BackendKind::cuda, "sm_90a"),
+                    Catch::Contains("model_dim 192"));
 }

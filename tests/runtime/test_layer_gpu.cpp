@@ -6,10 +6,13 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <cstring>
 #include <random>
 
 #include "codegen/embedded_files.hpp"
 #include "common/workload.hpp"
+#include "formats/formats.hpp"
+#include "reference/moe_reference.hpp"
 #include "megamoe/megamoe.hpp"
 #include "support/test_support.hpp"
 
@@ -51,9 +54,11 @@ struct Case {
 };
 
 // Runs each case on fresh random data with a poisoned output; checks all of it.
-void run_cases(const std::string& config, const std::vector<Case>& cases, std::uint64_t seed = 5) {
+void run_cases(const std::string& config, const std::vector<Case>& cases, KernelPath path = KernelPath::automatic,
+               std::uint64_t seed = 5) {
   RuntimeOptions options;
   options.max_tokens = 8192;
+  options.path = path;
   auto rt = Runtime::create(config, options);
   const Config& cfg = rt->config();
   const ModelShape& m = cfg.model;
@@ -62,7 +67,7 @@ void run_cases(const std::string& config, const std::vector<Case>& cases, std::u
   Device& dev = rt->device();
   std::mt19937_64 rng(seed);
   for (const Case& c : cases) {
-    INFO(cfg.name << ", " << c.tokens << " tokens, routing " << c.route);
+    INFO(cfg.name << ", " << to_string(rt->path()) << " path, " << c.tokens << " tokens, routing " << c.route);
     workload::Routing r = workload::make_routing(c.route, c.tokens, m.topk, m.experts_per_rank, rng);
     std::vector<std::uint16_t> x = workload::random_bf16(c.tokens, m.model_dim, rng);
     std::size_t bytes = std::max<std::size_t>(64, x.size() * 2);
@@ -87,7 +92,7 @@ void run_cases(const std::string& config, const std::vector<Case>& cases, std::u
     std::size_t nan = 0;
     for (auto v : y) nan += (v & 0x7fff) > 0x7f80;
     CHECK(nan == 0);  // every element written, none NaN
-    workload::CheckResult res = workload::check_layer(cfg, w, x, r, y, 24, rng);
+    workload::CheckResult res = workload::check_layer(cfg, w, x, r, y, 24, rng, rt->activation_block());
     UNSCOPED_INFO("relL2 exact " << res.rel_l2_exact << ", emulated " << res.rel_l2_emulated << " over "
                                  << res.checked_tokens << " tokens");
     CHECK(res.unwritten == 0);
@@ -101,6 +106,46 @@ const std::vector<Case> kKimiSizes = {{1}, {8}, {128}, {1024}, {8192}};
 }  // namespace
 
 TEST_CASE("Kimi-K3 shape, situv2 (kimi_k3_a8w4)", "[gpu][situv2]") { run_cases("kimi_k3_a8w4", kKimiSizes); }
+
+TEST_CASE("Kimi-K3 shape, situv2, portable kernels", "[gpu][situv2][portable]") {
+  run_cases("kimi_k3_a8w4", {{1}, {128}, {1024}}, KernelPath::portable);
+}
+
+TEST_CASE("the tensor-core and portable paths agree on the same inputs", "[gpu][situv2]") {
+  const std::int64_t tokens = 300;
+  std::vector<std::vector<std::uint16_t>> y(2);
+  std::mt19937_64 rng(11);
+  workload::Routing r;
+  std::vector<std::uint16_t> x;
+  int i = 0;
+  for (KernelPath path : {KernelPath::portable, KernelPath::tensor_core}) {
+    RuntimeOptions o;
+    o.max_tokens = 512;
+    o.path = path;
+    auto rt = Runtime::create("kimi_k3_a8w4", o);
+    const ModelShape& m = rt->config().model;
+    if (x.empty()) {
+      r = workload::make_routing("uniform", tokens, m.topk, m.experts_per_rank, rng);
+      x = workload::random_bf16(tokens, m.model_dim, rng);
+    }
+    auto p = rt->prepare_weights(weights_for(m));
+    Device& dev = rt->device();
+    DeviceBuffer d_x(dev, x.size() * 2), d_y(dev, x.size() * 2), d_ids(dev, r.ids.size() * 4), d_w(dev, r.weights.size() * 4);
+    dev.copy_to_device(d_x.get(), x.data(), x.size() * 2);
+    dev.copy_to_device(d_ids.get(), r.ids.data(), r.ids.size() * 4);
+    dev.copy_to_device(d_w.get(), r.weights.data(), r.weights.size() * 4);
+    dev.fill_bytes(d_y.get(), 0xFF, d_y.bytes());
+    rt->forward(*p, d_x.get(), static_cast<int*>(d_ids.get()), static_cast<float*>(d_w.get()), d_y.get(), tokens);
+    y[i].resize(x.size());
+    dev.copy_to_host(y[i].data(), d_y.get(), x.size() * 2);
+    ++i;
+  }
+  std::vector<float> a(x.size()), b(x.size());
+  for (std::size_t j = 0; j < x.size(); ++j) a[j] = formats::bf16_to_float(y[1][j]), b[j] = formats::bf16_to_float(y[0][j]);
+  double rel = reference::rel_l2(a.data(), b.data(), a.size());
+  UNSCOPED_INFO("relL2(tensor_core, portable) = " << rel);
+  CHECK(rel <= 5e-3);
+}
 
 TEST_CASE("Kimi-K3 shape, silu", "[gpu][silu]") {
   run_cases(variant("kimi_k3_a8w4", "kimi_silu", {{"activation", {{"kind", "silu"}, {"beta", nullptr}, {"linear_beta", nullptr}}}}),
@@ -133,7 +178,9 @@ TEST_CASE("the checked build gives the same results and reports no violation", "
 }
 
 TEST_CASE("prepared weights hold the checkpoint bytes (layout v1)", "[gpu]") {
-  auto rt = Runtime::create("generic_a8w4");
+  RuntimeOptions o;
+  o.path = KernelPath::portable;
+  auto rt = Runtime::create("generic_a8w4", o);
   const Mxfp4ExpertWeights& w = weights_for(rt->config().model);
   auto p = rt->prepare_weights(w);
   auto back = [&](const DeviceBuffer& b) {

@@ -1,5 +1,6 @@
 // megamoe-precompile: compiles a config's kernels into the disk cache ahead of time, through the
 // same build path as the run-time call, so that what it compiles is a cache hit at run time.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -30,6 +31,8 @@ Compiles the kernels of a config's batch-size buckets into the kernel cache
   --all            every bucket
   --arch ARCH      target (default: the backend's, sm_90a for cuda)
   --backend B      cuda (default) or hip
+  --path P         expert-GEMM kernels: auto (default: what the run time picks for the arch),
+                   portable, tensor_core, or all (both)
   -j N             parallel compiles (default: all cores)
   --list           list the kernels of each bucket, compile nothing
   --dry-run        say per kernel whether it is cached, compile nothing
@@ -38,7 +41,7 @@ Exit status: 0 when every kernel is cached or compiled, 1 on any failure, 2 on b
 )";
 
 struct Args {
-  std::string config, arch, backend = "cuda";
+  std::string config, arch, backend = "cuda", path = "auto";
   std::vector<int> buckets;
   bool all = false, list = false, dry_run = false;
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -75,6 +78,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--all") a.all = true;
     else if (s == "--arch") a.arch = value();
     else if (s == "--backend") a.backend = value();
+    else if (s == "--path") a.path = value();
     else if (s == "-j") a.jobs = parse_int(s, value());
     else if (s == "--list") a.list = true;
     else if (s == "--dry-run") a.dry_run = true;
@@ -83,6 +87,8 @@ Args parse(int argc, char** argv) {
   if (a.config.empty()) usage_error("--config NAME is required");
   if (a.all == !a.buckets.empty()) usage_error("give either --bucket N (one or more) or --all");
   if (a.jobs < 1) usage_error("-j must be at least 1");
+  if (a.path != "auto" && a.path != "portable" && a.path != "tensor_core" && a.path != "all")
+    usage_error("--path expects auto, portable, tensor_core or all, got '" + a.path + "'");
   return a;
 }
 
@@ -108,15 +114,24 @@ int main(int argc, char** argv) {
     std::string arch = args.arch.empty() ? compiler->default_arch() : args.arch;
     KernelBuilder builder(compiler, arch, DiskCache::default_root());
 
+    std::vector<KernelPath> paths;
+    BackendKind backend = backend_from_name(args.backend);
+    if (args.path == "all" || args.path == "portable") paths.push_back(KernelPath::portable);
+    if (args.path == "all" || args.path == "tensor_core")
+      paths.push_back(resolve_path(KernelPath::tensor_core, config.model, backend, arch));
+    if (args.path == "auto") paths.push_back(resolve_path(KernelPath::automatic, config.model, backend, arch));
+
     // One job per distinct key: buckets that share a kernel compile it once.
     std::vector<Job> jobs;
     std::map<std::string, std::size_t> by_key;
+    for (KernelPath path : paths)
     for (int b : buckets)
-      for (auto& spec : kernels_for_bucket(config, config.bucket(b))) {
+      for (auto& spec : kernels_for_bucket(config, config.bucket(b), path)) {
         PlannedKernel p = builder.plan(spec);
         auto [it, fresh] = by_key.emplace(p.key.hex, jobs.size());
         if (fresh) jobs.push_back({std::move(p), {}, {}, {}});
-        jobs[it->second].buckets.push_back(b);
+        auto& users = jobs[it->second].buckets;
+        if (std::find(users.begin(), users.end(), b) == users.end()) users.push_back(b);
       }
 
     fmt::print("config {} ({}), {} bucket(s), {} distinct kernel(s), {} for {}, cache {}\n", config.name,

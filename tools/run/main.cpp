@@ -30,6 +30,7 @@ bf16 inputs and random MXFP4 weights, the output poisoned (NaN) before each call
   --check           compare with the CPU references: relL2 against the exact (dequantized
                     weights, fp32) one must be <= 0.06, against the quantizer-emulating one <= 5e-3
   --ref-tokens N    references over at most N random tokens of a call (default 32)
+  --path P          expert-GEMM kernels: auto (default), portable, tensor_core
 Exit status: 0 on success, 1 on a failed check or error, 2 on bad usage, 3 when no GPU is present.
 )";
 
@@ -59,7 +60,7 @@ std::vector<std::int64_t> parse_list(const std::string& flag, const std::string&
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_name, route = "uniform", routing_file, save_routing;
+  std::string config_name, route = "uniform", routing_file, save_routing, path = "auto";
   std::vector<std::int64_t> sizes = {1, 8, 128, 1024, 8192};
   std::uint64_t seed = 123;
   std::size_t ref_tokens = 32;
@@ -81,6 +82,7 @@ int main(int argc, char** argv) {
     else if (s == "--seed") seed = std::uint64_t(parse_list(s, value()).at(0));
     else if (s == "--ref-tokens") ref_tokens = std::size_t(parse_list(s, value()).at(0));
     else if (s == "--check") check = true;
+    else if (s == "--path") path = value();
     else usage_error("unknown argument '" + s + "'");
   }
   if (config_name.empty()) usage_error("--config NAME is required");
@@ -95,6 +97,9 @@ int main(int argc, char** argv) {
     RuntimeOptions options;
     options.max_tokens = int(std::max<std::int64_t>(1, *std::max_element(sizes.begin(), sizes.end())));
     options.profile = true;
+    if (path == "portable") options.path = KernelPath::portable;
+    else if (path == "tensor_core") options.path = KernelPath::tensor_core;
+    else if (path != "auto") usage_error("--path expects auto, portable or tensor_core, got '" + path + "'");
     auto rt = Runtime::create(config_name, options);
     const Config& cfg = rt->config();
     const ModelShape& m = cfg.model;
@@ -105,8 +110,8 @@ int main(int argc, char** argv) {
     fmt::print("config {}: {} experts, model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
                m.experts_per_rank, m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), dev.name(),
                dev.arch());
-    fmt::print("routing: {}; references: over at most {} random tokens of each call\n",
-               routing_file.empty() ? route : "file " + routing_file, ref_tokens);
+    fmt::print("kernels: {} path; routing: {}; references: over at most {} random tokens of each call\n",
+               to_string(rt->path()), routing_file.empty() ? route : "file " + routing_file, ref_tokens);
     Mxfp4ExpertWeights weights = workload::random_weights(m, seed);
     auto prepared = rt->prepare_weights(weights);
 
@@ -140,7 +145,7 @@ int main(int argc, char** argv) {
       std::string verdict = "ran";
       workload::CheckResult c;
       if (check && tokens > 0) {
-        c = workload::check_layer(cfg, weights, x, r, y, ref_tokens, rng);
+        c = workload::check_layer(cfg, weights, x, r, y, ref_tokens, rng, rt->activation_block());
         ok = ok && c.pass(0.06, 5e-3);
         verdict = ok ? "PASS" : "FAIL";
       } else if (check) {

@@ -1,0 +1,55 @@
+// Stage1 on tensor cores: per expert token tile and 128 interleaved gate/up weight rows (64
+// columns of inter_dim), h = act(gate, up) with the rows' scales applied, then h in fp8 blocks
+// of 64 columns (one block per tile row). A persistent grid walks the tiles routing laid out.
+#pragma once
+#include "common/activation.cuh"
+#include "moe/mma_gemm.cuh"
+#include "moe/portable_gemm.cuh"
+#include "moe/route.cuh"
+
+namespace megamoe {
+
+template <class Act, int BN, int kStages, bool kCheck>
+MM_DEVICE void stage1_mma(const u8* x_q, const u8* x_scales, const int* expert_offsets, const int* tile_offsets,
+                          const int* row_token, const u8* w1_words, const signed char* w1_exps,
+                          const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q, u8* h_scales,
+                          int rows_capacity, int tokens, int* errors) {
+  using Gemm = MmaGemm<BN, kStages>;
+  extern __shared__ __align__(16) u8 smem[];
+  __shared__ int a_rows[BN], out_rows[BN];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int m_tiles = 2 * inter_dim / Gemm::kRows;
+  const int total = tile_offsets[experts] * m_tiles;
+  for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+    const int row_tile = tile / m_tiles, m_tile = tile % m_tiles;
+    const int e = expert_of_tile(tile_offsets, experts, row_tile);
+    const int p0 = expert_offsets[e] + (row_tile - tile_offsets[e]) * BN, p_end = expert_offsets[e + 1];
+    __syncthreads();  // the previous tile's epilogue is done with shared memory
+    for (int n = tid; n < BN; n += Gemm::kThreads) {
+      const int p = p0 + n;
+      int token = p < p_end ? row_token[p] : -1;
+      if (kCheck && p < p_end && (p >= rows_capacity || token < 0 || token >= tokens)) {
+        atomicAdd(&errors[kErrBoundsViolations], 1);
+        token = -1;
+      }
+      a_rows[n] = token;
+      out_rows[n] = token >= 0 ? p : -1;
+    }
+    __syncthreads();
+    const i64 rows_e = 2LL * inter_dim;
+    float acc[Gemm::NT][4];
+    const int slab = m_tile * 8 + warp;
+    Gemm::run(smem, x_q, x_scales, a_rows, model_dim, w1_words + e * rows_e * model_dim / 2,
+              w1_exps + e * rows_e * (model_dim / 32), slab, acc);
+    // Epilogue: row g of the slab is gate column 8 * slab + g, row g + 8 its up.
+    const float* row_scale = w1_row_scale + e * rows_e + slab * 16;
+    const float sg = row_scale[g], su = row_scale[g + 8];
+    float* h = reinterpret_cast<float*>(smem);  // [BN][65]
+    for (int j = 0; j < Gemm::NT; ++j)
+      for (int c = 0; c < 2; ++c) h[(8 * j + 2 * t + c) * 65 + 8 * warp + g] = Act::apply(acc[j][c] * sg, acc[j][2 + c] * su);
+    __syncthreads();
+    store_tile_fp8<BN, 64, 64, Gemm::kThreads>(h, 65, out_rows, h_q, inter_dim, h_scales, inter_dim / 64, m_tile * 64);
+  }
+}
+
+}  // namespace megamoe

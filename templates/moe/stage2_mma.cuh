@@ -1,0 +1,69 @@
+// Stage2 on tensor cores: per expert token tile and 128 rows of W2 (128 columns of model_dim),
+// o = W2 h with the rows' scales, times the route weight, onto the combine wire at the row's slot:
+// bf16 (kWire 0) or fp8 1x32 blocks (kWire 1).
+#pragma once
+#include "moe/mma_gemm.cuh"
+#include "moe/portable_gemm.cuh"
+#include "moe/route.cuh"
+
+namespace megamoe {
+
+template <int BN, int kStages, int kWire, bool kCheck>
+MM_DEVICE void stage2_mma(const u8* h_q, const u8* h_scales, const int* expert_offsets, const int* tile_offsets,
+                          const int* row_slot, const float* row_weight, const u8* w2_words, const signed char* w2_exps,
+                          const float* w2_row_scale, int experts, int model_dim, int inter_dim, void* wire,
+                          u8* wire_scales, int rows_capacity, int slots, int* errors) {
+  using Gemm = MmaGemm<BN, kStages>;
+  extern __shared__ __align__(16) u8 smem[];
+  __shared__ int a_rows[BN], out_slot[BN];
+  __shared__ float weight[BN];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int m_tiles = model_dim / Gemm::kRows;
+  const int total = tile_offsets[experts] * m_tiles;
+  for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+    const int row_tile = tile / m_tiles, m_tile = tile % m_tiles;
+    const int e = expert_of_tile(tile_offsets, experts, row_tile);
+    const int p0 = expert_offsets[e] + (row_tile - tile_offsets[e]) * BN, p_end = expert_offsets[e + 1];
+    __syncthreads();
+    for (int n = tid; n < BN; n += Gemm::kThreads) {
+      const int p = p0 + n;
+      int slot = p < p_end ? row_slot[p] : -1;
+      if (kCheck && p < p_end && (p >= rows_capacity || slot < 0 || slot >= slots)) {
+        atomicAdd(&errors[kErrBoundsViolations], 1);
+        slot = -1;
+      }
+      a_rows[n] = slot >= 0 ? p : -1;
+      out_slot[n] = slot;
+      weight[n] = slot >= 0 ? row_weight[p] : 0.f;
+    }
+    __syncthreads();
+    const i64 rows_e = model_dim;
+    float acc[Gemm::NT][4];
+    const int slab = m_tile * 8 + warp;
+    Gemm::run(smem, h_q, h_scales, a_rows, inter_dim, w2_words + e * rows_e * inter_dim / 2,
+              w2_exps + e * rows_e * (inter_dim / 32), slab, acc);
+    const float* row_scale = w2_row_scale + e * rows_e + slab * 16;
+    const float s0 = row_scale[g], s1 = row_scale[g + 8];
+    float* o = reinterpret_cast<float*>(smem);  // [BN][129]
+    for (int j = 0; j < Gemm::NT; ++j)
+      for (int c = 0; c < 2; ++c) {
+        const int n = 8 * j + 2 * t + c;
+        o[n * 129 + 16 * warp + g] = acc[j][c] * s0 * weight[n];
+        o[n * 129 + 16 * warp + g + 8] = acc[j][2 + c] * s1 * weight[n];
+      }
+    __syncthreads();
+    const int col0 = m_tile * Gemm::kRows;
+    if (kWire == 0) {
+      u16* out = static_cast<u16*>(wire);
+      for (int i = tid; i < BN * Gemm::kRows; i += Gemm::kThreads) {
+        const int n = i / Gemm::kRows, c = i % Gemm::kRows;
+        if (out_slot[n] >= 0) out[(i64)out_slot[n] * model_dim + col0 + c] = mm_f32_to_bf16(o[n * 129 + c]);
+      }
+    } else {
+      store_tile_fp8<BN, 128, 32, Gemm::kThreads>(o, 129, out_slot, static_cast<u8*>(wire), model_dim, wire_scales,
+                                                  model_dim / 32, col0);
+    }
+  }
+}
+
+}  // namespace megamoe

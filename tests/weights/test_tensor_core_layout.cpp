@@ -1,0 +1,86 @@
+// Weight layout v2 (tensor-core kernels): the byte-permute conversion against the e2m1 table,
+// and a full round trip against the MXFP4 dequantization.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "formats/formats.hpp"
+#include "megamoe/weights.hpp"
+#include "weights/tensor_core_layout.hpp"
+
+using namespace megamoe;
+
+TEST_CASE("v2 words decode to e2m1 x 2^f for every code and every folded exponent", "[weights][v2]") {
+  // The word for lane t puts value i's magnitude in nibble i and its sign at a fixed bit.
+  const int sign_bit[8] = {7, 15, 23, 31, 3, 11, 19, 27};
+  for (int f = -5; f <= 6; ++f)
+    for (int code = 0; code < 16; ++code)
+      for (int i = 0; i < 8; ++i) {
+        std::uint32_t w = std::uint32_t(code & 7) << (4 * i) | std::uint32_t(code >> 3) << sign_bit[i];
+        float out[8];
+        decode_tensor_core_word(w, f, out);
+        INFO("f " << f << " code " << code << " slot " << i);
+        CHECK(out[i] == formats::e2m1_to_float(std::uint8_t(code)) * std::ldexp(1.f, f));
+        for (int j = 0; j < 8; ++j)
+          if (j != i) CHECK(out[j] == 0.f);
+      }
+}
+
+namespace {
+// Rebuilds [rows][k] (checkpoint row order) from the layout.
+std::vector<float> decode_all(const TensorCoreWeights& v2, int rows, int k, bool interleave) {
+  const int slabs = rows / 16, chunks = k / 128;
+  std::vector<float> out(std::size_t(rows) * k);
+  for (int r = 0; r < rows; ++r) {
+    const int slab = r / 16, in = r % 16, g = in % 8, half = in / 8;
+    const int src = tensor_core_source_row(r, rows, interleave);
+    for (int b = 0; b < k / 32; ++b) {
+      const int c = b / 4, kb = b % 4;
+      const int f = v2.exps[(std::size_t(slab) * chunks + c) * 64 + in * 4 + kb];
+      for (int t = 0; t < 4; ++t) {
+        const std::size_t at = (((std::size_t(slab) * chunks + c) * 32 + g * 4 + t) * 2 + half) * 4 + kb;
+        std::uint32_t w;
+        std::memcpy(&w, v2.words.data() + at * 4, 4);
+        float v[8];
+        decode_tensor_core_word(w, f, v);
+        for (int i = 0; i < 8; ++i) {
+          const int kk = b * 32 + (i < 4 ? 4 * t + i : 16 + 4 * t + i - 4);
+          out[std::size_t(src) * k + kk] = v[i] * v2.row_scale[r];
+        }
+      }
+    }
+  }
+  (void)slabs;
+  return out;
+}
+}  // namespace
+
+TEST_CASE("v2 layout round trip: same values as the MXFP4 dequantization", "[weights][v2]") {
+  const int rows = 64, k = 256;
+  std::mt19937 rng(3);
+  std::vector<std::uint8_t> packed(rows * k / 2), scales(rows * k / 32);
+  for (auto& b : packed) b = std::uint8_t(rng());
+  for (auto& s : scales) s = std::uint8_t(120 + rng() % 10);  // a spread of 10 binades: nothing flushed
+  std::vector<float> want(rows * k);
+  formats::dequantize_mxfp4(packed.data(), scales.data(), want.size(), want.data());
+  for (bool interleave : {false, true}) {
+    TensorCoreWeights v2 = to_tensor_core_layout(packed.data(), scales.data(), 1, rows, k, interleave);
+    CHECK(v2.flushed_blocks == 0);
+    CHECK(decode_all(v2, rows, k, interleave) == want);
+  }
+}
+
+TEST_CASE("v2 layout flushes blocks more than 11 binades below their row's largest", "[weights][v2]") {
+  const int rows = 16, k = 128;
+  std::vector<std::uint8_t> packed(rows * k / 2, 0x22), scales(rows * k / 32, 127);  // every value 1.0
+  scales[0] = 127 - 12;  // row 0, block 0: 12 binades below the row's others
+  scales[1] = 127 - 11;  // row 0, block 1: 11 below, still folded
+  TensorCoreWeights v2 = to_tensor_core_layout(packed.data(), scales.data(), 1, rows, k, false);
+  CHECK(v2.flushed_blocks == 1);
+  std::vector<float> got = decode_all(v2, rows, k, false);
+  CHECK(got[0] == 0.f);
+  CHECK(got[32] == std::ldexp(1.f, -11));
+  CHECK(got[64] == 1.f);
+}
