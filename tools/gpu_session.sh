@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: the GPU tests, the layer runs with checks (stage times
-# included), and cold-compile versus cache-hit times. Binaries are built on the CPU machine and
+# included), and (unless the first argument is "quick") the portable path's times, the kernels'
+# resources and cold-compile versus cache-hit times. Binaries are built on the CPU machine and
 # kernels precompiled there into .megamoe-cache/; docs/perf-notes.md says how it is invoked.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,7 @@ step() { echo "== $*"; "$@" || { echo "!! failed: $*"; status=1; }; }
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   step ./build/tests/megamoe_gpu_tests --durations yes
   step ./build/megamoe-run --config kimi_k3_a8w4 --check --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
+  if [ "${1:-full}" = quick ]; then echo "gpu_session status $status (quick)"; exit $status; fi
   step ./build/megamoe-run --config kimi_k3_a8w4 --check --path portable --bs 1,128,8192
   step ./build/megamoe-run --config generic_a8w4 --check --bs 1,64,4096
   echo "== resources of the expert-GEMM kernels"

@@ -123,6 +123,10 @@ KernelSpec combine_spec(CombineWire wire) {
 
 int tensor_core_bm(int config_bm) { return std::min(config_bm, 128); }
 
+// Deeper pipelines for small token tiles, where the weights' bandwidth is what counts and two
+// blocks share an SM (shared memory per SM: 227 KB).
+int tensor_core_stages(int bm) { return bm <= 16 ? 8 : bm <= 32 ? 6 : bm <= 64 ? 5 : 4; }
+
 namespace {
 std::string tensor_core_params(bool stage1) {
   return stage1 ? "const megamoe::u8* x_q, const megamoe::u8* x_scales, const int* expert_offsets, "
@@ -134,9 +138,11 @@ std::string tensor_core_params(bool stage1) {
                   "const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim, int inter_dim, "
                   "void* wire, megamoe::u8* wire_scales, int rows_capacity, int slots, int* errors";
 }
-// Shared memory of MmaGemm<bm, stages> for a K, or of the epilogue tile, whichever is larger.
+// Shared memory of MmaGemm<bm, stages> for a K (stages of activations, weight words and
+// exponents, then float activation scales), or of the epilogue tile, whichever is larger.
 int tensor_core_smem(int bm, int k, int epilogue_cols) {
-  return std::max(kTensorCoreStages * bm * 144 + bm * (k / kTensorCoreBlock), bm * (epilogue_cols + 1) * 4);
+  const int stage = bm * 144 + 8 * (1024 + 64);
+  return std::max(tensor_core_stages(bm) * stage + bm * (k / kTensorCoreBlock) * 4, bm * (epilogue_cols + 1) * 4);
 }
 }  // namespace
 
@@ -145,14 +151,14 @@ KernelSpec stage1_mma_spec(const Activation& act, int bm, int model_dim, bool bo
   KernelSpec s;
   s.family = "stage1_mma";
   s.name_parts = {a.tag, fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
-                  fmt::format("s{}", kTensorCoreStages), bc_tag(bounds_check)};
+                  fmt::format("s{}", tensor_core_stages(bm)), bc_tag(bounds_check)};
   s.includes = {"moe/stage1_mma.cuh"};
   s.preamble = a.preamble;
   s.params = tensor_core_params(true);
   s.body = fmt::format(
       "megamoe::stage1_mma<{}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, w1_words, "
       "w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors);",
-      a.type, bm, kTensorCoreStages, bounds_check ? "true" : "false");
+      a.type, bm, tensor_core_stages(bm), bounds_check ? "true" : "false");
   s.threads = 256;
   s.shared_bytes = tensor_core_smem(bm, model_dim, 64);
   return s;
@@ -162,14 +168,14 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
   KernelSpec s;
   s.family = "stage2_mma";
   s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
-                  fmt::format("s{}", kTensorCoreStages), wire_tag(wire), bc_tag(bounds_check)};
+                  fmt::format("s{}", tensor_core_stages(bm)), wire_tag(wire), bc_tag(bounds_check)};
   s.includes = {"moe/stage2_mma.cuh"};
   s.params = tensor_core_params(false);
   s.body = fmt::format(
       "megamoe::stage2_mma<{}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, row_weight, "
       "w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_capacity, slots, "
       "errors);",
-      bm, kTensorCoreStages, wire_code(wire), bounds_check ? "true" : "false");
+      bm, tensor_core_stages(bm), wire_code(wire), bounds_check ? "true" : "false");
   s.threads = 256;
   s.shared_bytes = tensor_core_smem(bm, inter_dim, kTensorCoreWeightRows);
   return s;

@@ -37,9 +37,9 @@ KernelSpec combine_spec(CombineWire wire);
 
 // The tensor-core kernels' token tile: the config's BM capped at 128; 128 weight rows per block.
 inline constexpr int kTensorCoreWeightRows = 128;
-inline constexpr int kTensorCoreStages = 4;
 inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K
 int tensor_core_bm(int config_bm);
+int tensor_core_stages(int bm);  // pipeline depth, in chunks of 128 k
 
 // stage1_mma(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_words, w1_exps,
 //            w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors)

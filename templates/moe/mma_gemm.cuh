@@ -1,10 +1,10 @@
 // The tensor-core main loop of both expert GEMMs (NVIDIA sm_89 and later: fp8 mma.sync), in the
 // swapped orientation: the weights are the mma's A (M = weight rows, 16 per warp, 128 per block
-// of 8 warps), the routed rows (tokens) its B (N = BN per block). Weights come straight from
-// global memory in layout v2 (src/weights/tensor_core_layout.hpp): one 16-byte load per row half
-// and 128 k, turned into e4m3 by two byte permutes per 8 values with the block exponent folded
-// in. Activations (fp8, one e8m0 scale per 64 k) are staged in shared memory by cp.async,
-// kStages deep; the mma partial sums of each 64 k are scaled by the activation block scales and
+// of 8 warps), the routed rows (tokens) its B (N = BN per block). Weights (layout v2,
+// src/weights/tensor_core_layout.hpp) and activations (fp8, one e8m0 scale per 64 k) are staged
+// in shared memory by cp.async, kStages chunks of 128 k deep; a lane then reads its weights as
+// two 16-byte words and turns 8 values into e4m3 with two byte permutes, the block exponent
+// folded in. The mma partial sums of each 64 k are scaled by the activation block scales and
 // added to the accumulators (the weights' row scales are left to the epilogue).
 #pragma once
 #include "common/numerics.cuh"
@@ -45,24 +45,28 @@ struct MmaGemm {
   static constexpr int NT = BN / 8;                               // n8 tiles
   static_assert(BN % 8 == 0 && BN <= 128, "BN: a multiple of 8 up to 128");
 
-  // Shared memory: kStages activation stages, then the tile's activation scales (BN x K/64 bytes);
-  // the host side computes the total in src/codegen/kernel_catalog.cpp.
-  static constexpr int kStageBytes = BN * kRowBytes;
+  // One pipeline stage (128 k): the activations [BN][kRowBytes], then each warp's weight words
+  // (1 KB) and exponents (64 B). After kStages stages: the tile's activation scales as floats
+  // [BN][K / 64]. src/codegen/kernel_catalog.cpp computes the same sizes on the host.
+  static constexpr int kActBytes = BN * kRowBytes;
+  static constexpr int kStageBytes = kActBytes + kWarps * (1024 + 64);
 
   // rows[n] (shared): the activation row of token column n, or -1. acc[j][0..3]: this warp's
   // weight rows g and g + 8 against token columns 8j + 2t and 8j + 2t + 1.
   MM_DEVICE static void run(u8* smem, const u8* a_q, const u8* a_scales, const int* rows, int K, const u8* words,
-                            const signed char* exps, int slab, float (&acc)[NT][4]) {
-    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+                            const signed char* exps, int slab0, float (&acc)[NT][4]) {
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int chunks = K / 128, kb64 = K / 64;
-    u8* scale_smem = smem + kStages * kStageBytes;
+    float* scale_smem = reinterpret_cast<float*>(smem + kStages * kStageBytes);
     for (int i = tid; i < BN * kb64; i += kThreads) {
       const int n = i / kb64, row = rows[n];
-      scale_smem[i] = row >= 0 ? a_scales[(i64)row * kb64 + i % kb64] : u8(127);
+      scale_smem[i] = row >= 0 ? mm_e8m0_to_f32(a_scales[(i64)row * kb64 + i % kb64]) : 0.f;
     }
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
 
+    // The block's 8 slabs are contiguous in layout v2: per chunk, 8 KB of words (slab-major) and
+    // 512 B of exponents, each slab's piece of a chunk contiguous.
     auto load_stage = [&](int chunk) {
       u8* st = smem + (chunk % kStages) * kStageBytes;
       for (int i = tid; i < BN * 8; i += kThreads) {
@@ -70,29 +74,33 @@ struct MmaGemm {
         mm_cp_async16(st + n * kRowBytes + part * 16, a_q + (row >= 0 ? (i64)row * K + chunk * 128 + part * 16 : 0),
                       row >= 0);
       }
-    };
-    // This lane's weights for one chunk: rows g and g + 8 of the slab, 4 k32 blocks each.
-    const uint4* wp = reinterpret_cast<const uint4*>(words + ((i64)slab * chunks * 32 + lane) * 32);
-    const u32* ep = reinterpret_cast<const u32*>(exps + (i64)slab * chunks * 64 + g * 4);
-    auto load_weights = [&](int chunk, uint4 (&w)[2], u32 (&e)[2]) {
-      w[0] = wp[(i64)chunk * 64], w[1] = wp[(i64)chunk * 64 + 1];
-      e[0] = ep[(i64)chunk * 16], e[1] = ep[(i64)chunk * 16 + 8];
+      for (int i = tid; i < kWarps * 64; i += kThreads) {  // words: 64 x 16 B per slab
+        const int w = i >> 6, part = i & 63;
+        mm_cp_async16(st + kActBytes + w * 1024 + part * 16, words + ((i64)(slab0 + w) * chunks + chunk) * 1024 + part * 16,
+                      true);
+      }
+      for (int i = tid; i < kWarps * 4; i += kThreads) {  // exponents: 4 x 16 B per slab
+        const int w = i >> 2, part = i & 3;
+        mm_cp_async16(st + kActBytes + kWarps * 1024 + w * 64 + part * 16,
+                      exps + ((i64)(slab0 + w) * chunks + chunk) * 64 + part * 16, true);
+      }
     };
 
     for (int s = 0; s < kStages - 1; ++s) {
       if (s < chunks) load_stage(s);
       mm_cp_async_commit();
     }
-    uint4 w_cur[2], w_next[2];
-    u32 e_cur[2], e_next[2];
-    load_weights(0, w_cur, e_cur);
+    __syncthreads();  // scale_smem
     for (int chunk = 0; chunk < chunks; ++chunk) {
       mm_cp_async_wait<kStages - 2>();
       __syncthreads();
       if (chunk + kStages - 1 < chunks) load_stage(chunk + kStages - 1);
       mm_cp_async_commit();
-      if (chunk + 1 < chunks) load_weights(chunk + 1, w_next, e_next);
       const u8* st = smem + (chunk % kStages) * kStageBytes;
+      const uint4* wq = reinterpret_cast<const uint4*>(st + kActBytes + warp * 1024 + lane * 32);
+      const uint4 w_lo = wq[0], w_hi = wq[1];
+      const u32* eq = reinterpret_cast<const u32*>(st + kActBytes + kWarps * 1024 + warp * 64);
+      const u32 e_lo = eq[g], e_hi = eq[g + 8];
       for (int half64 = 0; half64 < 2; ++half64) {
         float part[NT][4];
         for (int j = 0; j < NT; ++j)
@@ -100,10 +108,10 @@ struct MmaGemm {
         for (int kb2 = 0; kb2 < 2; ++kb2) {
           const int kb = half64 * 2 + kb2;
           u32 a[4];
-          const u32 w0 = kb == 0 ? w_cur[0].x : kb == 1 ? w_cur[0].y : kb == 2 ? w_cur[0].z : w_cur[0].w;
-          const u32 w1 = kb == 0 ? w_cur[1].x : kb == 1 ? w_cur[1].y : kb == 2 ? w_cur[1].z : w_cur[1].w;
-          mm_e2m1x8_to_e4m3(w0, int((signed char)(e_cur[0] >> (8 * kb))), a[0], a[2]);
-          mm_e2m1x8_to_e4m3(w1, int((signed char)(e_cur[1] >> (8 * kb))), a[1], a[3]);
+          const u32 w0 = kb == 0 ? w_lo.x : kb == 1 ? w_lo.y : kb == 2 ? w_lo.z : w_lo.w;
+          const u32 w1 = kb == 0 ? w_hi.x : kb == 1 ? w_hi.y : kb == 2 ? w_hi.z : w_hi.w;
+          mm_e2m1x8_to_e4m3(w0, int((signed char)(e_lo >> (8 * kb))), a[0], a[2]);
+          mm_e2m1x8_to_e4m3(w1, int((signed char)(e_hi >> (8 * kb))), a[1], a[3]);
           for (int j = 0; j < NT; ++j) {
             const u8* b = st + (8 * j + g) * kRowBytes + kb * 32 + 4 * t;
             mm_mma_e4m3(part[j], a, *reinterpret_cast<const u32*>(b), *reinterpret_cast<const u32*>(b + 16));
@@ -111,13 +119,12 @@ struct MmaGemm {
         }
         const int block = chunk * 2 + half64;
         for (int j = 0; j < NT; ++j) {
-          const float s0 = mm_e8m0_to_f32(scale_smem[(8 * j + 2 * t) * kb64 + block]);
-          const float s1 = mm_e8m0_to_f32(scale_smem[(8 * j + 2 * t + 1) * kb64 + block]);
+          const float s0 = scale_smem[(8 * j + 2 * t) * kb64 + block];
+          const float s1 = scale_smem[(8 * j + 2 * t + 1) * kb64 + block];
           acc[j][0] += part[j][0] * s0, acc[j][1] += part[j][1] * s1;
           acc[j][2] += part[j][2] * s0, acc[j][3] += part[j][3] * s1;
         }
       }
-      w_cur[0] = w_next[0], w_cur[1] = w_next[1], e_cur[0] = e_next[0], e_cur[1] = e_next[1];
     }
     mm_cp_async_wait<0>();
     __syncthreads();  // shared memory is free for the epilogue

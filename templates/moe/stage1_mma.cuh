@@ -40,7 +40,7 @@ MM_DEVICE void stage1_mma(const u8* x_q, const u8* x_scales, const int* expert_o
     float acc[Gemm::NT][4];
     const int slab = m_tile * 8 + warp;
     Gemm::run(smem, x_q, x_scales, a_rows, model_dim, w1_words + e * rows_e * model_dim / 2,
-              w1_exps + e * rows_e * (model_dim / 32), slab, acc);
+              w1_exps + e * rows_e * (model_dim / 32), m_tile * 8, acc);
     // Epilogue: row g of the slab is gate column 8 * slab + g, row g + 8 its up.
     const float* row_scale = w1_row_scale + e * rows_e + slab * 16;
     const float sg = row_scale[g], su = row_scale[g + 8];

@@ -29,7 +29,7 @@ TEST_CASE("kernel names spell the specialisation (golden)", "[codegen]") {
   CHECK(route_spec().name() == "megamoe_route");
   CHECK(quantize_rows_spec().name() == "megamoe_quantize_rows_fp8x32");
   CHECK(quantize_rows_spec(64).name() == "megamoe_quantize_rows_fp8x64");
-  CHECK(stage1_mma_spec(situv2(), 16, 3584, false).name() == "megamoe_stage1_mma_situv2_bm16_bw128_s4_bc0");
+  CHECK(stage1_mma_spec(situv2(), 16, 3584, false).name() == "megamoe_stage1_mma_situv2_bm16_bw128_s8_bc0");
   CHECK(stage2_mma_spec(128, 3072, CombineWire::fp8_blockwise_1x32, true).name() ==
         "megamoe_stage2_mma_bm128_bw128_s4_fp8x32_bc1");
   CHECK(combine_spec(CombineWire::fp8_blockwise_1x32).name() == "megamoe_combine_fp8x32");
