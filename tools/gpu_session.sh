@@ -31,5 +31,6 @@ step() { echo "== $*"; "$@" || { echo "!! failed: $*"; status=1; }; }
   MEGAMOE_CACHE_DIR=/tmp/megamoe-cold step ./build/megamoe-precompile --config kimi_k3_a8w4 --all -j 1
   MEGAMOE_CACHE_DIR=/tmp/megamoe-cold step ./build/megamoe-precompile --config kimi_k3_a8w4 --all -j 1
   echo "gpu_session status $status"
+  exit $status
 } 2>&1 | tee "$out/gpu_session.log"
-exit $status
+exit "${PIPESTATUS[0]}"
