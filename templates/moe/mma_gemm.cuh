@@ -9,6 +9,10 @@
 #pragma once
 #include "common/numerics.cuh"
 
+#if !MEGAMOE_CUDA
+#error "the tensor-core kernels are NVIDIA-only (fp8 mma.sync); the hip backend runs the portable path"
+#endif
+
 namespace megamoe {
 
 // e4m3 of 8 e2m1 values of a layout-v2 word, times 2^f (f in [-5, 6]); lo holds k 4t..4t+3,
