@@ -21,20 +21,10 @@ MM_DEVICE void stage1_mma(const u8* x_q, const u8* x_scales, const int* expert_o
   const int m_tiles = 2 * inter_dim / Gemm::kRows;
   const int total = tile_offsets[experts] * m_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const int row_tile = tile / m_tiles, m_tile = tile % m_tiles;
-    const int e = expert_of_tile(tile_offsets, experts, row_tile);
-    const int p0 = expert_offsets[e] + (row_tile - tile_offsets[e]) * BN, p_end = expert_offsets[e + 1];
+    const RoutedTile rt = routed_tile(tile, m_tiles, BN, tile_offsets, expert_offsets, experts);
+    const int e = rt.expert, m_tile = rt.col_tile;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    for (int n = tid; n < BN; n += Gemm::kThreads) {
-      const int p = p0 + n;
-      int token = p < p_end ? row_token[p] : -1;
-      if (kCheck && p < p_end && (p >= rows_capacity || token < 0 || token >= tokens)) {
-        atomicAdd(&errors[kErrBoundsViolations], 1);
-        token = -1;
-      }
-      a_rows[n] = token;
-      out_rows[n] = token >= 0 ? p : -1;
-    }
+    stage1_tile_rows<BN, Gemm::kThreads, kCheck>(rt, row_token, rows_capacity, tokens, errors, a_rows, out_rows);
     __syncthreads();
     const i64 rows_e = 2LL * inter_dim;
     float acc[Gemm::NT][4];

@@ -23,20 +23,10 @@ MM_DEVICE void stage1_portable(const u8* x_q, const u8* x_scales, const int* exp
   const int col_tiles = inter_dim / BN;
   const int total = tile_offsets[experts] * col_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const int row_tile = tile / col_tiles, col0 = (tile % col_tiles) * BN;
-    const int e = expert_of_tile(tile_offsets, experts, row_tile);
-    const int p0 = expert_offsets[e] + (row_tile - tile_offsets[e]) * BM, p_end = expert_offsets[e + 1];
+    const RoutedTile rt = routed_tile(tile, col_tiles, BM, tile_offsets, expert_offsets, experts);
+    const int e = rt.expert, col0 = rt.col_tile * BN;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    if (tid < BM) {
-      const int p = p0 + tid;
-      int token = p < p_end ? row_token[p] : -1;
-      if (kCheck && p < p_end && (p >= rows_capacity || token < 0 || token >= tokens)) {
-        atomicAdd(&errors[kErrBoundsViolations], 1);
-        token = -1;
-      }
-      a_rows[tid] = token;
-      out_rows[tid] = token >= 0 ? p : -1;
-    }
+    stage1_tile_rows<BM, Gemm::kThreads, kCheck>(rt, row_token, rows_capacity, tokens, errors, a_rows, out_rows);
     __syncthreads();
     float acc[2][Gemm::TM][Gemm::TN];
     Gemm::run(smem.gemm, x_q, x_scales, a_rows, model_dim, w1_packed + (i64)e * inter_dim * model_dim,

@@ -21,21 +21,11 @@ MM_DEVICE void stage2_mma(const u8* h_q, const u8* h_scales, const int* expert_o
   const int m_tiles = model_dim / Gemm::kRows;
   const int total = tile_offsets[experts] * m_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const int row_tile = tile / m_tiles, m_tile = tile % m_tiles;
-    const int e = expert_of_tile(tile_offsets, experts, row_tile);
-    const int p0 = expert_offsets[e] + (row_tile - tile_offsets[e]) * BN, p_end = expert_offsets[e + 1];
-    __syncthreads();
-    for (int n = tid; n < BN; n += Gemm::kThreads) {
-      const int p = p0 + n;
-      int slot = p < p_end ? row_slot[p] : -1;
-      if (kCheck && p < p_end && (p >= rows_capacity || slot < 0 || slot >= slots)) {
-        atomicAdd(&errors[kErrBoundsViolations], 1);
-        slot = -1;
-      }
-      a_rows[n] = slot >= 0 ? p : -1;
-      out_slot[n] = slot;
-      weight[n] = slot >= 0 ? row_weight[p] : 0.f;
-    }
+    const RoutedTile rt = routed_tile(tile, m_tiles, BN, tile_offsets, expert_offsets, experts);
+    const int e = rt.expert, m_tile = rt.col_tile;
+    __syncthreads();  // the previous tile's epilogue is done with shared memory
+    stage2_tile_rows<BN, Gemm::kThreads, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, a_rows,
+                                                 out_slot, weight);
     __syncthreads();
     const i64 rows_e = model_dim;
     float acc[Gemm::NT][4];

@@ -25,21 +25,11 @@ MM_DEVICE void stage2_portable(const u8* h_q, const u8* h_scales, const int* exp
   const int col_tiles = model_dim / BN;
   const int total = tile_offsets[experts] * col_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const int row_tile = tile / col_tiles, col0 = (tile % col_tiles) * BN;
-    const int e = expert_of_tile(tile_offsets, experts, row_tile);
-    const int p0 = expert_offsets[e] + (row_tile - tile_offsets[e]) * BM, p_end = expert_offsets[e + 1];
-    __syncthreads();
-    if (tid < BM) {
-      const int p = p0 + tid;
-      int slot = p < p_end ? row_slot[p] : -1;
-      if (kCheck && p < p_end && (p >= rows_capacity || slot < 0 || slot >= slots)) {
-        atomicAdd(&errors[kErrBoundsViolations], 1);
-        slot = -1;
-      }
-      a_rows[tid] = slot >= 0 ? p : -1;
-      out_slot[tid] = slot;
-      weight[tid] = slot >= 0 ? row_weight[p] : 0.f;
-    }
+    const RoutedTile rt = routed_tile(tile, col_tiles, BM, tile_offsets, expert_offsets, experts);
+    const int e = rt.expert, col0 = rt.col_tile * BN;
+    __syncthreads();  // the previous tile's epilogue is done with shared memory
+    stage2_tile_rows<BM, Gemm::kThreads, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, a_rows,
+                                                 out_slot, weight);
     __syncthreads();
     float acc[1][Gemm::TM][Gemm::TN];
     Gemm::run(smem.gemm, h_q, h_scales, a_rows, inter_dim, w2_packed + (i64)e * model_dim * (inter_dim / 2),
