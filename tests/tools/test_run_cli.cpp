@@ -1,0 +1,35 @@
+// megamoe-run on the command line: help, usage errors, and the plain "no GPU" exit.
+#include <catch2/catch.hpp>
+
+#include "megamoe/device.hpp"
+#include "support/test_support.hpp"
+
+using namespace megamoe;
+
+namespace {
+int run(const std::string& args, std::string& out) {
+  return test::run_command("'" MEGAMOE_RUN_EXE "' " + args, out);
+}
+}  // namespace
+
+TEST_CASE("megamoe-run --help and usage errors", "[cli]") {
+  std::string out;
+  CHECK(run("--help", out) == 0);
+  CHECK_THAT(out, Catch::Contains("usage: megamoe-run --config NAME"));
+  CHECK(run("", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--config NAME is required"));
+  CHECK(run("--config kimi_k3_a8w4 --bs 1,x", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--bs expects"));
+  CHECK(run("--config kimi_k3_a8w4 --path fast", out) == 2);
+  CHECK(run("--config kimi_k3_a8w4 --wat", out) == 2);
+}
+
+TEST_CASE("megamoe-run without a GPU says so and exits 3", "[cli]") {
+  if (gpu_available(BackendKind::cuda)) {
+    WARN("a GPU is present: the no-GPU exit cannot be checked on this machine");
+    return;
+  }
+  std::string out;
+  CHECK(run("--config kimi_k3_a8w4 --bs 1", out) == 3);
+  CHECK_THAT(out, Catch::Contains("no GPU"));
+}

@@ -1,0 +1,62 @@
+// Workloads of the tools and GPU tests: the routings and the routing file format.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "common/workload.hpp"
+#include "megamoe/errors.hpp"
+#include "support/test_support.hpp"
+
+using namespace megamoe;
+
+TEST_CASE("routings have the shape their name promises", "[workload]") {
+  std::mt19937_64 rng(1);
+  const int E = 40, K = 6, T = 500;
+  auto u = workload::make_routing("uniform", T, K, E, rng);
+  for (int t = 0; t < T; ++t) {
+    std::set<int> ids(u.ids.begin() + t * K, u.ids.begin() + (t + 1) * K);
+    CHECK(ids.size() == std::size_t(K));  // distinct
+    CHECK(*ids.begin() >= 0);
+    CHECK(*ids.rbegin() < E);
+    float sum = 0;
+    for (int k = 0; k < K; ++k) {
+      sum += u.weights[t * K + k];
+      CHECK(u.weights[t * K + k] > 0.f);
+    }
+    CHECK(sum == Approx(1.f).epsilon(1e-5));
+  }
+  for (int id : workload::make_routing("single", T, K, E, rng).ids) CHECK(id == 0);
+  for (int id : workload::make_routing("sparse", T, K, E, rng).ids) CHECK((id >= 0 && id < K + 4));
+  auto holes = workload::make_routing("holes", T, K, E, rng);
+  std::size_t empty = 0;
+  for (int id : holes.ids) {
+    empty += id == -1;
+    CHECK((id >= -1 && id < E));
+  }
+  CHECK(empty > holes.ids.size() / 5);
+  auto bad = workload::make_routing("bad", T, K, E, rng);
+  int outside = 0;
+  for (int id : bad.ids) outside += id < -1 || id >= E;
+  CHECK(outside == bad.planted_bad_ids);
+  CHECK(outside > 0);
+  CHECK_THROWS_WITH(workload::make_routing("zipf", T, K, E, rng), Catch::Contains("unknown routing 'zipf'"));
+}
+
+TEST_CASE("routing files: write, read back exactly, and name what is wrong", "[workload]") {
+  test::TempDir dir;
+  std::mt19937_64 rng(2);
+  auto r = workload::make_routing("holes", 37, 5, 20, rng);
+  auto path = (dir.path() / "r.routing").string();
+  workload::write_routing(r, path);
+  auto back = workload::read_routing(path);
+  CHECK(back.tokens == 37);
+  CHECK(back.topk == 5);
+  CHECK(back.ids == r.ids);
+  CHECK(back.weights == r.weights);  // 9 significant digits round-trip a float
+
+  test::write_text(dir.path() / "bad_header", "routing 1\ntokens 1 topk 1\n0 1\n");
+  CHECK_THROWS_WITH(workload::read_routing((dir.path() / "bad_header").string()), Catch::Contains("megamoe-routing 1"));
+  test::write_text(dir.path() / "short", "megamoe-routing 1\ntokens 2 topk 2\n0 1 0.5 0.5\n3\n");
+  CHECK_THROWS_WITH(workload::read_routing((dir.path() / "short").string()), Catch::Contains("token 1"));
+  CHECK_THROWS_WITH(workload::read_routing((dir.path() / "missing").string()), Catch::Contains("cannot read"));
+}
