@@ -7,7 +7,7 @@
 namespace megamoe {
 
 struct KernelSpec {
-  std::string family;                   // "act_tile", later "stage1", "stage2", ...
+  std::string family;                   // "route", "stage1_mma", "combine", ...
   std::vector<std::string> name_parts;  // e.g. {"situv2", "bm64", "bn256", "bc0"}
   std::vector<std::string> includes;    // template headers, relative to templates/
   std::string preamble;                 // definitions the call needs (activation parameters)
