@@ -77,12 +77,19 @@ class ObjectReader {
   }
   ObjectReader object(std::string_view key) { return ObjectReader(field(key), at(key), file_); }
 
+  // Fields this object may also hold when absent (optional ones), for the list of known fields.
+  void also_known(std::initializer_list<const char*> names) {
+    for (auto n : names) optional_.insert(n);
+  }
+
   // Every field present must have been read.
   void no_unknown_fields() const {
     for (auto& [k, v] : obj_.items())
       if (!read_.count(k)) {
+        std::set<std::string> all = read_;
+        all.insert(optional_.begin(), optional_.end());
         std::string known;
-        for (auto& r : read_) known += (known.empty() ? "" : ", ") + r;
+        for (auto& r : all) known += (known.empty() ? "" : ", ") + r;
         fail(at(k), show(v), fmt::format("no such field here (known fields: {})", known));
       }
   }
@@ -91,7 +98,7 @@ class ObjectReader {
   const json& obj_;
   std::string path_;
   const std::string& file_;
-  std::set<std::string> read_;
+  std::set<std::string> read_, optional_;
 };
 
 ModelShape read_model(ObjectReader r) {
@@ -137,6 +144,7 @@ QuantFormats read_quant(ObjectReader r) {
 // Bucket entries: `bucket_defaults` and each `buckets.N` may set any subset of the fields;
 // a bucket's values are the defaults with its own entry merged over them.
 void check_tile(ObjectReader r) {
+  r.also_known({"bm", "bn"});
   for (auto key : {"bm", "bn"}) {
     if (!r.has(key)) continue;
     std::int64_t v = r.integer(key, 16, 256);
@@ -149,6 +157,7 @@ void check_tile(ObjectReader r) {
 }
 
 void check_dispatch(ObjectReader r) {
+  r.also_known({"cus", "persistent", "stride"});
   if (r.has("cus")) r.integer("cus", 1, 1024);
   if (r.has("persistent")) r.boolean("persistent");
   if (r.has("stride")) r.integer("stride", 1, 4096);
@@ -157,6 +166,7 @@ void check_dispatch(ObjectReader r) {
 
 // Checks the fields present in a (partial) bucket entry.
 void check_bucket_entry(ObjectReader r) {
+  r.also_known({"stage1", "stage2", "dispatch", "stage2_two_stage_b", "combine_wire", "bounds_check"});
   if (r.has("stage1")) check_tile(r.object("stage1"));
   if (r.has("stage2")) check_tile(r.object("stage2"));
   if (r.has("dispatch")) check_dispatch(r.object("dispatch"));
@@ -223,6 +233,7 @@ Config parse_config(std::string_view json_text, const std::string& source) {
   ObjectReader top(doc, "$", source);
   Config c;
   c.source = source;
+  top.also_known({"description"});
   std::string schema = top.one_of("schema", {kSchema});
   (void)schema;
   const json& name = top.field("name");
