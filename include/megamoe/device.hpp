@@ -15,6 +15,7 @@ BackendKind backend_from_name(std::string_view name);  // "cuda" or "hip"
 
 using StreamHandle = void*;  // CUstream / hipStream_t; nullptr is the default stream
 using EventHandle = void*;   // CUevent / hipEvent_t
+using GraphHandle = void*;   // an instantiated graph: CUgraphExec / hipGraphExec_t
 
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -52,6 +53,13 @@ class Device {
   virtual void destroy_event(EventHandle event) = 0;
   virtual void record(EventHandle event, StreamHandle stream) = 0;
   virtual float elapsed_ms(EventHandle start, EventHandle stop) = 0;
+
+  // Graphs: what is launched on `stream` between begin_capture and end_capture becomes one
+  // executable graph (the stream must not be the default stream).
+  virtual void begin_capture(StreamHandle stream) = 0;
+  virtual GraphHandle end_capture(StreamHandle stream) = 0;
+  virtual void launch_graph(GraphHandle graph, StreamHandle stream) = 0;
+  virtual void destroy_graph(GraphHandle graph) = 0;
 };
 
 // Opens GPU `ordinal` of a backend. Throws NoGpuError ("no GPU driver found" / "no GPU found")

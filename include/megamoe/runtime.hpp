@@ -66,9 +66,10 @@ class Runtime {
   // x and y bf16 [tokens][model_dim]; ids int32 and weights fp32 [tokens][topk]. An id of -1
   // is an empty slot; other ids outside [0, experts) are skipped and reported by take_errors().
   // Throws megamoe::Error for tokens outside [0, max_tokens] or weights of another shape.
-  // Launches only: no host sync and no allocation once the bucket's kernels are loaded (call
-  // prepare() first when capturing; graph capture is not yet covered by the tests). The
-  // workspace is the runtime's own: one Runtime serves one stream at a time.
+  // Launches only: no host sync and no allocation once the bucket's kernels are loaded, so calls
+  // can go back to back and be captured in a graph (call prepare() first; the GPU tests replay a
+  // captured call on new inputs). The workspace is the runtime's own: one Runtime serves one
+  // stream at a time.
   void forward(const PreparedWeights& weights, const void* x, const int* ids, const float* route_weights, void* y,
                std::int64_t tokens, StreamHandle stream = nullptr);
 

@@ -21,7 +21,8 @@ namespace {
   X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuModuleLoadData)            \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuStreamCreate)              \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy)              \
-  X(cuEventRecord) X(cuEventElapsedTime) X(cuCtxSynchronize) X(cuFuncSetAttribute)
+  X(cuEventRecord) X(cuEventElapsedTime) X(cuCtxSynchronize) X(cuFuncSetAttribute) X(cuStreamBeginCapture)     \
+  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 #define MEGAMOE_QUOTE(x) #x
 #define MEGAMOE_SYMBOL(x) MEGAMOE_QUOTE(x)
@@ -178,6 +179,27 @@ class CudaDevice final : public Device {
     check(driver().cuEventElapsedTime(&ms, static_cast<CUevent>(a), static_cast<CUevent>(b)), "cuEventElapsedTime");
     return ms;
   }
+
+  void begin_capture(StreamHandle s) override {
+    current();
+    check(driver().cuStreamBeginCapture(static_cast<CUstream>(s), CU_STREAM_CAPTURE_MODE_RELAXED),
+          "cuStreamBeginCapture");
+  }
+  GraphHandle end_capture(StreamHandle s) override {
+    current();
+    CUgraph graph = nullptr;
+    check(driver().cuStreamEndCapture(static_cast<CUstream>(s), &graph), "cuStreamEndCapture");
+    CUgraphExec exec = nullptr;
+    CUresult r = driver().cuGraphInstantiate(&exec, graph, 0);
+    driver().cuGraphDestroy(graph);
+    check(r, "cuGraphInstantiate");
+    return exec;
+  }
+  void launch_graph(GraphHandle g, StreamHandle s) override {
+    current();
+    check(driver().cuGraphLaunch(static_cast<CUgraphExec>(g), static_cast<CUstream>(s)), "cuGraphLaunch");
+  }
+  void destroy_graph(GraphHandle g) override { driver().cuGraphExecDestroy(static_cast<CUgraphExec>(g)); }
 
  private:
   // The driver's current context is per thread; make ours current before each call.

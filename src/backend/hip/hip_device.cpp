@@ -111,6 +111,25 @@ class HipDevice final : public Device {
     check(lib().hipEventElapsedTime(&ms, static_cast<hipEvent_t>(a), static_cast<hipEvent_t>(b)), "hipEventElapsedTime");
     return ms;
   }
+  void begin_capture(StreamHandle s) override {
+    current();
+    check(lib().hipStreamBeginCapture(static_cast<hipStream_t>(s), hipStreamCaptureModeRelaxed), "hipStreamBeginCapture");
+  }
+  GraphHandle end_capture(StreamHandle s) override {
+    current();
+    hipGraph_t graph = nullptr;
+    check(lib().hipStreamEndCapture(static_cast<hipStream_t>(s), &graph), "hipStreamEndCapture");
+    hipGraphExec_t exec = nullptr;
+    hipError_t r = lib().hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0);
+    (void)lib().hipGraphDestroy(graph);
+    check(r, "hipGraphInstantiate");
+    return exec;
+  }
+  void launch_graph(GraphHandle g, StreamHandle s) override {
+    current();
+    check(lib().hipGraphLaunch(static_cast<hipGraphExec_t>(g), static_cast<hipStream_t>(s)), "hipGraphLaunch");
+  }
+  void destroy_graph(GraphHandle g) override { (void)lib().hipGraphExecDestroy(static_cast<hipGraphExec_t>(g)); }
 
  private:
   void current() { check(lib().hipSetDevice(ordinal_), "hipSetDevice"); }

@@ -15,7 +15,9 @@ namespace megamoe::hip {
   X(hipStreamCreateWithFlags) X(hipStreamDestroy) X(hipStreamSynchronize) X(hipDeviceSynchronize)  \
   X(hipEventCreate) X(hipEventDestroy) X(hipEventRecord) X(hipEventElapsedTime)                    \
   X(hiprtcCreateProgram) X(hiprtcCompileProgram) X(hiprtcGetProgramLogSize) X(hiprtcGetProgramLog) \
-  X(hiprtcGetCodeSize) X(hiprtcGetCode) X(hiprtcDestroyProgram) X(hiprtcGetErrorString)
+  X(hiprtcGetCodeSize) X(hiprtcGetCode) X(hiprtcDestroyProgram) X(hiprtcGetErrorString)                    \
+  X(hipStreamBeginCapture) X(hipStreamEndCapture) X(hipGraphInstantiate) X(hipGraphLaunch)                 \
+  X(hipGraphExecDestroy) X(hipGraphDestroy)
 
 struct Library {
 #define X(name) decltype(&::name) name = nullptr;
