@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_catalog.hpp"
+#include "common/cli.hpp"
 #include "jit/kernel_builder.hpp"
 #include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
@@ -47,29 +48,15 @@ struct Args {
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
 };
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  fmt::print(stderr, "megamoe-precompile: {}\n(see --help)\n", msg);
-  std::exit(2);
-}
-
-int parse_int(const std::string& flag, const std::string& v) {
-  try {
-    std::size_t used = 0;
-    int n = std::stoi(v, &used);
-    if (used == v.size()) return n;
-  } catch (...) {
-  }
-  usage_error(fmt::format("{} expects an integer, got '{}'", flag, v));
-}
+constexpr const char* kTool = "megamoe-precompile";
+[[noreturn]] void usage_error(const std::string& msg) { cli::usage_error(kTool, msg); }
+int parse_int(const std::string& flag, const std::string& v) { return int(cli::parse_int(kTool, flag, v)); }
 
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(s + " needs a value");
-      return argv[++i];
-    };
+    auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
     if (s == "-h" || s == "--help") {
       fmt::print("{}", kUsage);
       std::exit(0);

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/cli.hpp"
 #include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
 
@@ -34,27 +35,10 @@ bf16 inputs and random MXFP4 weights, the output poisoned (NaN) before each call
 Exit status: 0 on success, 1 on a failed check or error, 2 on bad usage, 3 when no GPU is present.
 )";
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  fmt::print(stderr, "megamoe-run: {}\n(see --help)\n", msg);
-  std::exit(2);
-}
-
-std::vector<std::int64_t> parse_list(const std::string& flag, const std::string& s) {
-  std::vector<std::int64_t> v;
-  std::size_t pos = 0;
-  while (true) {
-    std::size_t end = s.find(',', pos);
-    std::string item = s.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    try {
-      std::size_t used = 0;
-      v.push_back(std::stoll(item, &used));
-      if (used != item.size() || v.back() < 0) throw 0;
-    } catch (...) {
-      usage_error(fmt::format("{} expects comma-separated non-negative integers, got '{}'", flag, s));
-    }
-    if (end == std::string::npos) return v;
-    pos = end + 1;
-  }
+constexpr const char* kTool = "megamoe-run";
+[[noreturn]] void usage_error(const std::string& msg) { cli::usage_error(kTool, msg); }
+std::vector<std::int64_t> parse_list(const std::string& flag, const std::string& v) {
+  return cli::parse_int_list(kTool, flag, v);
 }
 
 }  // namespace
@@ -67,10 +51,7 @@ int main(int argc, char** argv) {
   bool check = false;
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(s + " needs a value");
-      return argv[++i];
-    };
+    auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
     if (s == "-h" || s == "--help") {
       fmt::print("{}", kUsage);
       return 0;

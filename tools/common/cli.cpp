@@ -1,0 +1,47 @@
+#include "common/cli.hpp"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace megamoe::cli {
+
+void usage_error(const char* tool, const std::string& message) {
+  fmt::print(stderr, "{}: {}\n(see --help)\n", tool, message);
+  std::exit(2);
+}
+
+std::string next_value(const char* tool, int argc, char** argv, int& i) {
+  if (i + 1 >= argc) usage_error(tool, std::string(argv[i]) + " needs a value");
+  return argv[++i];
+}
+
+std::int64_t parse_int(const char* tool, const std::string& flag, const std::string& value) {
+  try {
+    std::size_t used = 0;
+    std::int64_t n = std::stoll(value, &used);
+    if (used == value.size()) return n;
+  } catch (...) {
+  }
+  usage_error(tool, fmt::format("{} expects an integer, got '{}'", flag, value));
+}
+
+std::vector<std::int64_t> parse_int_list(const char* tool, const std::string& flag, const std::string& value) {
+  std::vector<std::int64_t> v;
+  for (std::size_t pos = 0;;) {
+    std::size_t end = value.find(',', pos);
+    std::string item = value.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    std::size_t used = 0;
+    try {
+      v.push_back(std::stoll(item, &used));
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v.back() < 0)
+      usage_error(tool, fmt::format("{} expects comma-separated non-negative integers, got '{}'", flag, value));
+    if (end == std::string::npos) return v;
+    pos = end + 1;
+  }
+}
+
+}  // namespace megamoe::cli
