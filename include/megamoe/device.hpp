@@ -41,6 +41,7 @@ class Device {
   virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void fill_bytes(void* dst, unsigned char value, std::size_t bytes) = 0;
+  virtual void copy_device_async(void* dst, const void* src, std::size_t bytes, StreamHandle stream) = 0;
 
   virtual std::unique_ptr<Module> load_module(std::string_view binary) = 0;
   virtual void launch(void* function, Dim3 grid, Dim3 block, std::size_t shared_bytes,

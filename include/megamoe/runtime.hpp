@@ -73,6 +73,9 @@ class Runtime {
   void forward(const PreparedWeights& weights, const void* x, const int* ids, const float* route_weights, void* y,
                std::int64_t tokens, StreamHandle stream = nullptr);
 
+  // Turns the recording of stage events on or off for later calls (off while capturing a graph).
+  void set_profile(bool on) { options_.profile = on; }
+
   // With options.profile: the stage times of the last forward() (waits for it).
   StageTimes last_stage_times();
 

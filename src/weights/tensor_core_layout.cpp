@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <atomic>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "formats/formats.hpp"
 
@@ -49,47 +52,57 @@ TensorCoreWeights to_tensor_core_layout(const std::uint8_t* packed, const std::u
   out.words.assign(std::size_t(experts) * rows * k / 2, 0);
   out.exps.assign(std::size_t(experts) * rows * kblocks, 0);
   out.row_scale.assign(std::size_t(experts) * rows, 0.f);
-  for (int e = 0; e < experts; ++e) {
-    const std::uint8_t* ep = packed + std::size_t(e) * rows * k / 2;
-    const std::uint8_t* es = scales + std::size_t(e) * rows * kblocks;
-    for (int r = 0; r < rows; ++r) {
-      const int src = tensor_core_source_row(r, rows, interleave);
-      const std::uint8_t* srow = es + std::size_t(src) * kblocks;
-      int smax = -127;
-      for (int b = 0; b < kblocks; ++b)
-        if (srow[b] != 0xFF) smax = std::max(smax, int(srow[b]) - 127);
-      const int base = smax - kMaxFold;
-      out.row_scale[std::size_t(e) * rows + r] = std::ldexp(1.f, base);
-      const int slab = r / 16, in = r % 16, g = in % 8, half = in / 8;
-      for (int b = 0; b < kblocks; ++b) {
-        int f = int(srow[b]) - 127 - base;
-        const bool flush = srow[b] == 0xFF || f < kMinFold;
-        if (flush) {
-          f = 0;
-          bool nonzero = false;  // an all-zero block loses nothing
-          for (int i = 0; i < 16; ++i) nonzero |= (ep[std::size_t(src) * k / 2 + b * 16 + i] & 0x77) != 0;
-          out.flushed_blocks += nonzero;
-        }
-        const int c = b / 4, kb = b % 4;
-        out.exps[((std::size_t(e) * slabs + slab) * chunks + c) * 64 + in * 4 + kb] = std::int8_t(f);
-        for (int t = 0; t < 4; ++t) {
-          std::uint32_t word = 0;
-          for (int i = 0; i < 8; ++i) {
-            const int kk = b * 32 + word_k(t, i);
-            const std::uint8_t byte = ep[std::size_t(src) * k / 2 + kk / 2];
-            std::uint32_t code = flush ? 0 : (kk % 2 ? byte >> 4 : byte & 15);
-            const std::uint32_t mag = code & 7, sign = (code >> 3) & 1;
-            word |= mag << (4 * i);
-            static constexpr int kSignBit[8] = {7, 15, 23, 31, 3, 11, 19, 27};
-            word |= sign << kSignBit[i];
+  // Experts are independent and write disjoint ranges: one worker per core takes them in turn.
+  std::atomic<int> next{0};
+  std::atomic<std::size_t> flushed{0};
+  auto worker = [&] {
+    for (int e; (e = next++) < experts;) {
+      const std::uint8_t* ep = packed + std::size_t(e) * rows * k / 2;
+      const std::uint8_t* es = scales + std::size_t(e) * rows * kblocks;
+      for (int r = 0; r < rows; ++r) {
+        const int src = tensor_core_source_row(r, rows, interleave);
+        const std::uint8_t* srow = es + std::size_t(src) * kblocks;
+        int smax = -127;
+        for (int b = 0; b < kblocks; ++b)
+          if (srow[b] != 0xFF) smax = std::max(smax, int(srow[b]) - 127);
+        const int base = smax - kMaxFold;
+        out.row_scale[std::size_t(e) * rows + r] = std::ldexp(1.f, base);
+        const int slab = r / 16, in = r % 16, g = in % 8, half = in / 8;
+        for (int b = 0; b < kblocks; ++b) {
+          int f = int(srow[b]) - 127 - base;
+          const bool flush = srow[b] == 0xFF || f < kMinFold;
+          if (flush) {
+            f = 0;
+            bool nonzero = false;  // an all-zero block loses nothing
+            for (int i = 0; i < 16; ++i) nonzero |= (ep[std::size_t(src) * k / 2 + b * 16 + i] & 0x77) != 0;
+            flushed += nonzero;
           }
-          const int lane = g * 4 + t;
-          const std::size_t at = ((((std::size_t(e) * slabs + slab) * chunks + c) * 32 + lane) * 2 + half) * 4 + kb;
-          std::memcpy(out.words.data() + at * 4, &word, 4);
+          const int c = b / 4, kb = b % 4;
+          out.exps[((std::size_t(e) * slabs + slab) * chunks + c) * 64 + in * 4 + kb] = std::int8_t(f);
+          for (int t = 0; t < 4; ++t) {
+            std::uint32_t word = 0;
+            for (int i = 0; i < 8; ++i) {
+              const int kk = b * 32 + word_k(t, i);
+              const std::uint8_t byte = ep[std::size_t(src) * k / 2 + kk / 2];
+              std::uint32_t code = flush ? 0 : (kk % 2 ? byte >> 4 : byte & 15);
+              const std::uint32_t mag = code & 7, sign = (code >> 3) & 1;
+              word |= mag << (4 * i);
+              static constexpr int kSignBit[8] = {7, 15, 23, 31, 3, 11, 19, 27};
+              word |= sign << kSignBit[i];
+            }
+            const int lane = g * 4 + t;
+            const std::size_t at = ((((std::size_t(e) * slabs + slab) * chunks + c) * 32 + lane) * 2 + half) * 4 + kb;
+            std::memcpy(out.words.data() + at * 4, &word, 4);
+          }
         }
       }
     }
-  }
+  };
+  const unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), unsigned(experts)));
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < n; ++i) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  out.flushed_blocks = flushed;
   return out;
 }
 

@@ -22,6 +22,7 @@ namespace {
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuStreamCreate)              \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy)              \
   X(cuEventRecord) X(cuEventElapsedTime) X(cuCtxSynchronize) X(cuFuncSetAttribute) X(cuStreamBeginCapture)     \
+  X(cuMemcpyDtoDAsync)                                                                        \
   X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 #define MEGAMOE_QUOTE(x) #x
@@ -132,6 +133,13 @@ class CudaDevice final : public Device {
   void fill_bytes(void* dst, unsigned char value, std::size_t bytes) override {
     current();
     check(driver().cuMemsetD8(reinterpret_cast<CUdeviceptr>(dst), value, bytes), "cuMemsetD8");
+  }
+
+  void copy_device_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) override {
+    current();
+    check(driver().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes,
+                                     static_cast<CUstream>(s)),
+          "cuMemcpyDtoDAsync");
   }
 
   std::unique_ptr<Module> load_module(std::string_view binary) override {

@@ -73,6 +73,10 @@ class HipDevice final : public Device {
     current();
     check(lib().hipMemsetD8(dst, v, n), "hipMemsetD8");
   }
+  void copy_device_async(void* dst, const void* src, std::size_t n, StreamHandle s) override {
+    current();
+    check(lib().hipMemcpyDtoDAsync(dst, const_cast<void*>(src), n, static_cast<hipStream_t>(s)), "hipMemcpyDtoDAsync");
+  }
   std::unique_ptr<Module> load_module(std::string_view binary) override {
     current();
     hipModule_t m = nullptr;

@@ -17,7 +17,7 @@ namespace megamoe::hip {
   X(hiprtcCreateProgram) X(hiprtcCompileProgram) X(hiprtcGetProgramLogSize) X(hiprtcGetProgramLog) \
   X(hiprtcGetCodeSize) X(hiprtcGetCode) X(hiprtcDestroyProgram) X(hiprtcGetErrorString)                    \
   X(hipStreamBeginCapture) X(hipStreamEndCapture) X(hipGraphInstantiate) X(hipGraphLaunch)                 \
-  X(hipGraphExecDestroy) X(hipGraphDestroy)
+  X(hipGraphExecDestroy) X(hipGraphDestroy) X(hipMemcpyDtoDAsync)
 
 struct Library {
 #define X(name) decltype(&::name) name = nullptr;

@@ -1,0 +1,107 @@
+#include "bench/ceilings.hpp"
+
+#include <cublasLt.h>
+#include <dlfcn.h>
+
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace megamoe::bench {
+
+Ceiling measure_copy_bandwidth(Device& dev, std::size_t bytes) {
+  DeviceBuffer a(dev, bytes), b(dev, bytes);
+  dev.fill_bytes(a.get(), 0x5A, bytes);
+  StreamHandle s = dev.create_stream();
+  float ms = median_ms(dev, s, 3, 10, [&] { dev.copy_device_async(b.get(), a.get(), bytes, s); });
+  dev.destroy_stream(s);
+  return {2.0 * double(bytes) / (ms * 1e-3) / 1e12, true,
+          fmt::format("device-to-device copy of {} MiB, median of 10", bytes >> 20)};
+}
+
+namespace {
+
+#define MEGAMOE_LT_FUNCTIONS(X)                                                                       \
+  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy)       \
+  X(cublasLtMatmulDescSetAttribute) X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)      \
+  X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)                                \
+  X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+
+struct Lt {
+#define X(name) decltype(&::name) name = nullptr;
+  MEGAMOE_LT_FUNCTIONS(X)
+#undef X
+};
+
+}  // namespace
+
+Ceiling measure_fp8_rate(Device& dev, int n) {
+  if (dev.kind() != BackendKind::cuda) return {0, false, "not measured: cuBLASLt is NVIDIA-only"};
+  void* lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) lib = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return {0, false, fmt::format("not measured: libcublasLt could not be loaded ({})", dlerror())};
+  Lt lt;
+#define X(name)                                                                   \
+  lt.name = reinterpret_cast<decltype(lt.name)>(dlsym(lib, #name));               \
+  if (!lt.name) return {0, false, "not measured: libcublasLt lacks " #name};
+  MEGAMOE_LT_FUNCTIONS(X)
+#undef X
+
+  const std::size_t nn = std::size_t(n) * n;
+  std::vector<std::uint8_t> host(nn);
+  std::mt19937_64 rng(7);
+  for (auto& b : host) b = std::uint8_t(rng()) & 0xBF;  // e4m3 without NaN (exponent below 15)
+  DeviceBuffer a(dev, nn), b(dev, nn), d(dev, nn * 2), workspace(dev, 64 << 20);
+  dev.copy_to_device(a.get(), host.data(), nn);
+  for (auto& v : host) v = std::uint8_t(rng()) & 0xBF;
+  dev.copy_to_device(b.get(), host.data(), nn);
+
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  auto fail = [&](const char* what, cublasStatus_t st) {
+    return Ceiling{0, false, fmt::format("not measured: {} returned cuBLAS status {}", what, int(st))};
+  };
+  cublasStatus_t st;
+  if ((st = lt.cublasLtCreate(&handle))) return fail("cublasLtCreate", st);
+  Ceiling result;
+  do {
+    if ((st = lt.cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F))) { result = fail("MatmulDescCreate", st); break; }
+    cublasOperation_t t = CUBLAS_OP_T, nop = CUBLAS_OP_N;  // fp8 wants A transposed (both K-major)
+    lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+    lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nop, sizeof nop);
+    if ((st = lt.cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, n, n, n)) ||
+        (st = lt.cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, n, n, n)) ||
+        (st = lt.cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, n))) { result = fail("MatrixLayoutCreate", st); break; }
+    if ((st = lt.cublasLtMatmulPreferenceCreate(&pref))) { result = fail("MatmulPreferenceCreate", st); break; }
+    std::size_t ws = workspace.bytes();
+    lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t heuristic{};
+    int found = 0;
+    st = lt.cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+    if (st || found == 0) { result = fail("MatmulAlgoGetHeuristic (or no algorithm)", st); break; }
+    StreamHandle s = dev.create_stream();
+    float alpha = 1.f, beta = 0.f;
+    cublasStatus_t run_status = CUBLAS_STATUS_SUCCESS;
+    float ms = median_ms(dev, s, 3, 10, [&] {
+      cublasStatus_t r = lt.cublasLtMatmul(handle, desc, &alpha, a.get(), la, b.get(), lb, &beta, d.get(), ld, d.get(),
+                                           ld, &heuristic.algo, workspace.get(), ws, static_cast<cudaStream_t>(s));
+      if (r) run_status = r;
+    });
+    dev.destroy_stream(s);
+    if (run_status) { result = fail("cublasLtMatmul", run_status); break; }
+    result = {2.0 * double(n) * n * n / (ms * 1e-3) / 1e12, true,
+              fmt::format("cuBLASLt e4m3 x e4m3 -> bf16, {0}x{0}x{0}, random data, median of 10", n)};
+  } while (false);
+  if (pref) lt.cublasLtMatmulPreferenceDestroy(pref);
+  if (la) lt.cublasLtMatrixLayoutDestroy(la);
+  if (lb) lt.cublasLtMatrixLayoutDestroy(lb);
+  if (ld) lt.cublasLtMatrixLayoutDestroy(ld);
+  if (desc) lt.cublasLtMatmulDescDestroy(desc);
+  lt.cublasLtDestroy(handle);
+  return result;
+}
+
+}  // namespace megamoe::bench

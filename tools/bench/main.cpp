@@ -1,0 +1,186 @@
+// megamoe-bench: the layer's Stage1, Stage2 and total time per batch size on one GPU, against
+// the physical floor computed from the card's own ceilings measured in the same run.
+//   total: median over graph replays of a captured burst of calls, each call on its own input
+//          set (rotated so that the L2 holds none of them between calls);
+//   stages: median over direct calls with events between the launches.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/ceilings.hpp"
+#include "common/cli.hpp"
+#include "common/workload.hpp"
+#include "megamoe/megamoe.hpp"
+
+using namespace megamoe;
+
+namespace {
+
+constexpr const char* kTool = "megamoe-bench";
+const char* kUsage = R"(usage: megamoe-bench --world 1 --config NAME [--bs LIST] [--path auto|portable|tensor_core]
+                     [--reps N] [--seed S] [--json FILE]
+
+Times the layer of a config on GPU 0 (world size 1: the per-rank load of bs x topk routed rows
+over experts_per_rank experts, uniform routing) and prints per batch size the Stage1, Stage2 and
+total times, the floor max(weight bytes of the experts touched / copy bandwidth, FLOPs / fp8
+rate) with both ceilings measured in the same run, and time / floor.
+  --bs LIST    default 1,8,32,64,128,256,512,1024,2048,4096,8192
+  --reps N     timed repetitions per measurement (default 20); medians are reported
+  --seed S     routing and input seed (default 123)
+  --json FILE  also write the results as JSON
+Exit status: 0 on success, 1 on error, 2 on bad usage, 3 when no GPU is present.
+)";
+
+struct Row {
+  std::int64_t bs = 0;
+  int input_sets = 0, experts_touched = 0;
+  double stage1_ms = 0, stage2_ms = 0, total_ms = 0, floor_ms = 0, bytes_ms = 0, flops_ms = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_name, path = "auto", json_path;
+  std::vector<std::int64_t> sizes = {1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  int world = 0, reps = 20;
+  std::uint64_t seed = 123;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
+    if (s == "-h" || s == "--help") {
+      fmt::print("{}", kUsage);
+      return 0;
+    } else if (s == "--world") world = int(cli::parse_int(kTool, s, value()));
+    else if (s == "--config") config_name = value();
+    else if (s == "--bs") sizes = cli::parse_int_list(kTool, s, value());
+    else if (s == "--path") path = value();
+    else if (s == "--reps") reps = int(cli::parse_int(kTool, s, value()));
+    else if (s == "--seed") seed = std::uint64_t(cli::parse_int(kTool, s, value()));
+    else if (s == "--json") json_path = value();
+    else cli::usage_error(kTool, "unknown argument '" + s + "'");
+  }
+  if (config_name.empty()) cli::usage_error(kTool, "--config NAME is required");
+  if (world != 1) cli::usage_error(kTool, fmt::format("--world {}: only --world 1 is implemented", world));
+  if (reps < 3) cli::usage_error(kTool, "--reps must be at least 3");
+  if (sizes.empty() || *std::min_element(sizes.begin(), sizes.end()) < 1)
+    cli::usage_error(kTool, "--bs needs sizes of at least 1");
+
+  try {
+    RuntimeOptions options;
+    options.max_tokens = int(*std::max_element(sizes.begin(), sizes.end()));
+    if (path == "portable") options.path = KernelPath::portable;
+    else if (path == "tensor_core") options.path = KernelPath::tensor_core;
+    else if (path != "auto") cli::usage_error(kTool, "--path expects auto, portable or tensor_core");
+    auto rt = Runtime::create(config_name, options);
+    Device& dev = rt->device();
+    const Config& cfg = rt->config();
+    const ModelShape& m = cfg.model;
+    fmt::print("config {} on {} ({}), {} path, world 1\n", cfg.name, dev.name(), dev.arch(), to_string(rt->path()));
+
+    bench::Ceiling copy = bench::measure_copy_bandwidth(dev, std::size_t(2) << 30);
+    bench::Ceiling fp8 = bench::measure_fp8_rate(dev, 8192);
+    fmt::print("copy bandwidth: {:.2f} TB/s ({})\n", copy.value, copy.how);
+    const double kSpecFp8 = 1300.0;  // TFLOP/s, SPEC.md's cuBLAS figure, used only when not measured
+    fmt::print("fp8 dense rate: {:.0f} TFLOP/s ({})\n", fp8.measured ? fp8.value : kSpecFp8,
+               fp8.measured ? fp8.how : fp8.how + "; the floor uses SPEC.md's 1300 TFLOP/s");
+    const double tbps = copy.value, tflops = fp8.measured ? fp8.value : kSpecFp8;
+
+    const double values_per_expert = 3.0 * double(m.inter_dim) * m.model_dim;  // W1 (2I x D) + W2 (D x I)
+    const double bytes_per_expert = values_per_expert * 4.25 / 8;              // MXFP4 with its scales
+    auto prepared = rt->prepare_weights(workload::random_weights(m, seed));
+    StreamHandle stream = dev.create_stream();
+    std::mt19937_64 rng(seed);
+    std::vector<Row> rows;
+    fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "bs", "sets", "experts", "stage1_ms",
+               "stage2_ms", "total_ms", "floor_ms", "time/floor");
+    for (std::int64_t bs : sizes) {
+      Row row;
+      row.bs = bs;
+      // Enough input sets that together they are three times the 60 MB L2 (2 to 64 of them).
+      const double set_bytes = double(bs) * (4.0 * m.model_dim + 8.0 * m.topk);
+      row.input_sets = int(std::clamp(std::ceil(180e6 / set_bytes), 2.0, 64.0));
+      struct Set {
+        DeviceBuffer x, ids, w, y;
+      };
+      std::vector<Set> sets;
+      std::set<int> touched;
+      long long pairs = 0;
+      for (int i = 0; i < row.input_sets; ++i) {
+        workload::Routing r = workload::make_routing("uniform", bs, m.topk, m.experts_per_rank, rng);
+        std::vector<std::uint16_t> x = workload::random_bf16(bs, m.model_dim, rng);
+        Set s{DeviceBuffer(dev, x.size() * 2), DeviceBuffer(dev, r.ids.size() * 4), DeviceBuffer(dev, r.weights.size() * 4),
+              DeviceBuffer(dev, x.size() * 2)};
+        dev.copy_to_device(s.x.get(), x.data(), x.size() * 2);
+        dev.copy_to_device(s.ids.get(), r.ids.data(), r.ids.size() * 4);
+        dev.copy_to_device(s.w.get(), r.weights.data(), r.weights.size() * 4);
+        dev.fill_bytes(s.y.get(), 0xFF, s.y.bytes());
+        if (i == 0) {
+          for (int id : r.ids) touched.insert(id), pairs += id >= 0;
+        }
+        sets.push_back(std::move(s));
+      }
+      row.experts_touched = int(touched.size());
+      row.bytes_ms = bytes_per_expert * row.experts_touched / (tbps * 1e12) * 1e3;
+      row.flops_ms = 2.0 * values_per_expert * double(pairs) / (tflops * 1e12) * 1e3;
+      row.floor_ms = std::max(row.bytes_ms, row.flops_ms);
+      auto call = [&](const Set& s) {
+        rt->forward(*prepared, s.x.get(), static_cast<const int*>(s.ids.get()), static_cast<const float*>(s.w.get()),
+                    s.y.get(), bs, stream);
+      };
+      rt->prepare(bs);
+      // Stages: direct calls with events between the launches.
+      rt->set_profile(true);
+      std::vector<float> s1, s2;
+      for (int i = 0; i < reps + 3; ++i) {
+        call(sets[i % sets.size()]);
+        StageTimes t = rt->last_stage_times();
+        if (i >= 3) s1.push_back(t.stage1_ms), s2.push_back(t.stage2_ms);
+      }
+      rt->set_profile(false);
+      std::nth_element(s1.begin(), s1.begin() + s1.size() / 2, s1.end());
+      std::nth_element(s2.begin(), s2.begin() + s2.size() / 2, s2.end());
+      row.stage1_ms = s1[s1.size() / 2], row.stage2_ms = s2[s2.size() / 2];
+      // Total: one graph of a call per input set, replayed.
+      dev.begin_capture(stream);
+      for (const Set& s : sets) call(s);
+      GraphHandle graph = dev.end_capture(stream);
+      row.total_ms = bench::median_ms(dev, stream, 3, reps, [&] { dev.launch_graph(graph, stream); }) / sets.size();
+      dev.destroy_graph(graph);
+      CallErrors errors = rt->take_errors();
+      if (errors.any()) throw Error(fmt::format("megamoe-bench: the kernels reported {} bad ids", errors.bad_ids));
+      fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}\n", bs, row.input_sets,
+                 row.experts_touched, row.stage1_ms, row.stage2_ms, row.total_ms, row.floor_ms,
+                 row.total_ms / row.floor_ms);
+      rows.push_back(row);
+    }
+    dev.destroy_stream(stream);
+    if (!json_path.empty()) {
+      nlohmann::json j = {{"config", cfg.name}, {"device", dev.name()}, {"arch", dev.arch()},
+                          {"path", std::string(to_string(rt->path()))}, {"world", 1},
+                          {"copy_tb_per_s", copy.value}, {"copy_how", copy.how},
+                          {"fp8_tflop_per_s", tflops}, {"fp8_measured", fp8.measured}, {"fp8_how", fp8.how}};
+      for (const Row& r : rows)
+        j["buckets"].push_back({{"bs", r.bs}, {"input_sets", r.input_sets}, {"experts_touched", r.experts_touched},
+                                {"stage1_ms", r.stage1_ms}, {"stage2_ms", r.stage2_ms}, {"total_ms", r.total_ms},
+                                {"floor_ms", r.floor_ms}, {"floor_bytes_ms", r.bytes_ms},
+                                {"floor_flops_ms", r.flops_ms}, {"time_over_floor", r.total_ms / r.floor_ms}});
+      std::ofstream(json_path) << j.dump(2) << "\n";
+    }
+    fmt::print("stages: median of {} direct calls; total: median of {} graph replays over the input sets\n", reps,
+               reps);
+    return 0;
+  } catch (const NoGpuError& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 3;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
+}
