@@ -33,3 +33,18 @@ TEST_CASE("megamoe-run without a GPU says so and exits 3", "[cli]") {
   CHECK(run("--config kimi_k3_a8w4 --bs 1", out) == 3);
   CHECK_THAT(out, Catch::Contains("no GPU"));
 }
+
+TEST_CASE("megamoe-bench --help, usage errors and the no-GPU exit", "[cli]") {
+  std::string out;
+  auto bench = [&](const std::string& args) { return test::run_command("'" MEGAMOE_BENCH_EXE "' " + args, out); };
+  CHECK(bench("--help") == 0);
+  CHECK_THAT(out, Catch::Contains("usage: megamoe-bench --world 1 --config NAME"));
+  CHECK(bench("--world 2 --config kimi_k3_a8w4") == 2);
+  CHECK_THAT(out, Catch::Contains("only --world 1"));
+  CHECK(bench("--world 1") == 2);
+  CHECK(bench("--world 1 --config kimi_k3_a8w4 --bs 0") == 2);
+  if (!gpu_available(BackendKind::cuda)) {
+    CHECK(bench("--world 1 --config kimi_k3_a8w4 --bs 1") == 3);
+    CHECK_THAT(out, Catch::Contains("no GPU"));
+  }
+}
