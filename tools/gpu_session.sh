@@ -16,6 +16,7 @@ step() { echo "== $*"; "$@" || { echo "!! failed: $*"; status=1; }; }
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   step ./build/tests/megamoe_gpu_tests --durations yes
   step ./build/megamoe-run --config kimi_k3_a8w4 --check --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
+  step ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --json "$out/bench_kimi.json"
   if [ "${1:-full}" = quick ]; then echo "gpu_session status $status (quick)"; exit $status; fi
   step ./build/megamoe-run --config kimi_k3_a8w4 --check --path portable --bs 1,128,8192
   step ./build/megamoe-run --config generic_a8w4 --check --bs 1,64,4096
