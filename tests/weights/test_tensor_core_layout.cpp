@@ -2,6 +2,7 @@
 // and a full round trip against the MXFP4 dequantization.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -69,6 +70,23 @@ TEST_CASE("v2 layout round trip: same values as the MXFP4 dequantization", "[wei
     TensorCoreWeights v2 = to_tensor_core_layout(packed.data(), scales.data(), 1, rows, k, interleave);
     CHECK(v2.flushed_blocks == 0);
     CHECK(decode_all(v2, rows, k, interleave) == want);
+  }
+}
+
+TEST_CASE("v2 layout of several experts (converted in parallel) matches each expert's own", "[weights][v2]") {
+  const int experts = 7, rows = 32, k = 128;
+  std::mt19937 rng(5);
+  std::vector<std::uint8_t> packed(std::size_t(experts) * rows * k / 2), scales(std::size_t(experts) * rows * k / 32);
+  for (auto& b : packed) b = std::uint8_t(rng());
+  for (auto& s : scales) s = std::uint8_t(118 + rng() % 12);
+  TensorCoreWeights all = to_tensor_core_layout(packed.data(), scales.data(), experts, rows, k, true);
+  const std::size_t words = std::size_t(rows) * k / 2, exps = std::size_t(rows) * k / 32;
+  for (int e = 0; e < experts; ++e) {
+    TensorCoreWeights one = to_tensor_core_layout(packed.data() + e * words, scales.data() + e * exps, 1, rows, k, true);
+    INFO("expert " << e);
+    CHECK(std::equal(one.words.begin(), one.words.end(), all.words.begin() + e * words));
+    CHECK(std::equal(one.exps.begin(), one.exps.end(), all.exps.begin() + e * exps));
+    CHECK(std::equal(one.row_scale.begin(), one.row_scale.end(), all.row_scale.begin() + e * rows));
   }
 }
 
