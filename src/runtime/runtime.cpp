@@ -174,10 +174,10 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
        *wsc = ws_->wire_scales.get(), *err = ws_->errors.get();
   int bm1 = k.bm1, bm2 = k.bm2;
 
-  // Persistent grids: at most this many blocks walk the tiles routing laid out.
-  auto tile_grid = [&](int bm, int cols) {
+  // Persistent grids: at most blocks_per_sm blocks per SM walk the tiles routing laid out.
+  auto tile_grid = [&](int bm, int col_tiles, int blocks_per_sm) {
     long long row_tiles = (slots + bm - 1) / bm + E;  // each expert adds at most one partial tile
-    return unsigned(std::min<long long>(row_tiles * (cols / kPortableBn), 8LL * sms));
+    return unsigned(std::min<long long>(row_tiles * col_tiles, (long long)blocks_per_sm * sms));
   };
   mark(0);
   launch(k.route, 1, {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &eo, &to1, &to2, &rt, &rs, &rw, &err});
@@ -188,22 +188,18 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   if (path_ == KernelPath::tensor_core) {
     const void *w1w = w.w1_words.get(), *w1e = w.w1_exps.get(), *w1r = w.w1_row_scale.get(),
                *w2w = w.w2_words.get(), *w2e = w.w2_exps.get(), *w2r = w.w2_row_scale.get();
-    auto grid = [&](int bm, int weight_rows) {
-      long long tiles = ((slots + bm - 1) / bm + E) * (long long)(weight_rows / kTensorCoreWeightRows);
-      return unsigned(std::min<long long>(tiles, 2LL * sms));
-    };
-    launch(k.stage1, grid(bm1, 2 * I),
+    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, 2),
            {&xq, &xs, &eo, &to1, &rt, &w1w, &w1e, &w1r, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err});
     mark(3);
-    launch(k.stage2, grid(bm2, D),
+    launch(k.stage2, tile_grid(bm2, D / kTensorCoreWeightRows, 2),
            {&hq, &hs, &eo, &to2, &rs, &rw, &w2w, &w2e, &w2r, &E, &D, &I, &wire, &wsc, &rows_capacity, &slots, &err});
   } else {
     const void *w1p = w.w1_packed.get(), *w1s = w.w1_scales.get(), *w2p = w.w2_packed.get(),
                *w2s = w.w2_scales.get();
-    launch(k.stage1, tile_grid(bm1, I),
+    launch(k.stage1, tile_grid(bm1, I / kPortableBn, 8),
            {&xq, &xs, &eo, &to1, &rt, &w1p, &w1s, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err});
     mark(3);
-    launch(k.stage2, tile_grid(bm2, D),
+    launch(k.stage2, tile_grid(bm2, D / kPortableBn, 8),
            {&hq, &hs, &eo, &to2, &rs, &rw, &w2p, &w2s, &E, &D, &I, &wire, &wsc, &rows_capacity, &slots, &err});
   }
   mark(4);

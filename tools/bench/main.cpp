@@ -47,7 +47,8 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_name, path = "auto", json_path;
+  std::string config_name, json_path;
+  KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
   int world = 0, reps = 20;
   std::uint64_t seed = 123;
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
     } else if (s == "--world") world = int(cli::parse_int(kTool, s, value()));
     else if (s == "--config") config_name = value();
     else if (s == "--bs") sizes = cli::parse_int_list(kTool, s, value());
-    else if (s == "--path") path = value();
+    else if (s == "--path") path = cli::parse_path(kTool, value());
     else if (s == "--reps") reps = int(cli::parse_int(kTool, s, value()));
     else if (s == "--seed") seed = std::uint64_t(cli::parse_int(kTool, s, value()));
     else if (s == "--json") json_path = value();
@@ -75,9 +76,7 @@ int main(int argc, char** argv) {
   try {
     RuntimeOptions options;
     options.max_tokens = int(*std::max_element(sizes.begin(), sizes.end()));
-    if (path == "portable") options.path = KernelPath::portable;
-    else if (path == "tensor_core") options.path = KernelPath::tensor_core;
-    else if (path != "auto") cli::usage_error(kTool, "--path expects auto, portable or tensor_core");
+    options.path = path;
     auto rt = Runtime::create(config_name, options);
     Device& dev = rt->device();
     const Config& cfg = rt->config();

@@ -26,6 +26,13 @@ std::int64_t parse_int(const char* tool, const std::string& flag, const std::str
   usage_error(tool, fmt::format("{} expects an integer, got '{}'", flag, value));
 }
 
+KernelPath parse_path(const char* tool, const std::string& value) {
+  if (value == "auto") return KernelPath::automatic;
+  if (value == "portable") return KernelPath::portable;
+  if (value == "tensor_core") return KernelPath::tensor_core;
+  usage_error(tool, fmt::format("--path expects auto, portable or tensor_core, got '{}'", value));
+}
+
 std::vector<std::int64_t> parse_int_list(const char* tool, const std::string& flag, const std::string& value) {
   std::vector<std::int64_t> v;
   for (std::size_t pos = 0;;) {

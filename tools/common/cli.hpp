@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "megamoe/config.hpp"
+
 namespace megamoe::cli {
 
 [[noreturn]] void usage_error(const char* tool, const std::string& message);
@@ -12,6 +14,9 @@ namespace megamoe::cli {
 std::string next_value(const char* tool, int argc, char** argv, int& i);
 
 std::int64_t parse_int(const char* tool, const std::string& flag, const std::string& value);
+// "auto", "portable" or "tensor_core".
+KernelPath parse_path(const char* tool, const std::string& value);
+
 // Comma-separated non-negative integers.
 std::vector<std::int64_t> parse_int_list(const char* tool, const std::string& flag, const std::string& value);
 

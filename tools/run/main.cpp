@@ -44,7 +44,8 @@ std::vector<std::int64_t> parse_list(const std::string& flag, const std::string&
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_name, route = "uniform", routing_file, save_routing, path = "auto";
+  std::string config_name, route = "uniform", routing_file, save_routing;
+  KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 128, 1024, 8192};
   std::uint64_t seed = 123;
   std::size_t ref_tokens = 32;
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
     else if (s == "--seed") seed = std::uint64_t(parse_list(s, value()).at(0));
     else if (s == "--ref-tokens") ref_tokens = std::size_t(parse_list(s, value()).at(0));
     else if (s == "--check") check = true;
-    else if (s == "--path") path = value();
+    else if (s == "--path") path = cli::parse_path(kTool, value());
     else usage_error("unknown argument '" + s + "'");
   }
   if (config_name.empty()) usage_error("--config NAME is required");
@@ -78,9 +79,7 @@ int main(int argc, char** argv) {
     RuntimeOptions options;
     options.max_tokens = int(std::max<std::int64_t>(1, *std::max_element(sizes.begin(), sizes.end())));
     options.profile = true;
-    if (path == "portable") options.path = KernelPath::portable;
-    else if (path == "tensor_core") options.path = KernelPath::tensor_core;
-    else if (path != "auto") usage_error("--path expects auto, portable or tensor_core, got '" + path + "'");
+    options.path = path;
     auto rt = Runtime::create(config_name, options);
     const Config& cfg = rt->config();
     const ModelShape& m = cfg.model;
