@@ -22,7 +22,7 @@ struct RuntimeOptions {
 };
 
 // Expert weights on the device, in the layout the runtime's kernels read (docs/layer.md):
-// v1 (checkpoint layout) for the portable path, v2 for the tensor-core path.
+// v1 (checkpoint layout) for the portable path, v2 for the tensor-core and Hopper paths.
 class PreparedWeights {
  public:
   KernelPath path = KernelPath::portable;
@@ -52,7 +52,7 @@ class Runtime {
 
   const Config& config() const { return config_; }
   const RuntimeOptions& options() const { return options_; }
-  KernelPath path() const { return path_; }  // resolved: portable or tensor_core
+  KernelPath path() const { return path_; }  // resolved: portable, tensor_core or hopper
   int activation_block() const;              // values per scale of x and h along K: 32 or 64
   Device& device() { return *device_; }
 

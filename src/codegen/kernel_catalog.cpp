@@ -57,13 +57,14 @@ KernelSpec route_spec() {
   return s;
 }
 
-KernelSpec quantize_rows_spec(int block) {
+KernelSpec quantize_rows_spec(int block, bool f32_scales) {
+  const char* scale_type = f32_scales ? "float" : "megamoe::u8";
   KernelSpec s;
   s.family = "quantize_rows";
-  s.name_parts = {fmt::format("fp8x{}", block)};
+  s.name_parts = {fmt::format("fp8x{}{}", block, f32_scales ? "f" : "")};
   s.includes = {"moe/quantize_rows.cuh"};
-  s.params = "const megamoe::u16* x, int rows, int cols, megamoe::u8* q, megamoe::u8* scales";
-  s.body = fmt::format("megamoe::quantize_rows_fp8<{}>(x, rows, cols, q, scales);", block);
+  s.params = fmt::format("const megamoe::u16* x, int rows, int cols, megamoe::u8* q, {}* scales", scale_type);
+  s.body = fmt::format("megamoe::quantize_rows_fp8<{}, {}>(x, rows, cols, q, scales);", block, scale_type);
   s.threads = 256;  // kQuantizeThreads
   return s;
 }
@@ -181,15 +182,107 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
   return s;
 }
 
-KernelPath resolve_path(KernelPath requested, const ModelShape& m, BackendKind backend, const std::string& arch) {
+// Hopper (WgmmaGemm's layout): alignment slack, the barriers and the TileInfo ring, the epilogue
+// region, and as many 1024-aligned stages (activations, weight words, exponents, scales) as fit,
+// at most 12.
+namespace {
+int round_kb(int bytes) { return (bytes + 1023) / 1024 * 1024; }
+int hopper_stage_bytes(int bm) { return round_kb(bm * 128 + 8 * 1024 + 8 * 64 + bm * 8); }
+int hopper_fixed_bytes(int bm, int epilogue_cols) {
+  const int head = round_kb(256 + 2 * (8 + bm * 8));  // barriers, 2 x TileInfo<bm>
+  return 1024 + head + bm * (epilogue_cols + 1) * 4;
+}
+constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 128 x 4)
+}  // namespace
+
+int hopper_stages(int bm, int epilogue_cols) {
+  const int room = kHopperSharedLimit - kHopperStaticBytes - hopper_fixed_bytes(bm, epilogue_cols);
+  return std::clamp(room / hopper_stage_bytes(bm), 2, 12);
+}
+
+int hopper_smem(int bm, int epilogue_cols) {
+  return hopper_fixed_bytes(bm, epilogue_cols) + hopper_stages(bm, epilogue_cols) * hopper_stage_bytes(bm);
+}
+
+namespace {
+std::string hopper_params(bool stage1) {
+  return stage1 ? "const megamoe::u8* x_q, const float* x_scales, const int* expert_offsets, "
+                  "const int* tile_offsets, const int* row_token, const megamoe::u8* w1_words, "
+                  "const signed char* w1_exps, const float* w1_row_scale, int experts, int model_dim, int inter_dim, "
+                  "megamoe::u8* h_q, float* h_scales, int rows_capacity, int tokens, int* errors"
+                : "const megamoe::u8* h_q, const float* h_scales, const int* expert_offsets, "
+                  "const int* tile_offsets, const int* row_slot, const float* row_weight, const megamoe::u8* w2_words, "
+                  "const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim, int inter_dim, "
+                  "void* wire, megamoe::u8* wire_scales, int rows_capacity, int slots, int* errors";
+}
+}  // namespace
+
+KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int model_dim, bool bounds_check) {
+  ActivationCode a = activation_code(act);
+  (void)model_dim;
+  const int stages = hopper_stages(bm, 64);
+  KernelSpec s;
+  s.family = "stage1_wgmma";
+  s.name_parts = {a.tag, fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
+                  fmt::format("s{}", stages), bc_tag(bounds_check)};
+  s.includes = {"moe/stage1_wgmma.cuh"};
+  s.preamble = a.preamble;
+  s.params = hopper_params(true);
+  s.body = fmt::format(
+      "megamoe::stage1_wgmma<{}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, w1_words, "
+      "w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors);",
+      a.type, bm, stages, bounds_check ? "true" : "false");
+  s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
+  s.min_blocks = 1;
+  s.shared_bytes = hopper_smem(bm, 64);
+  return s;
+}
+
+KernelSpec stage2_wgmma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check) {
+  (void)inter_dim;
+  const int stages = hopper_stages(bm, kTensorCoreWeightRows);
+  KernelSpec s;
+  s.family = "stage2_wgmma";
+  s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows), fmt::format("s{}", stages),
+                  wire_tag(wire), bc_tag(bounds_check)};
+  s.includes = {"moe/stage2_wgmma.cuh"};
+  s.params = hopper_params(false);
+  s.body = fmt::format(
+      "megamoe::stage2_wgmma<{}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, row_weight, "
+      "w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_capacity, slots, "
+      "errors);",
+      bm, stages, wire_code(wire), bounds_check ? "true" : "false");
+  s.threads = 384;
+  s.min_blocks = 1;
+  s.shared_bytes = hopper_smem(bm, kTensorCoreWeightRows);
+  return s;
+}
+
+bool path_runs(KernelPath path, const ModelShape& m, BackendKind backend, const std::string& arch) {
   int sm = 0;
   if (backend == BackendKind::cuda && arch.starts_with("sm_")) sm = std::atoi(arch.c_str() + 3);
   const bool fits = m.model_dim % 128 == 0 && m.inter_dim % 128 == 0;
-  const bool can = sm >= 89 && fits;
-  if (requested == KernelPath::automatic) return can ? KernelPath::tensor_core : KernelPath::portable;
-  if (requested == KernelPath::tensor_core && !can)
-    throw Error(fmt::format("megamoe: the tensor_core path needs a cuda GPU of sm_89 or later and model_dim and "
-                            "inter_dim multiples of 128; got {} {}, model_dim {}, inter_dim {}",
+  switch (path) {
+    case KernelPath::portable: return true;
+    case KernelPath::tensor_core: return sm >= 89 && fits;
+    case KernelPath::hopper: return backend == BackendKind::cuda && arch == "sm_90a" && fits;
+    case KernelPath::automatic: return true;
+  }
+  return false;
+}
+
+KernelPath resolve_path(KernelPath requested, const ModelShape& m, BackendKind backend, const std::string& arch) {
+  if (requested == KernelPath::automatic) {
+    for (KernelPath p : {KernelPath::hopper, KernelPath::tensor_core})
+      if (path_runs(p, m, backend, arch)) return p;
+    return KernelPath::portable;
+  }
+  if (!path_runs(requested, m, backend, arch))
+    throw Error(fmt::format("megamoe: the {} path needs {} and model_dim and inter_dim multiples of 128; got {} {}, "
+                            "model_dim {}, inter_dim {}",
+                            to_string(requested),
+                            requested == KernelPath::hopper ? "a cuda GPU of sm_90 (built as sm_90a)"
+                                                            : "a cuda GPU of sm_89 or later",
                             to_string(backend), arch, m.model_dim, m.inter_dim));
   return requested;
 }
@@ -202,12 +295,16 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm), k.block = kTensorCoreBlock;
     k.stage1 = stage1_mma_spec(config.activation, k.bm1, config.model.model_dim, b.bounds_check);
     k.stage2 = stage2_mma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
+  } else if (path == KernelPath::hopper) {
+    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm), k.block = kTensorCoreBlock;
+    k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, config.model.model_dim, b.bounds_check);
+    k.stage2 = stage2_wgmma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
   } else {
     k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm), k.block = 32;
     k.stage1 = stage1_portable_spec(config.activation, k.bm1, b.bounds_check);
     k.stage2 = stage2_portable_spec(k.bm2, b.combine_wire, b.bounds_check);
   }
-  k.quantize = quantize_rows_spec(k.block);
+  k.quantize = quantize_rows_spec(k.block, path == KernelPath::hopper);
   return k;
 }
 

@@ -24,8 +24,9 @@ int portable_bm(int config_bm);
 // route(ids, weights, tokens, topk, experts, bm1, bm2, expert_offsets, tile_offsets1,
 //       tile_offsets2, row_token, row_slot, row_weight, errors); one block
 KernelSpec route_spec();
-// quantize_rows(x, rows, cols, q, scales); blocks of 32 (portable) or 64 (tensor-core) values
-KernelSpec quantize_rows_spec(int block = 32);
+// quantize_rows(x, rows, cols, q, scales); blocks of 32 (portable) or 64 (tensor-core, Hopper)
+// values, the scales as e8m0 bytes or (Hopper) f32
+KernelSpec quantize_rows_spec(int block = 32, bool f32_scales = false);
 // stage1(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_packed, w1_scales, experts,
 //        model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors)
 KernelSpec stage1_portable_spec(const Activation& act, int bm, bool bounds_check);
@@ -48,7 +49,19 @@ KernelSpec stage1_mma_spec(const Activation& act, int bm, int model_dim, bool bo
 //            w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_capacity, slots, errors)
 KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 
-// automatic resolved for a backend and arch; tensor_core where it cannot run is an Error.
+// The Hopper kernels (templates/moe/wgmma_gemm.cuh): the same token tile and weight rows, and the
+// same layout v2 and scale block as the tensor-core ones, the x and h scales as f32; stages sized
+// to fill shared memory beside the epilogue tile (epilogue_cols + 1 floats per token row).
+inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
+int hopper_stages(int bm, int epilogue_cols);
+int hopper_smem(int bm, int epilogue_cols);
+// The tensor-core kernels' parameters, x_scales and h_scales as const float* / float*.
+KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int model_dim, bool bounds_check);
+KernelSpec stage2_wgmma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
+
+// Whether a (resolved) path's kernels can run for a backend and arch.
+bool path_runs(KernelPath path, const ModelShape& shape, BackendKind backend, const std::string& arch);
+// automatic resolved for a backend and arch; a path that cannot run there is an Error.
 KernelPath resolve_path(KernelPath requested, const ModelShape& shape, BackendKind backend, const std::string& arch);
 
 struct LayerKernels {

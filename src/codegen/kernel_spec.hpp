@@ -14,6 +14,7 @@ struct KernelSpec {
   std::string params;                   // the entry point's parameter list
   std::string body;                     // the entry point's body: a call into the template
   int threads = 0;                      // block size (the entry point's launch bound)
+  int min_blocks = 0;                   // blocks per SM in the launch bound (0: none); 1 lets setmaxnreg work
   int shared_bytes = 0;                 // dynamic shared memory per block at launch
 
   // "megamoe_<family>_<part>_<part>...": readable, and the kernel's symbol.

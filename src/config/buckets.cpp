@@ -39,6 +39,7 @@ std::string_view to_string(KernelPath path) {
     case KernelPath::automatic: return "automatic";
     case KernelPath::portable: return "portable";
     case KernelPath::tensor_core: return "tensor_core";
+    case KernelPath::hopper: return "hopper";
   }
   return "?";
 }

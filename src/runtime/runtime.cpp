@@ -51,9 +51,9 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
   ws_->row_slot = DeviceBuffer(d, R * 4);
   ws_->row_weight = DeviceBuffer(d, R * 4);
   ws_->x_q = DeviceBuffer(d, T * D);
-  ws_->x_scales = DeviceBuffer(d, T * D / 32);
+  ws_->x_scales = DeviceBuffer(d, T * D / 16);  // e8m0 per 32, or f32 per 64 (Hopper)
   ws_->h_q = DeviceBuffer(d, R * I);
-  ws_->h_scales = DeviceBuffer(d, R * I / 32);
+  ws_->h_scales = DeviceBuffer(d, R * I / 16);
   ws_->wire = DeviceBuffer(d, R * D * 2);  // bf16, or fp8 in its first half
   ws_->wire_scales = DeviceBuffer(d, R * D / 32);
   ws_->errors = DeviceBuffer(d, kErrorWords * 4);
@@ -141,7 +141,7 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
 
 void Runtime::prepare(std::int64_t tokens) { kernels_for(tokens); }
 
-int Runtime::activation_block() const { return path_ == KernelPath::tensor_core ? kTensorCoreBlock : 32; }
+int Runtime::activation_block() const { return path_ == KernelPath::portable ? 32 : kTensorCoreBlock; }
 
 void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, const float* route_weights, void* y,
                       std::int64_t tokens, StreamHandle stream) {
@@ -185,13 +185,14 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   long long qblocks = (long long)T * D / 32;
   launch(k.quantize, unsigned(std::min<long long>((qblocks + 7) / 8, 16LL * sms)), {&x, &T, &D, &xq, &xs});
   mark(2);
-  if (path_ == KernelPath::tensor_core) {
+  if (path_ != KernelPath::portable) {  // tensor_core and hopper: layout v2, one argument list
+    const int per_sm = path_ == KernelPath::hopper ? 1 : 2;
     const void *w1w = w.w1_words.get(), *w1e = w.w1_exps.get(), *w1r = w.w1_row_scale.get(),
                *w2w = w.w2_words.get(), *w2e = w.w2_exps.get(), *w2r = w.w2_row_scale.get();
-    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, 2),
+    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, per_sm),
            {&xq, &xs, &eo, &to1, &rt, &w1w, &w1e, &w1r, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err});
     mark(3);
-    launch(k.stage2, tile_grid(bm2, D / kTensorCoreWeightRows, 2),
+    launch(k.stage2, tile_grid(bm2, D / kTensorCoreWeightRows, per_sm),
            {&hq, &hs, &eo, &to2, &rs, &rw, &w2w, &w2e, &w2r, &E, &D, &I, &wire, &wsc, &rows_capacity, &slots, &err});
   } else {
     const void *w1p = w.w1_packed.get(), *w1s = w.w1_scales.get(), *w2p = w.w2_packed.get(),

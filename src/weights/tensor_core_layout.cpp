@@ -45,6 +45,12 @@ void decode_tensor_core_word(std::uint32_t w, int f, float out[8]) {
   }
 }
 
+std::size_t tensor_core_piece(int slab, int chunk, int slabs, int chunks) {
+  const int group = slab / kSlabGroup, first = group * kSlabGroup;
+  const int size = std::min(kSlabGroup, slabs - first);  // the last group may be short
+  return (std::size_t(first) * chunks + std::size_t(chunk) * size) + slab % kSlabGroup;
+}
+
 TensorCoreWeights to_tensor_core_layout(const std::uint8_t* packed, const std::uint8_t* scales, int experts,
                                         int rows, int k, bool interleave) {
   const int slabs = rows / 16, chunks = k / 128, kblocks = k / 32;
@@ -78,7 +84,8 @@ TensorCoreWeights to_tensor_core_layout(const std::uint8_t* packed, const std::u
             flushed += nonzero;
           }
           const int c = b / 4, kb = b % 4;
-          out.exps[((std::size_t(e) * slabs + slab) * chunks + c) * 64 + in * 4 + kb] = std::int8_t(f);
+          const std::size_t piece = std::size_t(e) * slabs * chunks + tensor_core_piece(slab, c, slabs, chunks);
+          out.exps[piece * 64 + in * 4 + kb] = std::int8_t(f);
           for (int t = 0; t < 4; ++t) {
             std::uint32_t word = 0;
             for (int i = 0; i < 8; ++i) {
@@ -91,7 +98,7 @@ TensorCoreWeights to_tensor_core_layout(const std::uint8_t* packed, const std::u
               word |= sign << kSignBit[i];
             }
             const int lane = g * 4 + t;
-            const std::size_t at = ((((std::size_t(e) * slabs + slab) * chunks + c) * 32 + lane) * 2 + half) * 4 + kb;
+            const std::size_t at = ((piece * 32 + lane) * 2 + half) * 4 + kb;
             std::memcpy(out.words.data() + at * 4, &word, 4);
           }
         }

@@ -69,8 +69,7 @@ struct MmaGemm {
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
 
-    // The block's 8 slabs are contiguous in layout v2: per chunk, 8 KB of words (slab-major) and
-    // 512 B of exponents, each slab's piece of a chunk contiguous.
+    // Layout v2 keeps a block's 8 slabs together per chunk: 8 KB of words and 512 B of exponents.
     auto load_stage = [&](int chunk) {
       u8* st = smem + (chunk % kStages) * kStageBytes;
       for (int i = tid; i < BN * 8; i += kThreads) {
@@ -80,13 +79,13 @@ struct MmaGemm {
       }
       for (int i = tid; i < kWarps * 64; i += kThreads) {  // words: 64 x 16 B per slab
         const int w = i >> 6, part = i & 63;
-        mm_cp_async16(st + kActBytes + w * 1024 + part * 16, words + ((i64)(slab0 + w) * chunks + chunk) * 1024 + part * 16,
-                      true);
+        mm_cp_async16(st + kActBytes + w * 1024 + part * 16,
+                      words + (((i64)slab0 * chunks + chunk * 8 + w) * 1024) + part * 16, true);
       }
       for (int i = tid; i < kWarps * 4; i += kThreads) {  // exponents: 4 x 16 B per slab
         const int w = i >> 2, part = i & 3;
         mm_cp_async16(st + kActBytes + kWarps * 1024 + w * 64 + part * 16,
-                      exps + ((i64)(slab0 + w) * chunks + chunk) * 64 + part * 16, true);
+                      exps + (((i64)slab0 * chunks + chunk * 8 + w) * 64) + part * 16, true);
       }
     };
 

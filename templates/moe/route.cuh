@@ -83,14 +83,15 @@ MM_DEVICE RoutedTile routed_tile(int tile, int col_tiles, int bm, const int* til
 
 // Stage1's tile rows: each row's token (a_rows) and output row (out_rows), -1 where none. The
 // checked build refuses, and counts, rows whose indices would leave their buffers.
+// Thread tid of kThreads; errors may be null (a second role computing the same rows).
 template <int BM, int kThreads, bool kCheck>
 MM_DEVICE void stage1_tile_rows(const RoutedTile& rt, const int* row_token, int rows_capacity, int tokens, int* errors,
-                                int* a_rows, int* out_rows) {
-  for (int n = threadIdx.x; n < BM; n += kThreads) {
+                                int* a_rows, int* out_rows, int tid) {
+  for (int n = tid; n < BM; n += kThreads) {
     const int p = rt.p0 + n;
     int token = p < rt.p_end ? row_token[p] : -1;
     if (kCheck && p < rt.p_end && (p >= rows_capacity || token < 0 || token >= tokens)) {
-      atomicAdd(&errors[kErrBoundsViolations], 1);
+      if (errors) atomicAdd(&errors[kErrBoundsViolations], 1);
       token = -1;
     }
     a_rows[n] = token;
@@ -101,12 +102,12 @@ MM_DEVICE void stage1_tile_rows(const RoutedTile& rt, const int* row_token, int 
 // Stage2's tile rows: each row's routed row (a_rows), slot on the wire and route weight.
 template <int BM, int kThreads, bool kCheck>
 MM_DEVICE void stage2_tile_rows(const RoutedTile& rt, const int* row_slot, const float* row_weight, int rows_capacity,
-                                int slots, int* errors, int* a_rows, int* out_slot, float* weight) {
-  for (int n = threadIdx.x; n < BM; n += kThreads) {
+                                int slots, int* errors, int* a_rows, int* out_slot, float* weight, int tid) {
+  for (int n = tid; n < BM; n += kThreads) {
     const int p = rt.p0 + n;
     int slot = p < rt.p_end ? row_slot[p] : -1;
     if (kCheck && p < rt.p_end && (p >= rows_capacity || slot < 0 || slot >= slots)) {
-      atomicAdd(&errors[kErrBoundsViolations], 1);
+      if (errors) atomicAdd(&errors[kErrBoundsViolations], 1);
       slot = -1;
     }
     a_rows[n] = slot >= 0 ? p : -1;

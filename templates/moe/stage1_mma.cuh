@@ -24,7 +24,8 @@ MM_DEVICE void stage1_mma(const u8* x_q, const u8* x_scales, const int* expert_o
     const RoutedTile rt = routed_tile(tile, m_tiles, BN, tile_offsets, expert_offsets, experts);
     const int e = rt.expert, m_tile = rt.col_tile;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    stage1_tile_rows<BN, Gemm::kThreads, kCheck>(rt, row_token, rows_capacity, tokens, errors, a_rows, out_rows);
+    stage1_tile_rows<BN, Gemm::kThreads, kCheck>(rt, row_token, rows_capacity, tokens, errors, a_rows, out_rows,
+                                                  threadIdx.x);
     __syncthreads();
     const i64 rows_e = 2LL * inter_dim;
     float acc[Gemm::NT][4];
@@ -38,7 +39,8 @@ MM_DEVICE void stage1_mma(const u8* x_q, const u8* x_scales, const int* expert_o
     for (int j = 0; j < Gemm::NT; ++j)
       for (int c = 0; c < 2; ++c) h[(8 * j + 2 * t + c) * 65 + 8 * warp + g] = Act::apply(acc[j][c] * sg, acc[j][2 + c] * su);
     __syncthreads();
-    store_tile_fp8<BN, 64, 64, Gemm::kThreads>(h, 65, out_rows, h_q, inter_dim, h_scales, inter_dim / 64, m_tile * 64);
+    store_tile_fp8<BN, 64, 64, Gemm::kThreads>(h, 65, out_rows, h_q, inter_dim, h_scales, inter_dim / 64, m_tile * 64,
+                                               threadIdx.x);
   }
 }
 

@@ -26,7 +26,8 @@ MM_DEVICE void stage1_portable(const u8* x_q, const u8* x_scales, const int* exp
     const RoutedTile rt = routed_tile(tile, col_tiles, BM, tile_offsets, expert_offsets, experts);
     const int e = rt.expert, col0 = rt.col_tile * BN;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    stage1_tile_rows<BM, Gemm::kThreads, kCheck>(rt, row_token, rows_capacity, tokens, errors, a_rows, out_rows);
+    stage1_tile_rows<BM, Gemm::kThreads, kCheck>(rt, row_token, rows_capacity, tokens, errors, a_rows, out_rows,
+                                                  threadIdx.x);
     __syncthreads();
     float acc[2][Gemm::TM][Gemm::TN];
     Gemm::run(smem.gemm, x_q, x_scales, a_rows, model_dim, w1_packed + (i64)e * inter_dim * model_dim,
@@ -35,7 +36,7 @@ MM_DEVICE void stage1_portable(const u8* x_q, const u8* x_scales, const int* exp
       for (int j = 0; j < Gemm::TN; ++j) smem.h[ty + 16 * i][tx + 16 * j] = Act::apply(acc[0][i][j], acc[1][i][j]);
     __syncthreads();
     store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.h[0][0], BN + 1, out_rows, h_q, inter_dim, h_scales, inter_dim / 32,
-                                             col0);
+                                             col0, threadIdx.x);
   }
 }
 

@@ -25,7 +25,7 @@ MM_DEVICE void stage2_mma(const u8* h_q, const u8* h_scales, const int* expert_o
     const int e = rt.expert, m_tile = rt.col_tile;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
     stage2_tile_rows<BN, Gemm::kThreads, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, a_rows,
-                                                 out_slot, weight);
+                                                 out_slot, weight, threadIdx.x);
     __syncthreads();
     const i64 rows_e = model_dim;
     float acc[Gemm::NT][4];
@@ -51,7 +51,7 @@ MM_DEVICE void stage2_mma(const u8* h_q, const u8* h_scales, const int* expert_o
       }
     } else {
       store_tile_fp8<BN, 128, 32, Gemm::kThreads>(o, 129, out_slot, static_cast<u8*>(wire), model_dim, wire_scales,
-                                                  model_dim / 32, col0);
+                                                  model_dim / 32, col0, threadIdx.x);
     }
   }
 }

@@ -29,7 +29,7 @@ MM_DEVICE void stage2_portable(const u8* h_q, const u8* h_scales, const int* exp
     const int e = rt.expert, col0 = rt.col_tile * BN;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
     stage2_tile_rows<BM, Gemm::kThreads, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, a_rows,
-                                                 out_slot, weight);
+                                                 out_slot, weight, threadIdx.x);
     __syncthreads();
     float acc[1][Gemm::TM][Gemm::TN];
     Gemm::run(smem.gemm, h_q, h_scales, a_rows, inter_dim, w2_packed + (i64)e * model_dim * (inter_dim / 2),
@@ -47,7 +47,7 @@ MM_DEVICE void stage2_portable(const u8* h_q, const u8* h_scales, const int* exp
         for (int j = 0; j < Gemm::TN; ++j) smem.o[ty + 16 * i][tx + 16 * j] = acc[0][i][j] * weight[ty + 16 * i];
       __syncthreads();
       store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.o[0][0], BN + 1, out_slot, static_cast<u8*>(wire), model_dim,
-                                                wire_scales, model_dim / 32, col0);
+                                                wire_scales, model_dim / 32, col0, threadIdx.x);
     }
   }
 }

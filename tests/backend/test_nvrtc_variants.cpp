@@ -20,7 +20,7 @@ void compile_all_variants(const std::string& config_name) {
     test::ScopedEnv env("MEGAMOE_BOUNDS_CHECK", std::string(bc));
     Config c = load_config(config_name);
     for (auto& bucket : c.buckets)
-      for (KernelPath path : {KernelPath::portable, KernelPath::tensor_core})
+      for (KernelPath path : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper})
       for (auto& spec : kernels_for_bucket(c, bucket, path)) {
         PlannedKernel p = b.plan(spec);
         if (!done.insert(p.key.hex).second) continue;
@@ -42,6 +42,8 @@ void compile_activation(Activation act) {
     }
     for (int bm : {8, 128}) {
       BuildReport r = b.build(stage1_mma_spec(act, bm, 3584, bc));
+      CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
+      r = b.build(stage1_wgmma_spec(act, bm, 3584, bc));
       CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
     }
   }

@@ -29,6 +29,7 @@ TEST_CASE("kernel names spell the specialisation (golden)", "[codegen]") {
   CHECK(route_spec().name() == "megamoe_route");
   CHECK(quantize_rows_spec().name() == "megamoe_quantize_rows_fp8x32");
   CHECK(quantize_rows_spec(64).name() == "megamoe_quantize_rows_fp8x64");
+  CHECK(quantize_rows_spec(64, true).name() == "megamoe_quantize_rows_fp8x64f");
   CHECK(stage1_mma_spec(situv2(), 16, 3584, false).name() == "megamoe_stage1_mma_situv2_bm16_bw128_s8_bc0");
   CHECK(stage2_mma_spec(128, 3072, CombineWire::fp8_blockwise_1x32, true).name() ==
         "megamoe_stage2_mma_bm128_bw128_s4_fp8x32_bc1");
@@ -83,11 +84,35 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
         std::vector<std::string>{"megamoe_route", "megamoe_quantize_rows_fp8x64",
                                  "megamoe_stage1_mma_situv2_bm128_bw128_s4_bc0",
                                  "megamoe_stage2_mma_bm128_bw128_s4_bf16_bc0", "megamoe_combine_bf16"});
+  // Hopper: as many stages as fit beside the scale/epilogue region.
+  CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::hopper)) ==
+        std::vector<std::string>{"megamoe_route", "megamoe_quantize_rows_fp8x64f",
+                                 "megamoe_stage1_wgmma_situv2_bm16_bw128_s12_bc0",
+                                 "megamoe_stage2_wgmma_bm16_bw128_s12_bf16_bc0", "megamoe_combine_bf16"});
+  for (int b : {8, 4096}) {
+    for (auto& spec : kernels_for_bucket(k, k.bucket(b), KernelPath::hopper)) {
+      INFO(spec.name());
+      CHECK(spec.shared_bytes + 1024 <= kHopperSharedLimit);
+      if (spec.family.ends_with("wgmma")) CHECK((spec.threads == 384 && spec.min_blocks == 1));
+    }
+  }
+}
+
+TEST_CASE("a launch bound with a block count is rendered with it", "[codegen]") {
+  KernelSpec s = stage2_wgmma_spec(64, 3072, CombineWire::bf16, false);
+  CHECK(render(s).source.find("__launch_bounds__(384, 1)") != std::string::npos);
+  CHECK(render(route_spec()).source.find("__launch_bounds__(1024)\n") != std::string::npos);
 }
 
 TEST_CASE("the kernel path follows the backend, the arch and the shape", "[codegen]") {
   ModelShape kimi{112, 3584, 3072, 16}, odd{4, 192, 64, 2};
-  CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_90a") == KernelPath::tensor_core);
+  CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_90a") == KernelPath::hopper);
+  CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_89") == KernelPath::tensor_core);
+  CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_100") == KernelPath::tensor_core);
+  CHECK(resolve_path(KernelPath::tensor_core, kimi, BackendKind::cuda, "sm_90a") == KernelPath::tensor_core);
+  CHECK_THROWS_WITH(resolve_path(KernelPath::hopper, kimi, BackendKind::cuda, "sm_89"),
+                    Catch::Contains("hopper") && Catch::Contains("sm_89"));
+  CHECK_THROWS_WITH(resolve_path(KernelPath::hopper, kimi, BackendKind::hip, "gfx90a"), Catch::Contains("gfx90a"));
   CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_80") == KernelPath::portable);
   CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::hip, "gfx90a") == KernelPath::portable);
   CHECK(resolve_path(KernelPath::automatic, odd, BackendKind::cuda, "sm_90a") == KernelPath::portable);

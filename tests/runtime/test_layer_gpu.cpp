@@ -111,14 +111,19 @@ TEST_CASE("Kimi-K3 shape, situv2, portable kernels", "[gpu][situv2][portable]") 
   run_cases("kimi_k3_a8w4", {{1}, {128}, {1024}}, KernelPath::portable);
 }
 
-TEST_CASE("the tensor-core and portable paths agree on the same inputs", "[gpu][situv2]") {
+TEST_CASE("Kimi-K3 shape, situv2, tensor-core (mma.sync) kernels", "[gpu][situv2][tensor_core]") {
+  run_cases("kimi_k3_a8w4", {{1}, {128}, {1024}}, KernelPath::tensor_core);
+}
+
+TEST_CASE("the Hopper and tensor-core paths agree with the portable one on the same inputs", "[gpu][situv2]") {
   const std::int64_t tokens = 300;
-  std::vector<std::vector<std::uint16_t>> y(2);
+  const std::vector<KernelPath> paths = {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper};
+  std::vector<std::vector<std::uint16_t>> y(paths.size());
   std::mt19937_64 rng(11);
   workload::Routing r;
   std::vector<std::uint16_t> x;
   int i = 0;
-  for (KernelPath path : {KernelPath::portable, KernelPath::tensor_core}) {
+  for (KernelPath path : paths) {
     RuntimeOptions o;
     o.max_tokens = 512;
     o.path = path;
@@ -140,11 +145,15 @@ TEST_CASE("the tensor-core and portable paths agree on the same inputs", "[gpu][
     dev.copy_to_host(y[i].data(), d_y.get(), x.size() * 2);
     ++i;
   }
-  std::vector<float> a(x.size()), b(x.size());
-  for (std::size_t j = 0; j < x.size(); ++j) a[j] = formats::bf16_to_float(y[1][j]), b[j] = formats::bf16_to_float(y[0][j]);
-  double rel = reference::rel_l2(a.data(), b.data(), a.size());
-  UNSCOPED_INFO("relL2(tensor_core, portable) = " << rel);
-  CHECK(rel <= 5e-3);
+  std::vector<float> b(x.size());
+  for (std::size_t j = 0; j < x.size(); ++j) b[j] = formats::bf16_to_float(y[0][j]);
+  for (std::size_t i = 1; i < paths.size(); ++i) {
+    std::vector<float> a(x.size());
+    for (std::size_t j = 0; j < x.size(); ++j) a[j] = formats::bf16_to_float(y[i][j]);
+    double rel = reference::rel_l2(a.data(), b.data(), a.size());
+    UNSCOPED_INFO("relL2(" << to_string(paths[i]) << ", portable) = " << rel);
+    CHECK(rel <= 5e-3);
+  }
 }
 
 TEST_CASE("Kimi-K3 shape, silu", "[gpu][silu]") {

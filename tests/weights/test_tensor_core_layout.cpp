@@ -39,9 +39,10 @@ std::vector<float> decode_all(const TensorCoreWeights& v2, int rows, int k, bool
     const int src = tensor_core_source_row(r, rows, interleave);
     for (int b = 0; b < k / 32; ++b) {
       const int c = b / 4, kb = b % 4;
-      const int f = v2.exps[(std::size_t(slab) * chunks + c) * 64 + in * 4 + kb];
+      const std::size_t piece = tensor_core_piece(slab, c, slabs, chunks);
+      const int f = v2.exps[piece * 64 + in * 4 + kb];
       for (int t = 0; t < 4; ++t) {
-        const std::size_t at = (((std::size_t(slab) * chunks + c) * 32 + g * 4 + t) * 2 + half) * 4 + kb;
+        const std::size_t at = ((piece * 32 + g * 4 + t) * 2 + half) * 4 + kb;
         std::uint32_t w;
         std::memcpy(&w, v2.words.data() + at * 4, 4);
         float v[8];

@@ -30,7 +30,8 @@ KernelPath parse_path(const char* tool, const std::string& value) {
   if (value == "auto") return KernelPath::automatic;
   if (value == "portable") return KernelPath::portable;
   if (value == "tensor_core") return KernelPath::tensor_core;
-  usage_error(tool, fmt::format("--path expects auto, portable or tensor_core, got '{}'", value));
+  if (value == "hopper") return KernelPath::hopper;
+  usage_error(tool, fmt::format("--path expects auto, portable, tensor_core or hopper, got '{}'", value));
 }
 
 std::vector<std::int64_t> parse_int_list(const char* tool, const std::string& flag, const std::string& value) {

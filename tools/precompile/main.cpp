@@ -33,7 +33,7 @@ Compiles the kernels of a config's batch-size buckets into the kernel cache
   --arch ARCH      target (default: the backend's, sm_90a for cuda)
   --backend B      cuda (default) or hip
   --path P         expert-GEMM kernels: auto (default: what the run time picks for the arch),
-                   portable, tensor_core, or all (both)
+                   portable, tensor_core, hopper, or all (those the arch can run)
   -j N             parallel compiles (default: all cores)
   --list           list the kernels of each bucket, compile nothing
   --dry-run        say per kernel whether it is cached, compile nothing
@@ -74,8 +74,8 @@ Args parse(int argc, char** argv) {
   if (a.config.empty()) usage_error("--config NAME is required");
   if (a.all == !a.buckets.empty()) usage_error("give either --bucket N (one or more) or --all");
   if (a.jobs < 1) usage_error("-j must be at least 1");
-  if (a.path != "auto" && a.path != "portable" && a.path != "tensor_core" && a.path != "all")
-    usage_error("--path expects auto, portable, tensor_core or all, got '" + a.path + "'");
+  if (a.path != "auto" && a.path != "portable" && a.path != "tensor_core" && a.path != "hopper" && a.path != "all")
+    usage_error("--path expects auto, portable, tensor_core, hopper or all, got '" + a.path + "'");
   return a;
 }
 
@@ -103,10 +103,12 @@ int main(int argc, char** argv) {
 
     std::vector<KernelPath> paths;
     BackendKind backend = backend_from_name(args.backend);
-    if (args.path == "all" || args.path == "portable") paths.push_back(KernelPath::portable);
-    if (args.path == "all" || args.path == "tensor_core")
-      paths.push_back(resolve_path(KernelPath::tensor_core, config.model, backend, arch));
-    if (args.path == "auto") paths.push_back(resolve_path(KernelPath::automatic, config.model, backend, arch));
+    if (args.path == "all") {
+      for (KernelPath p : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper})
+        if (path_runs(p, config.model, backend, arch)) paths.push_back(p);
+    } else {
+      paths.push_back(resolve_path(cli::parse_path("megamoe-precompile", args.path), config.model, backend, arch));
+    }
 
     // One job per distinct key: buckets that share a kernel compile it once.
     std::vector<Job> jobs;

@@ -1,0 +1,72 @@
+// Stage1 on Hopper (wgmma, warp-specialised; moe/wgmma_gemm.cuh): per expert token tile and 128
+// interleaved gate/up weight rows (64 columns of inter_dim), h = act(gate, up) with the rows'
+// scales applied, then h in fp8 blocks of 64 columns (one block per tile row, f32 scales). A
+// persistent grid of one block per SM walks the tiles routing laid out.
+#pragma once
+#include "common/activation.cuh"
+#include "moe/portable_gemm.cuh"
+#include "moe/route.cuh"
+#include "moe/wgmma_gemm.cuh"
+
+namespace megamoe {
+
+template <class Act, int BN, int kStages, bool kCheck>
+MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* expert_offsets, const int* tile_offsets,
+                            const int* row_token, const u8* w1_words, const signed char* w1_exps,
+                            const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q,
+                            float* h_scales, int rows_capacity, int tokens, int* errors) {
+  using Gemm = WgmmaGemm<BN, kStages>;
+  extern __shared__ u8 smem_raw[];
+  __shared__ int p_rows[BN];
+  u8* smem = Gemm::align(smem_raw);
+  Gemm::init(smem);
+  const int m_tiles = 2 * inter_dim / Gemm::kRows;
+  const int total = tile_offsets[experts] * m_tiles;
+  const i64 rows_e = 2LL * inter_dim;
+  Ring<kStages> ps;
+  Ring<2> ts;
+  if (threadIdx.x < Gemm::kProducers) {
+    regs_dealloc<Gemm::kProducerRegs>();
+    const int ptid = threadIdx.x;
+    for (int tile = blockIdx.x; tile < total; tile += gridDim.x, ts.advance()) {
+      mbar_wait(Gemm::tile_empty(smem, ts.index), ts.phase ^ 1);
+      const RoutedTile rt = routed_tile(tile, m_tiles, BN, tile_offsets, expert_offsets, experts);
+      TileInfo<BN>* ti = Gemm::info(smem, ts.index);
+      named_barrier(1, Gemm::kProducers);  // the previous tile's gathers are issued: p_rows is free
+      stage1_tile_rows<BN, Gemm::kProducers, kCheck>(rt, row_token, rows_capacity, tokens, errors, p_rows, ti->out,
+                                                     ptid);
+      if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile;
+      named_barrier(1, Gemm::kProducers);
+      mbar_arrive(Gemm::tile_full(smem, ts.index));
+      Gemm::produce(smem, ptid, x_q, x_scales, p_rows, model_dim, w1_words + rt.expert * rows_e * model_dim / 2,
+                    w1_exps + rt.expert * rows_e * (model_dim / 32), rt.col_tile * 8, ps);
+    }
+  } else {
+    regs_alloc<Gemm::kConsumerRegs>();
+    const int ctid = threadIdx.x - Gemm::kProducers, warp = ctid >> 5, lane = ctid & 31, g = lane >> 2,
+              t = lane & 3;
+    float* h = Gemm::region(smem);  // [BN][65]: the tile's h before quantization
+    for (int tile = blockIdx.x; tile < total; tile += gridDim.x, ts.advance()) {
+      mbar_wait(Gemm::tile_full(smem, ts.index), ts.phase);
+      const TileInfo<BN>* ti = Gemm::info(smem, ts.index);
+      const int expert = ti->expert, col_tile = ti->col_tile;
+      float acc[Gemm::NT][4];
+      Gemm::consume(smem, ctid, model_dim, ps, acc);
+      // Row g of the warp's slab is gate column 8 * slab + g, row g + 8 its up.
+      const int slab = col_tile * 8 + warp;
+      const float* row_scale = w1_row_scale + expert * rows_e + slab * 16;
+      const float sg = row_scale[g], su = row_scale[g + 8];
+      named_barrier(2, Gemm::kConsumers);  // the previous tile's store is done with h
+      for (int j = 0; j < Gemm::NT; ++j)
+        for (int c = 0; c < 2; ++c)
+          h[(8 * j + 2 * t + c) * 65 + 8 * warp + g] = Act::apply(acc[j][c] * sg, acc[j][2 + c] * su);
+      named_barrier(2, Gemm::kConsumers);
+      store_tile_fp8<BN, 64, 64, Gemm::kConsumers>(h, 65, ti->out, h_q, inter_dim, h_scales, inter_dim / 64,
+                                                   col_tile * 64, ctid);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(Gemm::tile_empty(smem, ts.index));
+    }
+  }
+}
+
+}  // namespace megamoe
