@@ -57,14 +57,13 @@ KernelSpec route_spec() {
   return s;
 }
 
-KernelSpec quantize_rows_spec(int block, bool f32_scales) {
-  const char* scale_type = f32_scales ? "float" : "megamoe::u8";
+KernelSpec quantize_rows_spec(int block) {
   KernelSpec s;
   s.family = "quantize_rows";
-  s.name_parts = {fmt::format("fp8x{}{}", block, f32_scales ? "f" : "")};
+  s.name_parts = {fmt::format("fp8x{}", block)};
   s.includes = {"moe/quantize_rows.cuh"};
-  s.params = fmt::format("const megamoe::u16* x, int rows, int cols, megamoe::u8* q, {}* scales", scale_type);
-  s.body = fmt::format("megamoe::quantize_rows_fp8<{}, {}>(x, rows, cols, q, scales);", block, scale_type);
+  s.params = "const megamoe::u16* x, int rows, int cols, megamoe::u8* q, megamoe::u8* scales";
+  s.body = fmt::format("megamoe::quantize_rows_fp8<{}>(x, rows, cols, q, scales);", block);
   s.threads = 256;  // kQuantizeThreads
   return s;
 }
@@ -187,7 +186,7 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
 // at most 12.
 namespace {
 int round_kb(int bytes) { return (bytes + 1023) / 1024 * 1024; }
-int hopper_stage_bytes(int bm) { return round_kb(bm * 128 + 8 * 1024 + 8 * 64 + bm * 8); }
+int hopper_stage_bytes(int bm) { return round_kb(bm * 128 + 8 * 1024 + 8 * 64 + bm * 16); }
 int hopper_fixed_bytes(int bm, int epilogue_cols) {
   const int head = round_kb(256 + 2 * (8 + bm * 8));  // barriers, 2 x TileInfo<bm>
   return 1024 + head + bm * (epilogue_cols + 1) * 4;
@@ -209,13 +208,29 @@ std::string hopper_params(bool stage1) {
   return stage1 ? "const megamoe::u8* x_q, const float* x_scales, const int* expert_offsets, "
                   "const int* tile_offsets, const int* row_token, const megamoe::u8* w1_words, "
                   "const signed char* w1_exps, const float* w1_row_scale, int experts, int model_dim, int inter_dim, "
-                  "megamoe::u8* h_q, float* h_scales, int rows_capacity, int tokens, int* errors"
+                  "megamoe::u8* h_q, float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors"
                 : "const megamoe::u8* h_q, const float* h_scales, const int* expert_offsets, "
                   "const int* tile_offsets, const int* row_slot, const float* row_weight, const megamoe::u8* w2_words, "
                   "const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim, int inter_dim, "
-                  "void* wire, megamoe::u8* wire_scales, int rows_capacity, int slots, int* errors";
+                  "void* wire, megamoe::u8* wire_scales, int rows_pad, int rows_capacity, int slots, int* errors";
 }
 }  // namespace
+
+KernelSpec dispatch_rows_spec(bool bounds_check) {
+  KernelSpec s;
+  s.family = "dispatch_rows";
+  s.name_parts = {"fp8x64f", bc_tag(bounds_check)};
+  s.includes = {"moe/dispatch_rows.cuh"};
+  s.params =
+      "const megamoe::u16* x, const int* row_token, const int* expert_offsets, int experts, int tokens, "
+      "int model_dim, int rows_pad, megamoe::u8* xr, float* xs, int* errors";
+  s.body = fmt::format(
+      "megamoe::dispatch_rows<{}>(x, row_token, expert_offsets, experts, tokens, model_dim, rows_pad, xr, xs, "
+      "errors);",
+      bounds_check ? "true" : "false");
+  s.threads = 256;  // kDispatchThreads
+  return s;
+}
 
 KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int model_dim, bool bounds_check) {
   ActivationCode a = activation_code(act);
@@ -230,7 +245,8 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int model_dim, bool 
   s.params = hopper_params(true);
   s.body = fmt::format(
       "megamoe::stage1_wgmma<{}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, w1_words, "
-      "w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors);",
+      "w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_pad, rows_capacity, tokens, "
+      "errors);",
       a.type, bm, stages, bounds_check ? "true" : "false");
   s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
   s.min_blocks = 1;
@@ -249,8 +265,8 @@ KernelSpec stage2_wgmma_spec(int bm, int inter_dim, CombineWire wire, bool bound
   s.params = hopper_params(false);
   s.body = fmt::format(
       "megamoe::stage2_wgmma<{}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, row_weight, "
-      "w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_capacity, slots, "
-      "errors);",
+      "w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_pad, rows_capacity, "
+      "slots, errors);",
       bm, stages, wire_code(wire), bounds_check ? "true" : "false");
   s.threads = 384;
   s.min_blocks = 1;
@@ -304,7 +320,7 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     k.stage1 = stage1_portable_spec(config.activation, k.bm1, b.bounds_check);
     k.stage2 = stage2_portable_spec(k.bm2, b.combine_wire, b.bounds_check);
   }
-  k.quantize = quantize_rows_spec(k.block, path == KernelPath::hopper);
+  k.quantize = path == KernelPath::hopper ? dispatch_rows_spec(b.bounds_check) : quantize_rows_spec(k.block);
   return k;
 }
 

@@ -24,9 +24,8 @@ int portable_bm(int config_bm);
 // route(ids, weights, tokens, topk, experts, bm1, bm2, expert_offsets, tile_offsets1,
 //       tile_offsets2, row_token, row_slot, row_weight, errors); one block
 KernelSpec route_spec();
-// quantize_rows(x, rows, cols, q, scales); blocks of 32 (portable) or 64 (tensor-core, Hopper)
-// values, the scales as e8m0 bytes or (Hopper) f32
-KernelSpec quantize_rows_spec(int block = 32, bool f32_scales = false);
+// quantize_rows(x, rows, cols, q, scales); blocks of 32 (portable) or 64 (tensor-core) values
+KernelSpec quantize_rows_spec(int block = 32);
 // stage1(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_packed, w1_scales, experts,
 //        model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors)
 KernelSpec stage1_portable_spec(const Activation& act, int bm, bool bounds_check);
@@ -40,6 +39,7 @@ KernelSpec combine_spec(CombineWire wire);
 inline constexpr int kTensorCoreWeightRows = 128;
 inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K
 int tensor_core_bm(int config_bm);
+inline constexpr int kMaxTokenTile = 128;  // the largest token tile of any path
 int tensor_core_stages(int bm);  // pipeline depth, in chunks of 128 k
 
 // stage1_mma(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_words, w1_exps,
@@ -55,7 +55,12 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
 int hopper_stages(int bm, int epilogue_cols);
 int hopper_smem(int bm, int epilogue_cols);
-// The tensor-core kernels' parameters, x_scales and h_scales as const float* / float*.
+// dispatch_rows(x, row_token, expert_offsets, experts, tokens, model_dim, rows_pad, xr, xs, errors):
+// x quantized per routed row into the routed layout (templates/moe/routed_rows.cuh); it takes
+// quantize_rows' place on the Hopper path.
+KernelSpec dispatch_rows_spec(bool bounds_check);
+// The tensor-core kernels' parameters with x and h routed (x_q, x_scales, h_q, h_scales in the
+// routed layout, scales f32) and rows_pad, the routed layout's rows per chunk, before rows_capacity.
 KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int model_dim, bool bounds_check);
 KernelSpec stage2_wgmma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 

@@ -33,6 +33,7 @@ struct Runtime::BucketKernels {
 struct Runtime::Workspace {
   DeviceBuffer expert_offsets, tile_offsets1, tile_offsets2, row_token, row_slot, row_weight, x_q, x_scales, h_q,
       h_scales, wire, wire_scales, errors;
+  int rows_pad = 0;  // the routed layout's rows per chunk (Hopper): every routed row and a last tile's overhang
 };
 
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
@@ -50,10 +51,16 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
   ws_->row_token = DeviceBuffer(d, R * 4);
   ws_->row_slot = DeviceBuffer(d, R * 4);
   ws_->row_weight = DeviceBuffer(d, R * 4);
-  ws_->x_q = DeviceBuffer(d, T * D);
-  ws_->x_scales = DeviceBuffer(d, T * D / 16);  // e8m0 per 32, or f32 per 64 (Hopper)
-  ws_->h_q = DeviceBuffer(d, R * I);
-  ws_->h_scales = DeviceBuffer(d, R * I / 16);
+  // x and h: by token (x) or routed row (h) with e8m0 scales per 32 or 64 values, or on the Hopper
+  // path both in the routed layout (templates/moe/routed_rows.cuh) with f32 scales per 64 (16
+  // bytes per row and 128 values).
+  ws_->rows_pad = int(R) + kMaxTokenTile;
+  const std::size_t xr = path_ == KernelPath::hopper ? std::size_t(ws_->rows_pad) : T;
+  const std::size_t hr = path_ == KernelPath::hopper ? std::size_t(ws_->rows_pad) : R;
+  ws_->x_q = DeviceBuffer(d, xr * D);
+  ws_->x_scales = DeviceBuffer(d, xr * D / 8);
+  ws_->h_q = DeviceBuffer(d, hr * I);
+  ws_->h_scales = DeviceBuffer(d, hr * I / 8);
   ws_->wire = DeviceBuffer(d, R * D * 2);  // bf16, or fp8 in its first half
   ws_->wire_scales = DeviceBuffer(d, R * D / 32);
   ws_->errors = DeviceBuffer(d, kErrorWords * 4);
@@ -182,18 +189,30 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   mark(0);
   launch(k.route, 1, {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &eo, &to1, &to2, &rt, &rs, &rw, &err});
   mark(1);
-  long long qblocks = (long long)T * D / 32;
-  launch(k.quantize, unsigned(std::min<long long>((qblocks + 7) / 8, 16LL * sms)), {&x, &T, &D, &xq, &xs});
+  int rows_pad = ws_->rows_pad;
+  if (path_ == KernelPath::hopper) {  // one warp per (routed row, 128 values)
+    long long tasks = (long long)slots * (D / 128);
+    launch(k.quantize, unsigned(std::min<long long>((tasks + 7) / 8, 16LL * sms)),
+           {&x, &rt, &eo, &E, &T, &D, &rows_pad, &xq, &xs, &err});
+  } else {
+    long long qblocks = (long long)T * D / 32;
+    launch(k.quantize, unsigned(std::min<long long>((qblocks + 7) / 8, 16LL * sms)), {&x, &T, &D, &xq, &xs});
+  }
   mark(2);
   if (path_ != KernelPath::portable) {  // tensor_core and hopper: layout v2, one argument list
     const int per_sm = path_ == KernelPath::hopper ? 1 : 2;
     const void *w1w = w.w1_words.get(), *w1e = w.w1_exps.get(), *w1r = w.w1_row_scale.get(),
                *w2w = w.w2_words.get(), *w2e = w.w2_exps.get(), *w2r = w.w2_row_scale.get();
-    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, per_sm),
-           {&xq, &xs, &eo, &to1, &rt, &w1w, &w1e, &w1r, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err});
+    std::vector<void*> a1 = {&xq, &xs, &eo, &to1, &rt, &w1w, &w1e, &w1r, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err};
+    std::vector<void*> a2 = {&hq, &hs, &eo, &to2, &rs,  &rw,           &w2w,   &w2e, &w2r,
+                             &E,  &D,  &I,  &wire, &wsc, &rows_capacity, &slots, &err};
+    if (path_ == KernelPath::hopper) {  // rows_pad before rows_capacity
+      a1.insert(a1.end() - 3, &rows_pad);
+      a2.insert(a2.end() - 3, &rows_pad);
+    }
+    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, per_sm), a1);
     mark(3);
-    launch(k.stage2, tile_grid(bm2, D / kTensorCoreWeightRows, per_sm),
-           {&hq, &hs, &eo, &to2, &rs, &rw, &w2w, &w2e, &w2r, &E, &D, &I, &wire, &wsc, &rows_capacity, &slots, &err});
+    launch(k.stage2, tile_grid(bm2, D / kTensorCoreWeightRows, per_sm), a2);
   } else {
     const void *w1p = w.w1_packed.get(), *w1s = w.w1_scales.get(), *w2p = w.w2_packed.get(),
                *w2s = w.w2_scales.get();

@@ -66,10 +66,9 @@ struct PortableGemm {
 
 // Quantizes rows of an fp32 tile in shared memory (row r at tile + r * ld_tile, COLS values) to
 // fp8 blocks of BLOCK values: row r goes to out + out_row[r] * ld from column col0 (skipped when
-// out_row[r] < 0), its scales to scales + out_row[r] * ld_scales + col0 / BLOCK: e8m0 bytes
-// (ScaleT u8) or the power of two as f32 (ScaleT float). Thread tid of kThreads.
-template <int ROWS, int COLS, int BLOCK, int kThreads, class ScaleT>
-MM_DEVICE void store_tile_fp8(const float* tile, int ld_tile, const int* out_row, u8* out, int ld, ScaleT* scales,
+// out_row[r] < 0), its scales to scales + out_row[r] * ld_scales + col0 / BLOCK. Thread tid of kThreads.
+template <int ROWS, int COLS, int BLOCK, int kThreads>
+MM_DEVICE void store_tile_fp8(const float* tile, int ld_tile, const int* out_row, u8* out, int ld, u8* scales,
                               int ld_scales, int col0, int tid) {
   for (int task = tid; task < ROWS * (COLS / BLOCK); task += kThreads) {
     const int r = task / (COLS / BLOCK), blk = task % (COLS / BLOCK);
@@ -79,7 +78,7 @@ MM_DEVICE void store_tile_fp8(const float* tile, int ld_tile, const int* out_row
     for (int c = 0; c < BLOCK; ++c) amax = fmaxf(amax, fabsf(v[c]));
     const int e = mm_fp8_block_exponent(amax);
     const float inv = mm_pow2(-e);
-    scales[(i64)out_row[r] * ld_scales + col0 / BLOCK + blk] = sizeof(ScaleT) == 1 ? ScaleT(e + 127) : ScaleT(mm_pow2(e));
+    scales[(i64)out_row[r] * ld_scales + col0 / BLOCK + blk] = u8(e + 127);
     u32* dst = reinterpret_cast<u32*>(out + (i64)out_row[r] * ld + col0 + blk * BLOCK);
     for (int w = 0; w < BLOCK / 4; ++w) {
       u32 word = 0;

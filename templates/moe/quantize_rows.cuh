@@ -1,7 +1,5 @@
 // Dispatch quantization: bf16 rows -> fp8 e4m3 in 1 x BLOCK blocks (BLOCK 32 or 64) with a
-// power-of-two scale per block, stored as e8m0 bytes (ScaleT u8) or as f32 (ScaleT float, what
-// the Hopper kernels gather 8 bytes at a time). One warp quantizes one block; blocks are spread
-// grid-wide.
+// power-of-two (e8m0) scale per block. One warp quantizes one block; blocks are spread grid-wide.
 #pragma once
 #include "common/numerics.cuh"
 
@@ -9,8 +7,8 @@ namespace megamoe {
 
 enum : int { kQuantizeThreads = 256 };
 
-template <int BLOCK, class ScaleT>
-MM_DEVICE void quantize_rows_fp8(const u16* x, int rows, int cols, u8* q, ScaleT* scales) {
+template <int BLOCK>
+MM_DEVICE void quantize_rows_fp8(const u16* x, int rows, int cols, u8* q, u8* scales) {
   static_assert(BLOCK == 32 || BLOCK == 64, "blocks of 32 or 64 values");
   constexpr int kPerLane = BLOCK / 32;
   const long long blocks = (long long)rows * (cols / BLOCK);
@@ -21,7 +19,7 @@ MM_DEVICE void quantize_rows_fp8(const u16* x, int rows, int cols, u8* q, ScaleT
     for (int i = 0; i < kPerLane; ++i) v[i] = mm_bf16_to_f32(x[b * BLOCK + lane * kPerLane + i]), amax = fmaxf(amax, fabsf(v[i]));
     const int e = mm_fp8_block_exponent(mm_group32_absmax(amax));
     for (int i = 0; i < kPerLane; ++i) q[b * BLOCK + lane * kPerLane + i] = mm_f32_to_e4m3(v[i] * mm_pow2(-e));
-    if (lane == 0) scales[b] = sizeof(ScaleT) == 1 ? ScaleT(e + 127) : ScaleT(mm_pow2(e));
+    if (lane == 0) scales[b] = u8(e + 127);
   }
 }
 

@@ -1,11 +1,13 @@
 // Stage1 on Hopper (wgmma, warp-specialised; moe/wgmma_gemm.cuh): per expert token tile and 128
 // interleaved gate/up weight rows (64 columns of inter_dim), h = act(gate, up) with the rows'
-// scales applied, then h in fp8 blocks of 64 columns (one block per tile row, f32 scales). A
-// persistent grid of one block per SM walks the tiles routing laid out.
+// scales applied, then h in fp8 blocks of 64 columns, written routed (moe/routed_rows.cuh) for
+// Stage2. x comes routed from dispatch. A persistent grid of one block per SM walks the tiles
+// routing laid out.
 #pragma once
 #include "common/activation.cuh"
 #include "moe/portable_gemm.cuh"
 #include "moe/route.cuh"
+#include "moe/routed_rows.cuh"
 #include "moe/wgmma_gemm.cuh"
 
 namespace megamoe {
@@ -14,7 +16,7 @@ template <class Act, int BN, int kStages, bool kCheck>
 MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* expert_offsets, const int* tile_offsets,
                             const int* row_token, const u8* w1_words, const signed char* w1_exps,
                             const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q,
-                            float* h_scales, int rows_capacity, int tokens, int* errors) {
+                            float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors) {
   using Gemm = WgmmaGemm<BN, kStages>;
   extern __shared__ u8 smem_raw[];
   __shared__ int p_rows[BN];
@@ -32,14 +34,15 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
       mbar_wait(Gemm::tile_empty(smem, ts.index), ts.phase ^ 1);
       const RoutedTile rt = routed_tile(tile, m_tiles, BN, tile_offsets, expert_offsets, experts);
       TileInfo<BN>* ti = Gemm::info(smem, ts.index);
-      named_barrier(1, Gemm::kProducers);  // the previous tile's gathers are issued: p_rows is free
+      named_barrier(1, Gemm::kProducers);  // p_rows is free
       stage1_tile_rows<BN, Gemm::kProducers, kCheck>(rt, row_token, rows_capacity, tokens, errors, p_rows, ti->out,
                                                      ptid);
       if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile;
       named_barrier(1, Gemm::kProducers);
       mbar_arrive(Gemm::tile_full(smem, ts.index));
-      Gemm::produce(smem, ptid, x_q, x_scales, p_rows, model_dim, w1_words + rt.expert * rows_e * model_dim / 2,
-                    w1_exps + rt.expert * rows_e * (model_dim / 32), rt.col_tile * 8, ps);
+      if (ptid == 0)
+        Gemm::produce(smem, x_q, x_scales, rows_pad, rt.p0, model_dim, w1_words + rt.expert * rows_e * model_dim / 2,
+                      w1_exps + rt.expert * rows_e * (model_dim / 32), rt.col_tile * 8, ps);
     }
   } else {
     regs_alloc<Gemm::kConsumerRegs>();
@@ -61,8 +64,16 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
         for (int c = 0; c < 2; ++c)
           h[(8 * j + 2 * t + c) * 65 + 8 * warp + g] = Act::apply(acc[j][c] * sg, acc[j][2 + c] * su);
       named_barrier(2, Gemm::kConsumers);
-      store_tile_fp8<BN, 64, 64, Gemm::kConsumers>(h, 65, ti->out, h_q, inter_dim, h_scales, inter_dim / 64,
-                                                   col_tile * 64, ctid);
+      // A half warp per tile row: the 64 columns are half of Stage2's chunk col_tile / 2.
+      for (int r0 = 0; r0 < BN; r0 += Gemm::kConsumers / 16) {
+        const int n = r0 + ctid / 16, half = ctid & 15;
+        const int out = n < BN ? ti->out[n] : -1;
+        float v[4] = {0.f, 0.f, 0.f, 0.f};
+        if (n < BN)
+          for (int j = 0; j < 4; ++j) v[j] = h[n * 65 + half * 4 + j];
+        // As a 128-value chunk: this half warp's lanes are lanes 16 * (col_tile % 2) + half.
+        store_routed_half(v, half, col_tile & 1, col_tile / 2, out, n & 7, rows_pad, h_q, h_scales);
+      }
       __syncwarp();
       if (lane == 0) mbar_arrive(Gemm::tile_empty(smem, ts.index));
     }

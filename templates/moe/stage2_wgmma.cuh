@@ -1,6 +1,7 @@
 // Stage2 on Hopper (wgmma, warp-specialised; moe/wgmma_gemm.cuh): per expert token tile and 128
 // rows of W2 (128 columns of model_dim), o = W2 h with the rows' scales, times the route weight,
-// onto the combine wire at the row's slot: bf16 (kWire 0) or fp8 1x32 blocks (kWire 1).
+// onto the combine wire at the row's slot: bf16 (kWire 0) or fp8 1x32 blocks (kWire 1). h comes
+// routed from Stage1 (moe/routed_rows.cuh).
 #pragma once
 #include "moe/portable_gemm.cuh"
 #include "moe/route.cuh"
@@ -12,7 +13,8 @@ template <int BN, int kStages, int kWire, bool kCheck>
 MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* expert_offsets, const int* tile_offsets,
                             const int* row_slot, const float* row_weight, const u8* w2_words,
                             const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim,
-                            int inter_dim, void* wire, u8* wire_scales, int rows_capacity, int slots, int* errors) {
+                            int inter_dim, void* wire, u8* wire_scales, int rows_pad, int rows_capacity, int slots,
+                            int* errors) {
   using Gemm = WgmmaGemm<BN, kStages>;
   extern __shared__ u8 smem_raw[];
   __shared__ int p_rows[BN];
@@ -30,14 +32,15 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
       mbar_wait(Gemm::tile_empty(smem, ts.index), ts.phase ^ 1);
       const RoutedTile rt = routed_tile(tile, m_tiles, BN, tile_offsets, expert_offsets, experts);
       TileInfo<BN>* ti = Gemm::info(smem, ts.index);
-      named_barrier(1, Gemm::kProducers);  // the previous tile's gathers are issued: p_rows is free
+      named_barrier(1, Gemm::kProducers);  // p_rows is free
       stage2_tile_rows<BN, Gemm::kProducers, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, p_rows,
                                                      ti->out, ti->weight, ptid);
       if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile;
       named_barrier(1, Gemm::kProducers);
       mbar_arrive(Gemm::tile_full(smem, ts.index));
-      Gemm::produce(smem, ptid, h_q, h_scales, p_rows, inter_dim, w2_words + rt.expert * rows_e * inter_dim / 2,
-                    w2_exps + rt.expert * rows_e * (inter_dim / 32), rt.col_tile * 8, ps);
+      if (ptid == 0)
+        Gemm::produce(smem, h_q, h_scales, rows_pad, rt.p0, inter_dim, w2_words + rt.expert * rows_e * inter_dim / 2,
+                      w2_exps + rt.expert * rows_e * (inter_dim / 32), rt.col_tile * 8, ps);
     }
   } else {
     regs_alloc<Gemm::kConsumerRegs>();

@@ -1,19 +1,18 @@
 // The Hopper main loop of both expert GEMMs: warp-specialised, wgmma on fp8, weights as the A
 // operand (swap AB: 128 weight rows per block, the routed tokens on N).
 //
-// Warpgroup 0 produces. Per tile it works out the routed rows (where the consumers' epilogue
-// will need them too, handed over in a two-entry TileInfo ring), then per 128-k chunk one thread
-// starts the bulk copies of the block's weight words and exponents (layout v2: 8 KB and 512 B,
-// contiguous) on the stage's `full` mbarrier, and all 128 threads gather the tile's activation rows (128
-// bytes each, placed in the 128-byte swizzle so the tensor cores read them directly) and their
-// two f32 block scales; each thread's gathers arrive on the same barrier when they land.
-// Warpgroups 1 and 2 consume: each owns 64 weight rows (four v2 slabs); while the wgmma of one
-// chunk runs they read the next chunk's words and turn them into e4m3 fragments in registers
-// (two byte permutes per 8 values, block exponent folded in). The partial sums of each 64 k are
-// scaled by the activation block scales and added to the accumulators (the weights' row scales
-// are left to the epilogue); `empty` barriers hand the stages back. Producer and consumers walk
-// the same tiles and chunks, so one running stage index keeps them in step across tiles, and the
-// producer runs ahead into the next tile while the consumers finish an epilogue.
+// Warpgroup 0 produces. Per tile its 128 threads work out the rows' destinations for the
+// consumers' epilogue (a two-entry TileInfo ring); per 128-k chunk one thread starts four bulk
+// copies on the stage's `full` mbarrier: the block's weight words and exponents (layout v2: 8 KB
+// and 512 B, contiguous) and the tile's activations and their scales (routed layout,
+// moe/routed_rows.cuh: BN x 128 B already in the 128-byte swizzle, and BN x 2 f32). Warpgroups 1
+// and 2 consume: each owns 64 weight rows (four v2 slabs); while the wgmma of one chunk run they
+// read the next chunk's words and turn them into e4m3 fragments in registers (two byte permutes
+// per 8 values, block exponent folded in). The partial sums of each 64 k are scaled by the
+// activation block scales and added to the accumulators (the weights' row scales are left to the
+// epilogue); `empty` barriers hand the stages back. Producer and consumers walk the same tiles and
+// chunks, so one running stage index keeps them in step across tiles, and the producer runs ahead
+// into the next tile while the consumers finish an epilogue.
 #pragma once
 #include "common/numerics.cuh"
 #include "moe/mma_gemm.cuh"
@@ -45,13 +44,14 @@ struct WgmmaGemm {
   static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int NT = BN / 8;
+  static constexpr bool kDeep = BN <= 64;  // two chunks' partial sums fit in registers
   static_assert(BN == 8 || BN == 16 || BN == 32 || BN == 64 || BN == 128, "BN: 8, 16, 32, 64 or 128 tokens");
 
   // Shared memory (from a 1024-aligned base): the barriers and the TileInfo ring, then kStages
   // stages of [activations BN x 128 B, swizzled][weight words 8 x 1 KB][exponents 8 x 64 B]
-  // [activation scales BN x 2 f32], each stage 1024-aligned as the swizzle needs, then the
+  // [activation scales BN x 4 f32 (2 used)], each stage 1024-aligned as the swizzle needs, then the
   // epilogue region. src/codegen/kernel_catalog.cpp mirrors the sizes.
-  static constexpr int kActBytes = BN * 128, kWordBytes = 8 * 1024, kExpBytes = 8 * 64, kScaleBytes = BN * 8;
+  static constexpr int kActBytes = BN * 128, kWordBytes = 8 * 1024, kExpBytes = 8 * 64, kScaleBytes = BN * 16;
   static constexpr int kWordsAt = kActBytes, kExpsAt = kWordsAt + kWordBytes, kScalesAt = kExpsAt + kExpBytes;
   static constexpr int kStageBytes = (kScalesAt + kScaleBytes + 1023) / 1024 * 1024;
   static constexpr int kHeadBytes = (256 + 2 * int(sizeof(TileInfo<BN>)) + 1023) / 1024 * 1024;
@@ -74,7 +74,7 @@ struct WgmmaGemm {
   MM_DEVICE static void init(u8* smem) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < kStages; ++s) {
-        mbar_init(full(smem, s), kProducers + 1);    // every producer's gathers, and the expect_tx
+        mbar_init(full(smem, s), 1);                 // the producer's expect_tx; then the bytes
         mbar_init(empty(smem, s), kConsumers / 32);  // one arrival per consumer warp
       }
       for (int b = 0; b < 2; ++b) {
@@ -86,32 +86,22 @@ struct WgmmaGemm {
     __syncthreads();
   }
 
-  // Producer thread ptid (0..127): stages the K / 128 chunks of one tile. rows[n] (shared): the
-  // activation row of token column n, or -1 (zeros). a_scales: f32 per 64 k of each row.
-  // words / exps: the expert's layout-v2 arrays, slab0 the block's first slab.
-  MM_DEVICE static void produce(u8* smem, int ptid, const u8* a_q, const float* a_scales, const int* rows, int K,
+  // One producer thread: stages the K / 128 chunks of a tile whose rows start at routed row p0.
+  // a_q / a_scales: the routed activations (rows_pad rows per chunk); words / exps: the expert's
+  // layout-v2 arrays, slab0 the block's first slab.
+  MM_DEVICE static void produce(u8* smem, const u8* a_q, const float* a_scales, int rows_pad, int p0, int K,
                                 const u8* words, const signed char* exps, int slab0, Ring<kStages>& ps) {
-    const int chunks = K / 128, kb64 = K / 64;
+    const int chunks = K / 128;
     for (int chunk = 0; chunk < chunks; ++chunk, ps.advance()) {
       mbar_wait(empty(smem, ps.index), ps.phase ^ 1);
       u8* st = stage(smem, ps.index);
       u64* bar = full(smem, ps.index);
-      if (ptid == 0) {  // layout v2 keeps the block's 8 slabs of a chunk together
-        const i64 piece = (i64)slab0 * chunks + chunk * 8;
-        mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes);
-        bulk_copy_g2s(st + kWordsAt, words + piece * 1024, kWordBytes, bar);
-        bulk_copy_g2s(st + kExpsAt, exps + piece * 64, kExpBytes, bar);
-      }
-      for (int i = ptid; i < BN * 8; i += kProducers) {
-        const int n = i >> 3, part = i & 7, row = rows[n];
-        gather16(st + n * 128 + ((part ^ (n & 7)) << 4),
-                 a_q + (row >= 0 ? (i64)row * K + chunk * 128 + part * 16 : 0), row >= 0);
-      }
-      for (int n = ptid; n < BN; n += kProducers) {
-        const int row = rows[n];
-        gather8(st + kScalesAt + n * 8, a_scales + (row >= 0 ? (i64)row * kb64 + chunk * 2 : 0), row >= 0);
-      }
-      gather_arrive(bar);
+      const i64 piece = (i64)slab0 * chunks + chunk * 8;  // layout v2 keeps the block's 8 slabs together
+      mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes + kActBytes + kScaleBytes);
+      bulk_copy_g2s(st + kWordsAt, words + piece * 1024, kWordBytes, bar);
+      bulk_copy_g2s(st + kExpsAt, exps + piece * 64, kExpBytes, bar);
+      bulk_copy_g2s(st, a_q + ((i64)chunk * rows_pad + p0) * 128, kActBytes, bar);
+      bulk_copy_g2s(st + kScalesAt, a_scales + ((i64)chunk * rows_pad + p0) * 4, kScaleBytes, bar);
     }
   }
 
@@ -135,9 +125,10 @@ struct WgmmaGemm {
     const float* scales = reinterpret_cast<const float*>(st + kScalesAt);
     for (int j = 0; j < NT; ++j) {
       // columns 8j + 2t and 8j + 2t + 1, each (first 64 k, second 64 k)
-      const float4 s = *reinterpret_cast<const float4*>(scales + (8 * j + 2 * t) * 2);
-      acc[j][0] += p0[j][0] * s.x + p1[j][0] * s.y, acc[j][1] += p0[j][1] * s.z + p1[j][1] * s.w;
-      acc[j][2] += p0[j][2] * s.x + p1[j][2] * s.y, acc[j][3] += p0[j][3] * s.z + p1[j][3] * s.w;
+      const float2 s = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t) * 4);
+      const float2 r = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t + 1) * 4);
+      acc[j][0] += p0[j][0] * s.x + p1[j][0] * s.y, acc[j][1] += p0[j][1] * r.x + p1[j][1] * r.y;
+      acc[j][2] += p0[j][2] * s.x + p1[j][2] * s.y, acc[j][3] += p0[j][3] * r.x + p1[j][3] * r.y;
     }
   }
 
@@ -156,7 +147,34 @@ struct WgmmaGemm {
     wg_fence_acc(p1);
   }
 
-  // One stage: its wgmma run while the next stage's fragments are converted (into a_next).
+  MM_DEVICE static void release(u8* smem, int lane, int s) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(smem, s));
+  }
+
+  // Small token tiles (partial sums cheap in registers): the wgmma of chunk c run while chunk
+  // c - 1 is promoted and chunk c + 1 converted. On entry a holds chunk c's fragments and, for
+  // c > 0, chunk c - 1's wgmma (into p_prev, from stage prev) are in flight.
+  MM_DEVICE static void step_deep(u8* smem, int warp, int lane, int chunk, int chunks, Ring<kStages>& ps,
+                                  Ring<kStages>& prev, const u32 (&a)[4][4], u32 (&a_next)[4][4],
+                                  float (&p)[2][NT][4], float (&p_prev)[2][NT][4], float (&acc)[NT][4]) {
+    issue(stage(smem, ps.index), a, p[0], p[1]);
+    if (chunk > 0) {
+      wg_wait<1>();
+      wg_fence_acc(p_prev[0]);
+      wg_fence_acc(p_prev[1]);
+      promote(acc, p_prev[0], p_prev[1], stage(smem, prev.index), lane & 3);
+      release(smem, lane, prev.index);
+    }
+    prev = ps;
+    ps.advance();
+    if (chunk + 1 < chunks) {
+      mbar_wait(full(smem, ps.index), ps.phase);
+      load_fragments(stage(smem, ps.index), warp, lane, a_next);
+    }
+  }
+
+  // Large token tiles: one chunk in flight; the next chunk's fragments converted meanwhile.
   MM_DEVICE static void step(u8* smem, int warp, int lane, bool has_next, Ring<kStages>& ps, const u32 (&a)[4][4],
                              u32 (&a_next)[4][4], float (&acc)[NT][4]) {
     u8* st = stage(smem, ps.index);
@@ -166,15 +184,13 @@ struct WgmmaGemm {
     next.advance();
     if (has_next) {
       mbar_wait(full(smem, next.index), next.phase);
-      fence_proxy_async();  // the gathered activations came through the generic proxy
       load_fragments(stage(smem, next.index), warp, lane, a_next);
     }
     wg_wait<0>();
     wg_fence_acc(p0);
     wg_fence_acc(p1);
     promote(acc, p0, p1, st, lane & 3);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty(smem, ps.index));
+    release(smem, lane, ps.index);
     ps = next;
   }
 
@@ -188,11 +204,30 @@ struct WgmmaGemm {
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
     u32 a0[4][4], a1[4][4];
     mbar_wait(full(smem, ps.index), ps.phase);
-    fence_proxy_async();
     load_fragments(stage(smem, ps.index), warp, lane, a0);
-    for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
-      step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
-      if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
+    if constexpr (kDeep) {
+      float pa[2][NT][4], pb[2][NT][4];
+      Ring<kStages> prev;
+      for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the buffers alternate
+        step_deep(smem, warp, lane, chunk, chunks, ps, prev, a0, a1, pa, pb, acc);
+        if (chunk + 1 < chunks) step_deep(smem, warp, lane, chunk + 1, chunks, ps, prev, a1, a0, pb, pa, acc);
+      }
+      wg_wait<0>();
+      wg_fence_acc(pa[0]);
+      wg_fence_acc(pa[1]);
+      wg_fence_acc(pb[0]);
+      wg_fence_acc(pb[1]);
+      const u8* st = stage(smem, prev.index);
+      if (chunks & 1)  // the last chunk went to pa (a branch, not a pointer: the arrays stay in registers)
+        promote(acc, pa[0], pa[1], st, lane & 3);
+      else
+        promote(acc, pb[0], pb[1], st, lane & 3);
+      release(smem, lane, prev.index);
+    } else {
+      for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
+        step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
+        if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
+      }
     }
   }
 };

@@ -1,7 +1,7 @@
 // Hopper (sm_90) staging primitives for the warp-specialised kernels: shared-memory mbarriers
-// (arrival counts plus transaction bytes), bulk copies that complete on them, per-thread 16-byte
-// gathers that arrive on them when done, named barriers for one role's threads, and setmaxnreg
-// to move registers from the producer warpgroup to the consumers.
+// (arrival counts plus transaction bytes), bulk copies that complete on them, named barriers for
+// one role's threads, and setmaxnreg to move registers from the producer warpgroup to the
+// consumers.
 #pragma once
 #include "prelude/megamoe_prelude.cuh"
 
@@ -46,25 +46,6 @@ MM_DEVICE void bulk_copy_g2s(void* dst, const void* src, u32 bytes, u64* bar) {
                "l"(src), "r"(bytes), "r"(sm_addr(bar))
                : "memory");
 }
-
-// 16 bytes global -> shared by this thread, zeros where !valid.
-MM_DEVICE void gather16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sm_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-// 8 bytes global -> shared by this thread (both 8-byte aligned), zeros where !valid.
-MM_DEVICE void gather8(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(sm_addr(dst)), "l"(src), "r"(valid ? 8 : 0)
-               : "memory");
-}
-// An arrival on `bar` once this thread's earlier gathers have landed (counted in the barrier's
-// initial count: noinc).
-MM_DEVICE void gather_arrive(u64* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(sm_addr(bar)) : "memory");
-}
-
-// Orders this thread's generic-proxy view of shared memory before its async-proxy reads (wgmma).
-MM_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // A barrier among `threads` threads (whole warps) using hardware barrier `id` (0 is __syncthreads).
 MM_DEVICE void named_barrier(int id, int threads) {

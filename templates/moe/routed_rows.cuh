@@ -1,0 +1,47 @@
+// The Hopper kernels' activations, one row per routed row p (dispatch writes x this way, Stage1
+// writes h this way): fp8 in [K / 128 chunk][rows_pad][128 bytes] and f32 scales in
+// [K / 128][rows_pad][4] (one per 64 k, then two unused: a tile's scales start 16-byte aligned,
+// as bulk copies need). Row p's 16-byte piece q is stored at piece
+// q ^ ((p - first row of p's expert) % 8): every tile starts at a multiple of 8 rows into its
+// expert, so a tile's chunk is one contiguous copy that lands in shared memory already in the
+// 128-byte swizzle wgmma reads.
+#pragma once
+#include "common/numerics.cuh"
+
+namespace megamoe {
+
+MM_DEVICE i64 routed_row_offset(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 128; }
+MM_DEVICE i64 routed_scale_index(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 4; }
+
+// Quantizes the 128 values v (4 per lane, lane l holds 4l..4l+3) of row p's chunk into two fp8
+// blocks of 64 and stores them routed. Every lane of the warp must call it.
+MM_DEVICE void store_routed_chunk(const float (&v)[4], int lane, int chunk, int p, int swz, int rows_pad, u8* q,
+                                  float* scales) {
+  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+  for (int m = 8; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));  // over each half warp
+  const int e = mm_fp8_block_exponent(amax);
+  const float inv = mm_pow2(-e);
+  u32 word = 0;
+  for (int j = 0; j < 4; ++j) word |= u32(mm_f32_to_e4m3(v[j] * inv)) << (8 * j);
+  const int piece = lane >> 2;
+  *reinterpret_cast<u32*>(q + routed_row_offset(chunk, p, rows_pad) + ((piece ^ swz) << 4) + (lane & 3) * 4) = word;
+  if ((lane & 15) == 0) scales[routed_scale_index(chunk, p, rows_pad) + (lane >> 4)] = mm_pow2(e);
+}
+
+// The same for one 64-value block of a chunk (half 0 or 1), by a half warp (lane16 0..15 holds
+// values 4 lane16 .. 4 lane16 + 3 of the block); p < 0 stores nothing. Both half warps call it.
+MM_DEVICE void store_routed_half(const float (&v)[4], int lane16, int half, int chunk, int p, int swz, int rows_pad,
+                                 u8* q, float* scales) {
+  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+  for (int m = 8; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
+  if (p < 0) return;
+  const int e = mm_fp8_block_exponent(amax);
+  const float inv = mm_pow2(-e);
+  u32 word = 0;
+  for (int j = 0; j < 4; ++j) word |= u32(mm_f32_to_e4m3(v[j] * inv)) << (8 * j);
+  const int piece = half * 4 + (lane16 >> 2);
+  *reinterpret_cast<u32*>(q + routed_row_offset(chunk, p, rows_pad) + ((piece ^ swz) << 4) + (lane16 & 3) * 4) = word;
+  if (lane16 == 0) scales[routed_scale_index(chunk, p, rows_pad) + half] = mm_pow2(e);
+}
+
+}  // namespace megamoe
