@@ -23,7 +23,7 @@ step() { echo "== $*"; "$@" || { echo "!! failed: $*"; status=1; }; }
   echo "== resources of the expert-GEMM kernels"
   for f in .megamoe-cache/v1/megamoe_stage*_bm1*/kernel.cubin; do
     echo "$f"; cuobjdump -res-usage "$f" 2>&1 | grep -E "REG|STACK|SHARED" | head -2
-    cuobjdump -sass "$f" 2>&1 | grep -oE "\b(QMMA|HMMA|HGMMA|LDL|STL|PRMT|FFMA)\b" | sort | uniq -c | tr '\n' ' '; echo
+    cuobjdump -sass "$f" 2>&1 | grep -oE "\b(QGMMA|HGMMA|QMMA|HMMA|UTMALDG|UBLKCP|LDL|STL|PRMT|FFMA)\b" | sort | uniq -c | tr '\n' ' '; echo
   done
   step ./build/megamoe-run --config kimi_k3_a8w4 --check --route holes --bs 1000 --save-routing "$out/holes.routing"
   step ./build/megamoe-run --config kimi_k3_a8w4 --check --routing-file "$out/holes.routing"

@@ -49,10 +49,10 @@ KernelSpec route_spec() {
   s.params =
       "const int* ids, const float* weights, int tokens, int topk, int experts, int bm1, int bm2, "
       "int* expert_offsets, int* tile_offsets1, int* tile_offsets2, int* row_token, int* row_slot, "
-      "float* row_weight, int* errors";
+      "float* row_weight, int* slot_row, int* errors";
   s.body =
       "megamoe::route(ids, weights, tokens, topk, experts, bm1, bm2, expert_offsets, tile_offsets1, "
-      "tile_offsets2, row_token, row_slot, row_weight, errors);";
+      "tile_offsets2, row_token, row_slot, row_weight, slot_row, errors);";
   s.threads = 1024;  // kRouteThreads
   return s;
 }
@@ -194,8 +194,12 @@ int hopper_fixed_bytes(int bm, int epilogue_cols) {
 constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 128 x 4)
 }  // namespace
 
+int hopper_blocks_per_sm(int bm) { return bm <= 32 ? 2 : 1; }
+
 int hopper_stages(int bm, int epilogue_cols) {
-  const int room = kHopperSharedLimit - kHopperStaticBytes - hopper_fixed_bytes(bm, epilogue_cols);
+  // An SM's 228 KB, less 1 KB the system keeps per block, shared by its blocks.
+  const int limit = hopper_blocks_per_sm(bm) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
+  const int room = limit - kHopperStaticBytes - hopper_fixed_bytes(bm, epilogue_cols);
   return std::clamp(room / hopper_stage_bytes(bm), 2, 12);
 }
 
@@ -222,11 +226,11 @@ KernelSpec dispatch_rows_spec(bool bounds_check) {
   s.name_parts = {"fp8x64f", bc_tag(bounds_check)};
   s.includes = {"moe/dispatch_rows.cuh"};
   s.params =
-      "const megamoe::u16* x, const int* row_token, const int* expert_offsets, int experts, int tokens, "
-      "int model_dim, int rows_pad, megamoe::u8* xr, float* xs, int* errors";
+      "const megamoe::u16* x, const int* ids, const int* slot_row, const int* expert_offsets, int tokens, int topk, "
+      "int experts, int model_dim, int rows_pad, int rows_capacity, megamoe::u8* xr, float* xs, int* errors";
   s.body = fmt::format(
-      "megamoe::dispatch_rows<{}>(x, row_token, expert_offsets, experts, tokens, model_dim, rows_pad, xr, xs, "
-      "errors);",
+      "megamoe::dispatch_rows<{}>(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, rows_pad, "
+      "rows_capacity, xr, xs, errors);",
       bounds_check ? "true" : "false");
   s.threads = 256;  // kDispatchThreads
   return s;
@@ -238,18 +242,19 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int model_dim, bool 
   const int stages = hopper_stages(bm, 64);
   KernelSpec s;
   s.family = "stage1_wgmma";
-  s.name_parts = {a.tag, fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
-                  fmt::format("s{}", stages), bc_tag(bounds_check)};
+  const int per_sm = hopper_blocks_per_sm(bm);
+  s.name_parts = {a.tag,  fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
+                  fmt::format("s{}", stages), fmt::format("b{}", per_sm), bc_tag(bounds_check)};
   s.includes = {"moe/stage1_wgmma.cuh"};
   s.preamble = a.preamble;
   s.params = hopper_params(true);
   s.body = fmt::format(
-      "megamoe::stage1_wgmma<{}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, w1_words, "
+      "megamoe::stage1_wgmma<{}, {}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, w1_words, "
       "w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_pad, rows_capacity, tokens, "
       "errors);",
-      a.type, bm, stages, bounds_check ? "true" : "false");
+      a.type, bm, stages, per_sm, bounds_check ? "true" : "false");
   s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
-  s.min_blocks = 1;
+  s.min_blocks = per_sm;
   s.shared_bytes = hopper_smem(bm, 64);
   return s;
 }
@@ -259,17 +264,18 @@ KernelSpec stage2_wgmma_spec(int bm, int inter_dim, CombineWire wire, bool bound
   const int stages = hopper_stages(bm, kTensorCoreWeightRows);
   KernelSpec s;
   s.family = "stage2_wgmma";
+  const int per_sm = hopper_blocks_per_sm(bm);
   s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows), fmt::format("s{}", stages),
-                  wire_tag(wire), bc_tag(bounds_check)};
+                  fmt::format("b{}", per_sm), wire_tag(wire), bc_tag(bounds_check)};
   s.includes = {"moe/stage2_wgmma.cuh"};
   s.params = hopper_params(false);
   s.body = fmt::format(
-      "megamoe::stage2_wgmma<{}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, row_weight, "
+      "megamoe::stage2_wgmma<{}, {}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, row_weight, "
       "w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_pad, rows_capacity, "
       "slots, errors);",
-      bm, stages, wire_code(wire), bounds_check ? "true" : "false");
+      bm, stages, per_sm, wire_code(wire), bounds_check ? "true" : "false");
   s.threads = 384;
-  s.min_blocks = 1;
+  s.min_blocks = per_sm;
   s.shared_bytes = hopper_smem(bm, kTensorCoreWeightRows);
   return s;
 }

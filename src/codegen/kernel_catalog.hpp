@@ -22,7 +22,7 @@ inline constexpr int kPortableBn = 64;
 int portable_bm(int config_bm);
 
 // route(ids, weights, tokens, topk, experts, bm1, bm2, expert_offsets, tile_offsets1,
-//       tile_offsets2, row_token, row_slot, row_weight, errors); one block
+//       tile_offsets2, row_token, row_slot, row_weight, slot_row, errors); one block
 KernelSpec route_spec();
 // quantize_rows(x, rows, cols, q, scales); blocks of 32 (portable) or 64 (tensor-core) values
 KernelSpec quantize_rows_spec(int block = 32);
@@ -53,9 +53,11 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
 // same layout v2 and scale block as the tensor-core ones, the x and h scales as f32; stages sized
 // to fill shared memory beside the epilogue tile (epilogue_cols + 1 floats per token row).
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
+int hopper_blocks_per_sm(int bm);  // 2 for token tiles up to 32: more warps to hide latencies
 int hopper_stages(int bm, int epilogue_cols);
 int hopper_smem(int bm, int epilogue_cols);
-// dispatch_rows(x, row_token, expert_offsets, experts, tokens, model_dim, rows_pad, xr, xs, errors):
+// dispatch_rows(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, rows_pad,
+//               rows_capacity, xr, xs, errors):
 // x quantized per routed row into the routed layout (templates/moe/routed_rows.cuh); it takes
 // quantize_rows' place on the Hopper path.
 KernelSpec dispatch_rows_spec(bool bounds_check);

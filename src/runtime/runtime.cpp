@@ -21,6 +21,7 @@ struct Runtime::LoadedKernel {
   std::unique_ptr<Module> module;
   void* function = nullptr;
   int shared_bytes = 0;
+  int blocks_per_sm = 0;  // the launch bound's (0: none given)
 };
 
 struct Runtime::BucketKernels {
@@ -31,8 +32,8 @@ struct Runtime::BucketKernels {
 
 // Device buffers sized for max_tokens (docs/weights.md lists them).
 struct Runtime::Workspace {
-  DeviceBuffer expert_offsets, tile_offsets1, tile_offsets2, row_token, row_slot, row_weight, x_q, x_scales, h_q,
-      h_scales, wire, wire_scales, errors;
+  DeviceBuffer expert_offsets, tile_offsets1, tile_offsets2, row_token, row_slot, row_weight, slot_row, x_q,
+      x_scales, h_q, h_scales, wire, wire_scales, errors;
   int rows_pad = 0;  // the routed layout's rows per chunk (Hopper): every routed row and a last tile's overhang
 };
 
@@ -50,6 +51,7 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
   ws_->tile_offsets2 = DeviceBuffer(d, (E + 1) * 4);
   ws_->row_token = DeviceBuffer(d, R * 4);
   ws_->row_slot = DeviceBuffer(d, R * 4);
+  ws_->slot_row = DeviceBuffer(d, R * 4);
   ws_->row_weight = DeviceBuffer(d, R * 4);
   // x and h: by token (x) or routed row (h) with e8m0 scales per 32 or 64 values, or on the Hopper
   // path both in the routed layout (templates/moe/routed_rows.cuh) with f32 scales per 64 (16
@@ -130,6 +132,7 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
       k.module = device_->load_module(k.built->binary);
       k.function = k.module->function(k.built->symbol);
       k.shared_bytes = spec.shared_bytes;
+      k.blocks_per_sm = spec.min_blocks;
       return k;
     };
     auto b = std::make_unique<BucketKernels>();
@@ -176,7 +179,7 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
              args.data());
   };
   void *eo = ws_->expert_offsets.get(), *to1 = ws_->tile_offsets1.get(), *to2 = ws_->tile_offsets2.get(),
-       *rt = ws_->row_token.get(), *rs = ws_->row_slot.get(), *rw = ws_->row_weight.get(), *xq = ws_->x_q.get(),
+       *rt = ws_->row_token.get(), *rs = ws_->row_slot.get(), *sr = ws_->slot_row.get(), *rw = ws_->row_weight.get(), *xq = ws_->x_q.get(),
        *xs = ws_->x_scales.get(), *hq = ws_->h_q.get(), *hs = ws_->h_scales.get(), *wire = ws_->wire.get(),
        *wsc = ws_->wire_scales.get(), *err = ws_->errors.get();
   int bm1 = k.bm1, bm2 = k.bm2;
@@ -187,20 +190,20 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
     return unsigned(std::min<long long>(row_tiles * col_tiles, (long long)blocks_per_sm * sms));
   };
   mark(0);
-  launch(k.route, 1, {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &eo, &to1, &to2, &rt, &rs, &rw, &err});
+  launch(k.route, 1, {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &eo, &to1, &to2, &rt, &rs, &rw, &sr, &err});
   mark(1);
   int rows_pad = ws_->rows_pad;
-  if (path_ == KernelPath::hopper) {  // one warp per (routed row, 128 values)
-    long long tasks = (long long)slots * (D / 128);
+  if (path_ == KernelPath::hopper) {  // one warp per token and 4 x 128 values
+    long long tasks = (long long)T * ((D / 128 + 3) / 4);
     launch(k.quantize, unsigned(std::min<long long>((tasks + 7) / 8, 16LL * sms)),
-           {&x, &rt, &eo, &E, &T, &D, &rows_pad, &xq, &xs, &err});
+           {&x, &ids, &sr, &eo, &T, &K, &E, &D, &rows_pad, &rows_capacity, &xq, &xs, &err});
   } else {
     long long qblocks = (long long)T * D / 32;
     launch(k.quantize, unsigned(std::min<long long>((qblocks + 7) / 8, 16LL * sms)), {&x, &T, &D, &xq, &xs});
   }
   mark(2);
   if (path_ != KernelPath::portable) {  // tensor_core and hopper: layout v2, one argument list
-    const int per_sm = path_ == KernelPath::hopper ? 1 : 2;
+    auto per_sm = [](const LoadedKernel& s) { return s.blocks_per_sm > 0 ? s.blocks_per_sm : 2; };
     const void *w1w = w.w1_words.get(), *w1e = w.w1_exps.get(), *w1r = w.w1_row_scale.get(),
                *w2w = w.w2_words.get(), *w2e = w.w2_exps.get(), *w2r = w.w2_row_scale.get();
     std::vector<void*> a1 = {&xq, &xs, &eo, &to1, &rt, &w1w, &w1e, &w1r, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err};
@@ -210,9 +213,9 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
       a1.insert(a1.end() - 3, &rows_pad);
       a2.insert(a2.end() - 3, &rows_pad);
     }
-    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, per_sm), a1);
+    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, per_sm(k.stage1)), a1);
     mark(3);
-    launch(k.stage2, tile_grid(bm2, D / kTensorCoreWeightRows, per_sm), a2);
+    launch(k.stage2, tile_grid(bm2, D / kTensorCoreWeightRows, per_sm(k.stage2)), a2);
   } else {
     const void *w1p = w.w1_packed.get(), *w1s = w.w1_scales.get(), *w2p = w.w2_packed.get(),
                *w2s = w.w2_scales.get();

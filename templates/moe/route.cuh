@@ -1,5 +1,6 @@
 // Routing on one GPU: counts the rows routed to each expert, lays them out expert by expert,
-// and records for each row its token, its slot (t * topk + k) and its route weight. One block.
+// and records for each row its token, its slot (t * topk + k) and its route weight, and for each
+// slot its row (-1 for none). One block.
 // An id of -1 is an empty slot; any other id outside [0, experts) is counted in errors[0] (the
 // first such slot in errors[1]) and skipped, so no later kernel indexes with it.
 #pragma once
@@ -14,7 +15,7 @@ enum : int { kErrBadIds = 0, kErrFirstBadSlot = 1, kErrBoundsViolations = 2, kEr
 
 MM_DEVICE void route(const int* ids, const float* weights, int tokens, int topk, int experts, int bm1, int bm2,
                      int* expert_offsets, int* tile_offsets1, int* tile_offsets2, int* row_token, int* row_slot,
-                     float* row_weight, int* errors) {
+                     float* row_weight, int* slot_row, int* errors) {
   __shared__ int count[kMaxExperts];
   __shared__ int cursor[kMaxExperts];
   const int slots = tokens * topk;
@@ -44,12 +45,14 @@ MM_DEVICE void route(const int* ids, const float* weights, int tokens, int topk,
   __syncthreads();
   for (int i = threadIdx.x; i < slots; i += kRouteThreads) {
     const int id = ids[i];
+    int row = -1;
     if (id >= 0 && id < experts) {
-      const int row = atomicAdd(&cursor[id], 1);
+      row = atomicAdd(&cursor[id], 1);
       row_token[row] = i / topk;
       row_slot[row] = i;
       row_weight[row] = weights[i];
     }
+    slot_row[i] = row;
   }
 }
 

@@ -13,19 +13,30 @@ namespace megamoe {
 MM_DEVICE i64 routed_row_offset(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 128; }
 MM_DEVICE i64 routed_scale_index(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 4; }
 
-// Quantizes the 128 values v (4 per lane, lane l holds 4l..4l+3) of row p's chunk into two fp8
-// blocks of 64 and stores them routed. Every lane of the warp must call it.
-MM_DEVICE void store_routed_chunk(const float (&v)[4], int lane, int chunk, int p, int swz, int rows_pad, u8* q,
-                                  float* scales) {
+// A lane's share of a 128-value chunk in fp8: 4 values and its 64-block's scale.
+struct RoutedQuad {
+  u32 word;
+  float scale;
+};
+
+// Quantizes 128 values (4 per lane, lane l holds 4l..4l+3) into two fp8 blocks of 64, lanes
+// 0-15 the first. Every lane of the warp must call it.
+MM_DEVICE RoutedQuad quantize_chunk(const float (&v)[4]) {
   float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
   for (int m = 8; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));  // over each half warp
   const int e = mm_fp8_block_exponent(amax);
   const float inv = mm_pow2(-e);
-  u32 word = 0;
-  for (int j = 0; j < 4; ++j) word |= u32(mm_f32_to_e4m3(v[j] * inv)) << (8 * j);
+  RoutedQuad q{0u, mm_pow2(e)};
+  for (int j = 0; j < 4; ++j) q.word |= u32(mm_f32_to_e4m3(v[j] * inv)) << (8 * j);
+  return q;
+}
+
+// Stores a quantized chunk as chunk `chunk` of routed row p, swizzled by swz.
+MM_DEVICE void store_routed_chunk(const RoutedQuad& q, int lane, int chunk, int p, int swz, int rows_pad, u8* out,
+                                  float* scales) {
   const int piece = lane >> 2;
-  *reinterpret_cast<u32*>(q + routed_row_offset(chunk, p, rows_pad) + ((piece ^ swz) << 4) + (lane & 3) * 4) = word;
-  if ((lane & 15) == 0) scales[routed_scale_index(chunk, p, rows_pad) + (lane >> 4)] = mm_pow2(e);
+  *reinterpret_cast<u32*>(out + routed_row_offset(chunk, p, rows_pad) + ((piece ^ swz) << 4) + (lane & 3) * 4) = q.word;
+  if ((lane & 15) == 0) scales[routed_scale_index(chunk, p, rows_pad) + (lane >> 4)] = q.scale;
 }
 
 // The same for one 64-value block of a chunk (half 0 or 1), by a half warp (lane16 0..15 holds

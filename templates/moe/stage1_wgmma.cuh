@@ -12,12 +12,12 @@
 
 namespace megamoe {
 
-template <class Act, int BN, int kStages, bool kCheck>
+template <class Act, int BN, int kStages, int kBlocksPerSM, bool kCheck>
 MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* expert_offsets, const int* tile_offsets,
                             const int* row_token, const u8* w1_words, const signed char* w1_exps,
                             const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q,
                             float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages>;
+  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
   extern __shared__ u8 smem_raw[];
   __shared__ int p_rows[BN];
   u8* smem = Gemm::align(smem_raw);

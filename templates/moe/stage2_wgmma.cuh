@@ -9,13 +9,13 @@
 
 namespace megamoe {
 
-template <int BN, int kStages, int kWire, bool kCheck>
+template <int BN, int kStages, int kBlocksPerSM, int kWire, bool kCheck>
 MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* expert_offsets, const int* tile_offsets,
                             const int* row_slot, const float* row_weight, const u8* w2_words,
                             const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim,
                             int inter_dim, void* wire, u8* wire_scales, int rows_pad, int rows_capacity, int slots,
                             int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages>;
+  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
   extern __shared__ u8 smem_raw[];
   __shared__ int p_rows[BN];
   u8* smem = Gemm::align(smem_raw);

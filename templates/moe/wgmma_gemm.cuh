@@ -39,12 +39,16 @@ struct TileInfo {
   float weight[BN];  // Stage2: the route weight
 };
 
-template <int BN, int kStages>
+// kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
+// the latencies of a chunk, with the registers and shared memory halved.
+template <int BN, int kStages, int kBlocksPerSM>
 struct WgmmaGemm {
   static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128;
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
+  static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;  // 65536 / kBlocksPerSM in all
   static constexpr int NT = BN / 8;
-  static constexpr bool kDeep = BN <= 64;  // two chunks' partial sums fit in registers
+  // Two chunks' partial sums in registers where they fit.
+  static constexpr bool kDeep = kBlocksPerSM == 1 ? BN <= 64 : BN <= 16;
   static_assert(BN == 8 || BN == 16 || BN == 32 || BN == 64 || BN == 128, "BN: 8, 16, 32, 64 or 128 tokens");
 
   // Shared memory (from a 1024-aligned base): the barriers and the TileInfo ring, then kStages
@@ -127,8 +131,10 @@ struct WgmmaGemm {
       // columns 8j + 2t and 8j + 2t + 1, each (first 64 k, second 64 k)
       const float2 s = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t) * 4);
       const float2 r = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t + 1) * 4);
-      acc[j][0] += p0[j][0] * s.x + p1[j][0] * s.y, acc[j][1] += p0[j][1] * r.x + p1[j][1] * r.y;
-      acc[j][2] += p0[j][2] * s.x + p1[j][2] * s.y, acc[j][3] += p0[j][3] * r.x + p1[j][3] * r.y;
+      acc[j][0] = fmaf(p1[j][0], s.y, fmaf(p0[j][0], s.x, acc[j][0]));  // two FFMA per value
+      acc[j][1] = fmaf(p1[j][1], r.y, fmaf(p0[j][1], r.x, acc[j][1]));
+      acc[j][2] = fmaf(p1[j][2], s.y, fmaf(p0[j][2], s.x, acc[j][2]));
+      acc[j][3] = fmaf(p1[j][3], r.y, fmaf(p0[j][3], r.x, acc[j][3]));
     }
   }
 
@@ -174,15 +180,18 @@ struct WgmmaGemm {
     }
   }
 
-  // Large token tiles: one chunk in flight; the next chunk's fragments converted meanwhile.
+  // Large token tiles: one chunk in flight. Up to 64 tokens the next chunk's fragments are
+  // converted meanwhile; at 128 they wait for the promotion (the registers would not hold both:
+  // the other consumer warpgroup's wgmma fill the gap).
   MM_DEVICE static void step(u8* smem, int warp, int lane, bool has_next, Ring<kStages>& ps, const u32 (&a)[4][4],
                              u32 (&a_next)[4][4], float (&acc)[NT][4]) {
+    constexpr bool kOverlap = BN < 128;
     u8* st = stage(smem, ps.index);
     float p0[NT][4], p1[NT][4];
     issue(st, a, p0, p1);
     Ring<kStages> next = ps;
     next.advance();
-    if (has_next) {
+    if (kOverlap && has_next) {
       mbar_wait(full(smem, next.index), next.phase);
       load_fragments(stage(smem, next.index), warp, lane, a_next);
     }
@@ -191,6 +200,10 @@ struct WgmmaGemm {
     wg_fence_acc(p1);
     promote(acc, p0, p1, st, lane & 3);
     release(smem, lane, ps.index);
+    if (!kOverlap && has_next) {
+      mbar_wait(full(smem, next.index), next.phase);
+      load_fragments(stage(smem, next.index), warp, lane, a_next);
+    }
     ps = next;
   }
 

@@ -24,7 +24,7 @@ using namespace megamoe;
 namespace {
 
 constexpr const char* kTool = "megamoe-bench";
-const char* kUsage = R"(usage: megamoe-bench --world 1 --config NAME [--bs LIST] [--path auto|portable|tensor_core]
+const char* kUsage = R"(usage: megamoe-bench --world 1 --config NAME [--bs LIST] [--path auto|portable|tensor_core|hopper]
                      [--reps N] [--seed S] [--json FILE]
 
 Times the layer of a config on GPU 0 (world size 1: the per-rank load of bs x topk routed rows

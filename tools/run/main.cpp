@@ -31,7 +31,7 @@ bf16 inputs and random MXFP4 weights, the output poisoned (NaN) before each call
   --check           compare with the CPU references: relL2 against the exact (dequantized
                     weights, fp32) one must be <= 0.06, against the quantizer-emulating one <= 5e-3
   --ref-tokens N    references over at most N random tokens of a call (default 32)
-  --path P          expert-GEMM kernels: auto (default), portable, tensor_core
+  --path P          expert-GEMM kernels: auto (default), portable, tensor_core, hopper
 Exit status: 0 on success, 1 on a failed check or error, 2 on bad usage, 3 when no GPU is present.
 )";
 
