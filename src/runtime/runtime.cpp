@@ -39,7 +39,7 @@ struct Runtime::Workspace {
 
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
     : config_(std::move(config)), options_(options), device_(std::move(device)) {
-  path_ = resolve_path(options_.path, config_.model, device_->kind(), device_->arch());
+  path_ = resolve_path(options_.path, config_, device_->kind(), device_->arch());
   if (options_.max_tokens < 1 || options_.max_tokens > kMaxBucket)
     throw Error(fmt::format("megamoe: RuntimeOptions.max_tokens = {}, expected 1..{}", options_.max_tokens, kMaxBucket));
   const std::size_t T = options_.max_tokens, K = config_.model.topk, E = config_.model.experts_per_rank,
