@@ -36,8 +36,8 @@ enum class CombineWire { bf16, fp8_blockwise_1x32 };
 
 // Which expert-GEMM kernels run: the portable ones (CUDA cores, any GPU), the tensor-core ones
 // (fp8 mma.sync, NVIDIA sm_89 and later) or the Hopper ones (wgmma, warp-specialised, sm_90a);
-// the last two need both GEMMs' K a multiple of 128. automatic picks hopper on sm_90a, then
-// tensor_core where it can run, else portable.
+// the last two need both GEMMs' K a multiple of 128. automatic picks hopper on sm_90a (not for a
+// config with an fp8 combine wire, docs/layer.md), then tensor_core where it can run, else portable.
 enum class KernelPath { automatic, portable, tensor_core, hopper };
 std::string_view to_string(KernelPath path);
 std::string_view to_string(CombineWire wire);
