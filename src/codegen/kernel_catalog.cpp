@@ -236,9 +236,8 @@ KernelSpec dispatch_rows_spec(bool bounds_check) {
   return s;
 }
 
-KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int model_dim, bool bounds_check) {
+KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
   ActivationCode a = activation_code(act);
-  (void)model_dim;
   const int stages = hopper_stages(bm, 64);
   KernelSpec s;
   s.family = "stage1_wgmma";
@@ -259,8 +258,7 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int model_dim, bool 
   return s;
 }
 
-KernelSpec stage2_wgmma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check) {
-  (void)inter_dim;
+KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check) {
   const int stages = hopper_stages(bm, kTensorCoreWeightRows);
   KernelSpec s;
   s.family = "stage2_wgmma";
@@ -327,8 +325,8 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     k.stage2 = stage2_mma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
   } else if (path == KernelPath::hopper) {
     k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm), k.block = kTensorCoreBlock;
-    k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, config.model.model_dim, b.bounds_check);
-    k.stage2 = stage2_wgmma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
+    k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, b.bounds_check);
+    k.stage2 = stage2_wgmma_spec(k.bm2, b.combine_wire, b.bounds_check);
   } else {
     k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm), k.block = 32;
     k.stage1 = stage1_portable_spec(config.activation, k.bm1, b.bounds_check);

@@ -63,8 +63,8 @@ int hopper_smem(int bm, int epilogue_cols);
 KernelSpec dispatch_rows_spec(bool bounds_check);
 // The tensor-core kernels' parameters with x and h routed (x_q, x_scales, h_q, h_scales in the
 // routed layout, scales f32) and rows_pad, the routed layout's rows per chunk, before rows_capacity.
-KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int model_dim, bool bounds_check);
-KernelSpec stage2_wgmma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
+KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check);
+KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check);
 
 // Whether a (resolved) path's kernels can run for a backend and arch.
 bool path_runs(KernelPath path, const ModelShape& shape, BackendKind backend, const std::string& arch);

@@ -16,6 +16,7 @@
 #pragma once
 #include "common/numerics.cuh"
 #include "moe/mma_gemm.cuh"
+#include "moe/route.cuh"
 #include "sm90/pipeline.cuh"
 #include "sm90/wgmma.cuh"
 
@@ -29,6 +30,15 @@ struct Ring {
   MM_DEVICE void advance() {
     if (++index == kSize) index = 0, phase ^= 1;
   }
+};
+
+// The persistent walk over the tiles routing laid out: `total` tiles of m_tiles weight tiles each
+// per token tile.
+struct TileWalk {
+  int total, m_tiles;
+  const int* tile_offsets;
+  const int* expert_offsets;
+  int experts;
 };
 
 // What the consumers' epilogue needs of a tile, written by the producers.
@@ -241,6 +251,50 @@ struct WgmmaGemm {
         step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
         if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
       }
+    }
+  }
+
+  // The producer warpgroup (threads 0..127): per tile, once a TileInfo entry is free,
+  // fill(tile, info, ptid) writes the rows the epilogue needs (every producer thread), the entry
+  // is published, and thread 0 stages the tile's chunks of the expert's weights (words and exps
+  // advance by expert_words / expert_exps per expert).
+  template <class Fill>
+  MM_DEVICE static void run_producer(u8* smem, const TileWalk& walk, const u8* a_q, const float* a_scales,
+                                     int rows_pad, int K, const u8* words, const signed char* exps, i64 expert_words,
+                                     i64 expert_exps, Fill fill) {
+    regs_dealloc<kProducerRegs>();
+    const int ptid = threadIdx.x;
+    Ring<kStages> ps;
+    Ring<2> ts;
+    for (int tile = blockIdx.x; tile < walk.total; tile += gridDim.x, ts.advance()) {
+      mbar_wait(tile_empty(smem, ts.index), ts.phase ^ 1);
+      const RoutedTile rt = routed_tile(tile, walk.m_tiles, BN, walk.tile_offsets, walk.expert_offsets, walk.experts);
+      TileInfo<BN>* ti = info(smem, ts.index);
+      fill(rt, ti, ptid);
+      if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile;
+      mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
+      if (ptid == 0)
+        produce(smem, a_q, a_scales, rows_pad, rt.p0, K, words + rt.expert * expert_words,
+                exps + rt.expert * expert_exps, rt.col_tile * 8, ps);
+    }
+  }
+
+  // The consumer warpgroups (threads 128..383): per tile, the main loop, then
+  // epilogue(info, acc, ctid), which may sync the 256 consumers on named barrier 2.
+  template <class Epilogue>
+  MM_DEVICE static void run_consumers(u8* smem, int total, int K, Epilogue epilogue) {
+    regs_alloc<kConsumerRegs>();
+    const int ctid = threadIdx.x - kProducers, lane = ctid & 31;
+    Ring<kStages> ps;
+    Ring<2> ts;
+    for (int tile = blockIdx.x; tile < total; tile += gridDim.x, ts.advance()) {
+      mbar_wait(tile_full(smem, ts.index), ts.phase);
+      const TileInfo<BN>& ti = *info(smem, ts.index);
+      float acc[NT][4];
+      consume(smem, ctid, K, ps, acc);
+      epilogue(ti, acc, ctid);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(tile_empty(smem, ts.index));
     }
   }
 };

@@ -103,7 +103,7 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
 }
 
 TEST_CASE("a launch bound with a block count is rendered with it", "[codegen]") {
-  KernelSpec s = stage2_wgmma_spec(64, 3072, CombineWire::bf16, false);
+  KernelSpec s = stage2_wgmma_spec(64, CombineWire::bf16, false);
   CHECK(render(s).source.find("__launch_bounds__(384, 1)") != std::string::npos);
   CHECK(render(route_spec()).source.find("__launch_bounds__(1024)\n") != std::string::npos);
 }
