@@ -127,6 +127,9 @@ int main(int argc, char** argv) {
                config.source, buckets.size(), jobs.size(), compiler->identity(), arch,
                builder.cache().enabled() ? builder.cache().root().string() : "disabled");
 
+    std::size_t width = 6;  // the name column: as wide as the longest name
+    for (auto& j : jobs) width = std::max(width, j.planned.rendered.name.size());
+
     if (args.list || args.dry_run) {
       for (auto& j : jobs) {
         std::string state;
@@ -137,7 +140,7 @@ int main(int argc, char** argv) {
         }
         std::string bl;
         for (int b : j.buckets) bl += (bl.empty() ? "" : ",") + std::to_string(b);
-        fmt::print("{:<48} {}  buckets {}{}{}\n", j.planned.rendered.name, j.planned.key.hex.substr(0, 16), bl,
+        fmt::print("{:<{}} {}  buckets {}{}{}\n", j.planned.rendered.name, width, j.planned.key.hex.substr(0, 16), bl,
                    state.empty() ? "" : "  ", state);
       }
       return 0;
@@ -168,10 +171,10 @@ int main(int argc, char** argv) {
     for (auto& t : threads) t.join();
 
     int failed = 0;
-    fmt::print("\n{:<48} {:<16} {:<9} {:>9}\n", "kernel", "hash", "result", "ms");
+    fmt::print("\n{:<{}} {:<16} {:<9} {:>9}\n", "kernel", width, "hash", "result", "ms");
     for (auto& j : jobs) {
       failed += !j.error.empty();
-      fmt::print("{:<48} {:<16} {:<9} {:>9.1f}\n", j.planned.rendered.name, j.planned.key.hex.substr(0, 16),
+      fmt::print("{:<{}} {:<16} {:<9} {:>9.1f}\n", j.planned.rendered.name, width, j.planned.key.hex.substr(0, 16),
                  j.error.empty() ? (j.report.origin == BuildOrigin::compiled ? "compiled" : "hit") : "FAILED",
                  j.report.seconds * 1e3);
     }
