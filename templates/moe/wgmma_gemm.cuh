@@ -5,7 +5,7 @@
 // consumers' epilogue (a two-entry TileInfo ring); per 128-k chunk one thread starts four bulk
 // copies on the stage's `full` mbarrier: the block's weight words and exponents (layout v2: 8 KB
 // and 512 B, contiguous) and the tile's activations and their scales (routed layout,
-// moe/routed_rows.cuh: BN x 128 B already in the 128-byte swizzle, and BN x 2 f32). Warpgroups 1
+// moe/routed_rows.cuh: BN x 128 B already in the 128-byte swizzle, and BN x 16 B). Warpgroups 1
 // and 2 consume: each owns 64 weight rows (four v2 slabs); while the wgmma of one chunk run they
 // read the next chunk's words and turn them into e4m3 fragments in registers (two byte permutes
 // per 8 values, block exponent folded in). The partial sums of each 64 k are scaled by the
