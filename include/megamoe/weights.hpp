@@ -1,6 +1,6 @@
 // Expert weights in MXFP4 (OCP MX: e2m1 values two per byte, one e8m0 scale per 32 values
 // along K), as checkpoints ship them, and their quantization from fp32 or bf16.
-// Runtime::prepare_weights() turns them into the layout the kernels read (docs/weights.md).
+// Runtime::prepare_weights() turns them into the layout the kernels read (docs/layer.md).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -30,7 +30,7 @@ struct Runtime::BucketKernels {
   LoadedKernel route, quantize, stage1, stage2, combine;
 };
 
-// Device buffers sized for max_tokens (docs/weights.md lists them).
+// Device buffers sized for max_tokens (docs/layer.md, Workspace, lists them).
 struct Runtime::Workspace {
   DeviceBuffer expert_offsets, tile_offsets1, tile_offsets2, row_token, row_slot, row_weight, slot_row, x_q,
       x_scales, h_q, h_scales, wire, wire_scales, errors;
