@@ -7,6 +7,7 @@
 // folded in. The mma partial sums of each 64 k are scaled by the activation block scales and
 // added to the accumulators (the weights' row scales are left to the epilogue).
 #pragma once
+#include "common/e2m1_to_e4m3.cuh"
 #include "common/numerics.cuh"
 
 #if !MEGAMOE_CUDA
@@ -14,15 +15,6 @@
 #endif
 
 namespace megamoe {
-
-// e4m3 of 8 e2m1 values of a layout-v2 word, times 2^f (f in [-5, 6]); lo holds k 4t..4t+3,
-// hi holds k 16+4t..16+4t+3.
-MM_DEVICE void mm_e2m1x8_to_e4m3(u32 w, int f, u32& lo, u32& hi) {
-  const u32 f8 = u32(f * 8);
-  const u32 lut0 = 0x3C383000u + f8 * 0x01010100u, lut1 = 0x4C484440u + f8 * 0x01010101u;
-  lo = __byte_perm(lut0, lut1, w & 0x7777u) | (w & 0x80808080u);
-  hi = __byte_perm(lut0, lut1, (w >> 16) & 0x7777u) | ((w << 4) & 0x80808080u);
-}
 
 MM_DEVICE void mm_mma_e4m3(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   asm volatile(

@@ -14,8 +14,8 @@
 // chunks, so one running stage index keeps them in step across tiles, and the producer runs ahead
 // into the next tile while the consumers finish an epilogue.
 #pragma once
+#include "common/e2m1_to_e4m3.cuh"
 #include "common/numerics.cuh"
-#include "moe/mma_gemm.cuh"
 #include "moe/route.cuh"
 #include "sm90/pipeline.cuh"
 #include "sm90/wgmma.cuh"

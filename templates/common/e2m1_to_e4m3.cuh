@@ -1,0 +1,17 @@
+// The in-register MXFP4 -> e4m3 conversion of the tensor-core kernels (mma.sync and wgmma), for
+// weight layout v2 (src/weights/tensor_core_layout.hpp; decode_tensor_core_word is its host twin).
+#pragma once
+#include "prelude/megamoe_prelude.cuh"
+
+namespace megamoe {
+
+// e4m3 of 8 e2m1 values of a layout-v2 word, times 2^f (f in [-5, 6]); lo holds k 4t..4t+3,
+// hi holds k 16+4t..16+4t+3.
+MM_DEVICE void mm_e2m1x8_to_e4m3(u32 w, int f, u32& lo, u32& hi) {
+  const u32 f8 = u32(f * 8);
+  const u32 lut0 = 0x3C383000u + f8 * 0x01010100u, lut1 = 0x4C484440u + f8 * 0x01010101u;
+  lo = __byte_perm(lut0, lut1, w & 0x7777u) | (w & 0x80808080u);
+  hi = __byte_perm(lut0, lut1, (w >> 16) & 0x7777u) | ((w << 4) & 0x80808080u);
+}
+
+}  // namespace megamoe
