@@ -223,7 +223,7 @@ std::string hopper_params(bool stage1) {
 KernelSpec dispatch_rows_spec(bool bounds_check) {
   KernelSpec s;
   s.family = "dispatch_rows";
-  s.name_parts = {"fp8x64f", bc_tag(bounds_check)};
+  s.name_parts = {fmt::format("fp8x{}f", kHopperXBlock), bc_tag(bounds_check)};
   s.includes = {"moe/dispatch_rows.cuh"};
   s.params =
       "const megamoe::u16* x, const int* ids, const int* slot_row, const int* expert_offsets, int tokens, int topk, "
@@ -238,7 +238,7 @@ KernelSpec dispatch_rows_spec(bool bounds_check) {
 
 KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
   ActivationCode a = activation_code(act);
-  const int stages = hopper_stages(bm, 64);
+  const int stages = hopper_stages(bm, kTensorCoreWeightRows);
   KernelSpec s;
   s.family = "stage1_wgmma";
   const int per_sm = hopper_blocks_per_sm(bm);
@@ -254,7 +254,7 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
       a.type, bm, stages, per_sm, bounds_check ? "true" : "false");
   s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
   s.min_blocks = per_sm;
-  s.shared_bytes = hopper_smem(bm, 64);
+  s.shared_bytes = hopper_smem(bm, kTensorCoreWeightRows);
   return s;
 }
 
@@ -320,19 +320,21 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
   k.route = route_spec();
   k.combine = combine_spec(b.combine_wire);
   if (path == KernelPath::tensor_core) {
-    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm), k.block = kTensorCoreBlock;
+    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm);
+    k.x_block = k.h_block = kTensorCoreBlock;
     k.stage1 = stage1_mma_spec(config.activation, k.bm1, config.model.model_dim, b.bounds_check);
     k.stage2 = stage2_mma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
   } else if (path == KernelPath::hopper) {
-    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm), k.block = kTensorCoreBlock;
+    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm);
+    k.x_block = kHopperXBlock, k.h_block = kTensorCoreBlock;
     k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, b.bounds_check);
     k.stage2 = stage2_wgmma_spec(k.bm2, b.combine_wire, b.bounds_check);
   } else {
-    k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm), k.block = 32;
+    k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm);
     k.stage1 = stage1_portable_spec(config.activation, k.bm1, b.bounds_check);
     k.stage2 = stage2_portable_spec(k.bm2, b.combine_wire, b.bounds_check);
   }
-  k.quantize = path == KernelPath::hopper ? dispatch_rows_spec(b.bounds_check) : quantize_rows_spec(k.block);
+  k.quantize = path == KernelPath::hopper ? dispatch_rows_spec(b.bounds_check) : quantize_rows_spec(k.x_block);
   return k;
 }
 

@@ -37,7 +37,8 @@ KernelSpec combine_spec(CombineWire wire);
 
 // The tensor-core kernels' token tile: the config's BM capped at 128; 128 weight rows per block.
 inline constexpr int kTensorCoreWeightRows = 128;
-inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K
+inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K (x and h; h on Hopper)
+inline constexpr int kHopperXBlock = 128;     // x's scale block on the Hopper path: one promotion per chunk
 int tensor_core_bm(int config_bm);
 inline constexpr int kMaxTokenTile = 128;  // the largest token tile of any path
 int tensor_core_stages(int bm);  // pipeline depth, in chunks of 128 k
@@ -79,7 +80,7 @@ KernelPath resolve_path(KernelPath requested, const Config& config, BackendKind 
 struct LayerKernels {
   KernelSpec route, quantize, stage1, stage2, combine;
   int bm1 = 0, bm2 = 0;  // token rows per Stage1 / Stage2 tile
-  int block = 32;        // activation scale block (x and h) along K
+  int x_block = 32, h_block = 32;  // activation scale blocks along K
   std::vector<KernelSpec> all() const { return {route, quantize, stage1, stage2, combine}; }
 };
 LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path);

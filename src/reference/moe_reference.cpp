@@ -47,7 +47,7 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
   for (std::size_t r = 0; r < n_rows; ++r) {
     x_exact[r].resize(D);
     for (int d = 0; d < D; ++d) x_exact[r][d] = formats::bf16_to_float(in.x[tokens[r] * D + d]);
-    x_emul[r] = fp8_round_trip(x_exact[r], in.act_block);
+    x_emul[r] = fp8_round_trip(x_exact[r], in.x_block);
   }
   auto position = [&](const Pair& p) { return p.out_row / K; };
 
@@ -78,7 +78,7 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
           h_exact[i] = activation(in.activation, float(ge), float(ue));
           h_emul[i] = activation(in.activation, float(gq), float(uq));
         }
-        std::vector<float> hq = fp8_round_trip(h_emul, in.act_block);
+        std::vector<float> hq = fp8_round_trip(h_emul, in.h_block);
         float* out_exact = pair_exact.data() + p.out_row * D;
         for (int d = 0; d < D; ++d) {
           const float* row = w2.data() + std::size_t(d) * I;

@@ -2,7 +2,7 @@
 //  - exact:    y[t] = sum_k w[t,k] * W2_e * act(W1gate_e x, W1up_e x), from the MXFP4-dequantized
 //              weights and the unquantized bf16 x; no other rounding.
 //  - emulated: the same with the op's own quantizers at the op's points: x in fp8 blocks of
-//              act_block values (dispatch), the intermediate likewise, the route-weighted Stage2 row on
+//              x_block values (dispatch), the intermediate in blocks of h_block, the route-weighted Stage2 row on
 //              the combine wire (bf16, or fp8 1x32 blocks), the k rows summed in fp32 in k order,
 //              and y rounded to bf16.
 // Slots with id -1, or any id outside [0, experts), contribute nothing.
@@ -19,7 +19,7 @@ struct LayerInputs {
   const Mxfp4ExpertWeights* weights = nullptr;
   Activation activation;
   CombineWire wire = CombineWire::bf16;
-  int act_block = 32;  // values per fp8 scale of x and of the intermediate (Runtime::activation_block)
+  int x_block = 32, h_block = 32;  // values per fp8 scale of x and of the intermediate (Runtime::activation_blocks)
   int topk = 0;
   const std::uint16_t* x = nullptr;   // [tokens][model_dim] bf16
   const int* ids = nullptr;           // [tokens][topk]

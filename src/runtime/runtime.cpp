@@ -151,7 +151,13 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
 
 void Runtime::prepare(std::int64_t tokens) { kernels_for(tokens); }
 
-int Runtime::activation_block() const { return path_ == KernelPath::portable ? 32 : kTensorCoreBlock; }
+ActivationBlocks Runtime::activation_blocks() const {
+  switch (path_) {
+    case KernelPath::portable: return {32, 32};
+    case KernelPath::hopper: return {kHopperXBlock, kTensorCoreBlock};
+    default: return {kTensorCoreBlock, kTensorCoreBlock};
+  }
+}
 
 void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, const float* route_weights, void* y,
                       std::int64_t tokens, StreamHandle stream) {

@@ -6,19 +6,20 @@
 
 namespace megamoe {
 
-MM_DEVICE float mm_sigmoid(float x) { return 1.f / (1.f + mm_exp(-x)); }
+MM_DEVICE float mm_sigmoid(float x) { return mm_rcp(1.f + mm_exp(-x)); }
 
 // silu(g) * u
 struct SiLU {
   MM_DEVICE static float apply(float g, float u) { return g * mm_sigmoid(g) * u; }
 };
 
-// beta*tanh(g/beta)*sigmoid(g) * lin_beta*tanh(u/lin_beta)
+// beta*tanh(g/beta)*sigmoid(g) * lin_beta*tanh(u/lin_beta); the divisions by the constants as
+// products with their reciprocals (at most an ulp apart, and exact for powers of two)
 template <class Params>
 struct SiTUv2 {
   MM_DEVICE static float apply(float g, float u) {
-    const float b = Params::beta, lb = Params::linear_beta;
-    return b * mm_tanh(g / b) * mm_sigmoid(g) * (lb * mm_tanh(u / lb));
+    constexpr float b = Params::beta, lb = Params::linear_beta, rb = 1.f / b, rlb = 1.f / lb;
+    return b * mm_tanh(g * rb) * mm_sigmoid(g) * (lb * mm_tanh(u * rlb));
   }
 };
 

@@ -10,8 +10,9 @@ namespace megamoe {
 MM_DEVICE void mm_e2m1x8_to_e4m3(u32 w, int f, u32& lo, u32& hi) {
   const u32 f8 = u32(f * 8);
   const u32 lut0 = 0x3C383000u + f8 * 0x01010100u, lut1 = 0x4C484440u + f8 * 0x01010101u;
-  lo = __byte_perm(lut0, lut1, w & 0x7777u) | (w & 0x80808080u);
-  hi = __byte_perm(lut0, lut1, (w >> 16) & 0x7777u) | ((w << 4) & 0x80808080u);
+  const u32 m = w & 0x77777777u;  // the magnitudes; a byte permute reads only a selector's low 16 bits
+  lo = __byte_perm(lut0, lut1, m) | (w & 0x80808080u);
+  hi = __byte_perm(lut0, lut1, m >> 16) | ((w << 4) & 0x80808080u);
 }
 
 }  // namespace megamoe

@@ -51,6 +51,21 @@ MM_DEVICE u8 mm_f32_to_e4m3(float v) {
   return sign | u8(biased << 3) | u8(m);
 }
 
+// Four values' e4m3 codes, v[0] in the low byte: mm_f32_to_e4m3 four times, or one instruction per
+// pair where the hardware has it (sm_89 and later: the same rounding, saturation and NaN code).
+MM_DEVICE u32 mm_f32x4_to_e4m3(const float (&v)[4]) {
+#if MEGAMOE_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  u16 lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(v[1]), "f"(v[0]));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(v[3]), "f"(v[2]));
+  return u32(lo) | (u32(hi) << 16);
+#else
+  u32 w = 0;
+  for (int j = 0; j < 4; ++j) w |= u32(mm_f32_to_e4m3(v[j])) << (8 * j);
+  return w;
+#endif
+}
+
 // The least e with amax / 2^e <= 448 (0 for zero), clamped to [-127, 127].
 MM_DEVICE int mm_fp8_block_exponent(float amax) {
   if (!(amax > 0.f)) return 0;

@@ -1,5 +1,5 @@
 // Dispatch on one GPU for the Hopper kernels: each token's row of x (bf16) is read once,
-// quantized to fp8 in blocks of 64, and written routed (moe/routed_rows.cuh) to every routed row
+// quantized to fp8 in blocks of 128, and written routed (moe/routed_rows.cuh) to every routed row
 // of its slots (route's slot_row; -1 for an empty or bad slot). One warp per token and four
 // 128-value chunks, spread grid-wide. The checked build refuses, and counts, rows outside the
 // workspace.

@@ -81,9 +81,8 @@ MM_DEVICE void store_tile_fp8(const float* tile, int ld_tile, const int* out_row
     scales[(i64)out_row[r] * ld_scales + col0 / BLOCK + blk] = u8(e + 127);
     u32* dst = reinterpret_cast<u32*>(out + (i64)out_row[r] * ld + col0 + blk * BLOCK);
     for (int w = 0; w < BLOCK / 4; ++w) {
-      u32 word = 0;
-      for (int j = 0; j < 4; ++j) word |= u32(mm_f32_to_e4m3(v[w * 4 + j] * inv)) << (8 * j);
-      dst[w] = word;
+      const float s[4] = {v[w * 4] * inv, v[w * 4 + 1] * inv, v[w * 4 + 2] * inv, v[w * 4 + 3] * inv};
+      dst[w] = mm_f32x4_to_e4m3(s);
     }
   }
 }

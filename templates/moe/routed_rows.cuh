@@ -1,7 +1,7 @@
 // The Hopper kernels' activations, one row per routed row p (dispatch writes x this way, Stage1
 // writes h this way): fp8 in [K / 128 chunk][rows_pad][128 bytes] and f32 scales in
-// [K / 128][rows_pad][4] (one per 64 k, then two unused: a tile's scales start 16-byte aligned,
-// as bulk copies need). Row p's 16-byte piece q is stored at piece
+// [K / 128][rows_pad][4]: x has one scale per 128 k (entry 0), h one per 64 k (entries 0 and 1);
+// the rest is unused, so that a tile's scales start 16-byte aligned, as bulk copies need. Row p's 16-byte piece q is stored at piece
 // q ^ ((p - first row of p's expert) % 8): every tile starts at a multiple of 8 rows into its
 // expert, so a tile's chunk is one contiguous copy that lands in shared memory already in the
 // 128-byte swizzle wgmma reads.
@@ -13,22 +13,21 @@ namespace megamoe {
 MM_DEVICE i64 routed_row_offset(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 128; }
 MM_DEVICE i64 routed_scale_index(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 4; }
 
-// A lane's share of a 128-value chunk in fp8: 4 values and its 64-block's scale.
+// A lane's share of a 128-value chunk in fp8: 4 values and the chunk's scale.
 struct RoutedQuad {
   u32 word;
   float scale;
 };
 
-// Quantizes 128 values (4 per lane, lane l holds 4l..4l+3) into two fp8 blocks of 64, lanes
-// 0-15 the first. Every lane of the warp must call it.
+// Quantizes 128 values (4 per lane, lane l holds 4l..4l+3) into one fp8 block. Every lane of the
+// warp must call it.
 MM_DEVICE RoutedQuad quantize_chunk(const float (&v)[4]) {
   float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-  for (int m = 8; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));  // over each half warp
+  for (int m = 16; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
   const int e = mm_fp8_block_exponent(amax);
   const float inv = mm_pow2(-e);
-  RoutedQuad q{0u, mm_pow2(e)};
-  for (int j = 0; j < 4; ++j) q.word |= u32(mm_f32_to_e4m3(v[j] * inv)) << (8 * j);
-  return q;
+  const float s[4] = {v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv};
+  return RoutedQuad{mm_f32x4_to_e4m3(s), mm_pow2(e)};
 }
 
 // Stores a quantized chunk as chunk `chunk` of routed row p, swizzled by swz.
@@ -36,7 +35,7 @@ MM_DEVICE void store_routed_chunk(const RoutedQuad& q, int lane, int chunk, int 
                                   float* scales) {
   const int piece = lane >> 2;
   *reinterpret_cast<u32*>(out + routed_row_offset(chunk, p, rows_pad) + ((piece ^ swz) << 4) + (lane & 3) * 4) = q.word;
-  if ((lane & 15) == 0) scales[routed_scale_index(chunk, p, rows_pad) + (lane >> 4)] = q.scale;
+  if (lane == 0) scales[routed_scale_index(chunk, p, rows_pad)] = q.scale;
 }
 
 // The same for one 64-value block of a chunk (half 0 or 1), by a half warp (lane16 0..15 holds
@@ -48,8 +47,8 @@ MM_DEVICE void store_routed_half(const float (&v)[4], int lane16, int half, int 
   if (p < 0) return;
   const int e = mm_fp8_block_exponent(amax);
   const float inv = mm_pow2(-e);
-  u32 word = 0;
-  for (int j = 0; j < 4; ++j) word |= u32(mm_f32_to_e4m3(v[j] * inv)) << (8 * j);
+  const float s[4] = {v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv};
+  const u32 word = mm_f32x4_to_e4m3(s);
   const int piece = half * 4 + (lane16 >> 2);
   *reinterpret_cast<u32*>(q + routed_row_offset(chunk, p, rows_pad) + ((piece ^ swz) << 4) + (lane16 & 3) * 4) = word;
   if (lane16 == 0) scales[routed_scale_index(chunk, p, rows_pad) + half] = mm_pow2(e);

@@ -15,7 +15,7 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
                             const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim,
                             int inter_dim, void* wire, u8* wire_scales, int rows_pad, int rows_capacity, int slots,
                             int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
+  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, 2>;  // h: one scale per 64 k
   extern __shared__ u8 smem_raw[];
   __shared__ int a_rows[BN];  // tile_rows' routed row per column: unused, the tile's rows are contiguous
   int* scratch = a_rows;  // the lambdas below capture by value: a pointer, not the array
@@ -24,42 +24,47 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
   const i64 rows_e = model_dim;
   const TileWalk walk{tile_offsets[experts] * (model_dim / Gemm::kRows), model_dim / Gemm::kRows, tile_offsets,
                       expert_offsets, experts};
+  // The output region: [BN][129] floats, the tile's rows with the weight rows' scales and the route
+  // weights applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8).
+  constexpr int kLd = 129;
   if (threadIdx.x < Gemm::kProducers) {
-    Gemm::run_producer(smem, walk, h_q, h_scales, rows_pad, inter_dim, w2_words, w2_exps, rows_e * inter_dim / 2,
-                       rows_e * (inter_dim / 32), [=](const RoutedTile& rt, TileInfo<BN>* ti, int ptid) {
-                         stage2_tile_rows<BN, Gemm::kProducers, kCheck>(rt, row_slot, row_weight, rows_capacity, slots,
-                                                                        errors, scratch, ti->out, ti->weight, ptid);
-                       });
+    Gemm::run_producer(
+        smem, walk, h_q, h_scales, rows_pad, inter_dim, w2_words, w2_exps, rows_e * inter_dim / 2,
+        rows_e * (inter_dim / 32),
+        [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
+          stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, scratch,
+                                                       ti->out, ti->weight, lane);
+        },
+        [=](const TileInfo<BN>& ti, const float* o, int stid) {
+          const int col0 = ti.col_tile * Gemm::kRows;
+          if (kWire == 0) {
+            u16* out = static_cast<u16*>(wire);
+            for (int i = stid; i < BN * Gemm::kRows / 2; i += Gemm::kStorers) {
+              const int n = i / (Gemm::kRows / 2), c = 2 * (i % (Gemm::kRows / 2)), slot = ti.out[n];
+              if (slot >= 0)
+                *reinterpret_cast<u32*>(out + (i64)slot * model_dim + col0 + c) =
+                    u32(mm_f32_to_bf16(o[n * kLd + c])) | (u32(mm_f32_to_bf16(o[n * kLd + c + 1])) << 16);
+            }
+          } else {
+            store_tile_fp8<BN, 128, 32, Gemm::kStorers>(o, kLd, ti.out, static_cast<u8*>(wire), model_dim,
+                                                        wire_scales, model_dim / 32, col0, stid);
+          }
+        });
     return;
   }
-  float* o = Gemm::region(smem);  // [BN][129]: the tile's output rows before they go on the wire
-  Gemm::run_consumers(smem, walk.total, inter_dim, [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid) {
-    const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
-    const int slab = ti.col_tile * 8 + warp;
-    const float* row_scale = w2_row_scale + ti.expert * rows_e + slab * 16;
-    const float s0 = row_scale[g], s1 = row_scale[g + 8];
-    named_barrier(2, Gemm::kConsumers);  // the previous tile's store is done with o
-    for (int j = 0; j < Gemm::NT; ++j)
-      for (int c = 0; c < 2; ++c) {
-        const int n = 8 * j + 2 * t + c;
-        o[n * 129 + 16 * warp + g] = acc[j][c] * s0 * ti.weight[n];
-        o[n * 129 + 16 * warp + g + 8] = acc[j][2 + c] * s1 * ti.weight[n];
-      }
-    named_barrier(2, Gemm::kConsumers);
-    const int col0 = ti.col_tile * Gemm::kRows;
-    if (kWire == 0) {
-      u16* out = static_cast<u16*>(wire);
-      for (int i = ctid; i < BN * Gemm::kRows / 2; i += Gemm::kConsumers) {
-        const int n = i / (Gemm::kRows / 2), c = 2 * (i % (Gemm::kRows / 2)), slot = ti.out[n];
-        if (slot >= 0)
-          *reinterpret_cast<u32*>(out + (i64)slot * model_dim + col0 + c) =
-              u32(mm_f32_to_bf16(o[n * 129 + c])) | (u32(mm_f32_to_bf16(o[n * 129 + c + 1])) << 16);
-      }
-    } else {
-      store_tile_fp8<BN, 128, 32, Gemm::kConsumers>(o, 129, ti.out, static_cast<u8*>(wire), model_dim, wire_scales,
-                                                    model_dim / 32, col0, ctid);
-    }
-  });
+  Gemm::run_consumers(smem, walk.total, inter_dim,
+                      [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
+                        const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
+                        const float* row_scale = w2_row_scale + ti.expert * rows_e + (ti.col_tile * 8 + warp) * 16;
+                        const float s0 = row_scale[g], s1 = row_scale[g + 8];
+                        for (int j = 0; j < Gemm::NT; ++j)
+                          for (int c = 0; c < 2; ++c) {
+                            const int n = 8 * j + 2 * t + c;
+                            float* row = o + n * kLd + 16 * warp + g;
+                            row[0] = acc[j][c] * s0 * ti.weight[n];
+                            row[8] = acc[j][2 + c] * s1 * ti.weight[n];
+                          }
+                      });
 }
 
 }  // namespace megamoe

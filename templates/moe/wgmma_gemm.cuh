@@ -1,18 +1,21 @@
 // The Hopper main loop of both expert GEMMs: warp-specialised, wgmma on fp8, weights as the A
 // operand (swap AB: 128 weight rows per block, the routed tokens on N).
 //
-// Warpgroup 0 produces. Per tile its 128 threads work out the rows' destinations for the
-// consumers' epilogue (a two-entry TileInfo ring); per 128-k chunk one thread starts four bulk
-// copies on the stage's `full` mbarrier: the block's weight words and exponents (layout v2: 8 KB
+// Warpgroup 0 produces and stores. Per tile its first warp works out the rows' destinations (a
+// two-entry TileInfo ring); per 128-k chunk one thread starts four bulk copies on the stage's
+// `full` mbarrier: the block's weight words and exponents (layout v2: 8 KB
 // and 512 B, contiguous) and the tile's activations and their scales (routed layout,
 // moe/routed_rows.cuh: BN x 128 B already in the 128-byte swizzle, and BN x 16 B). Warpgroups 1
 // and 2 consume: each owns 64 weight rows (four v2 slabs); while the wgmma of one chunk run they
 // read the next chunk's words and turn them into e4m3 fragments in registers (two byte permutes
-// per 8 values, block exponent folded in). The partial sums of each 64 k are scaled by the
-// activation block scales and added to the accumulators (the weights' row scales are left to the
-// epilogue); `empty` barriers hand the stages back. Producer and consumers walk the same tiles and
-// chunks, so one running stage index keeps them in step across tiles, and the producer runs ahead
-// into the next tile while the consumers finish an epilogue.
+// per 8 values, block exponent folded in). A chunk's partial sums, one set per activation scale
+// block (kScaleBlocks per 128 k: x has one, h two), are scaled by those scales and added to the
+// accumulators (the weights' row scales are left to the epilogue); `empty` barriers hand the
+// stages back. At the end of a tile the consumers stash their sums (scaled) in the shared output
+// region and go on to the next tile; warpgroup 0's other three warps (the storers) finish the
+// epilogue from there (activation, quantization, stores), overlapped with the next tile's wgmma.
+// Producer, consumers and storers walk the same tiles and chunks, so one running stage index
+// keeps them in step across tiles, and the producer runs ahead into the next tile.
 #pragma once
 #include "common/e2m1_to_e4m3.cuh"
 #include "common/numerics.cuh"
@@ -51,15 +54,22 @@ struct TileInfo {
 
 // kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
 // the latencies of a chunk, with the registers and shared memory halved.
-template <int BN, int kStages, int kBlocksPerSM>
+template <int BN, int kStages, int kBlocksPerSM, int kScaleBlocks>
 struct WgmmaGemm {
   static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128;
+  static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
+  // 128 x kProducerRegs + 256 x kConsumerRegs <= 384 x the launch bound's registers (168 or 80):
+  // setmaxnreg.inc takes from what .dec gave back. (At 32 the producers spill a few values per
+  // tile, none in the chunk loop.)
   static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
-  static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;  // 65536 / kBlocksPerSM in all
-  static constexpr int NT = BN / 8;
-  // Two chunks' partial sums in registers where they fit.
-  static constexpr bool kDeep = kBlocksPerSM == 1 ? BN <= 64 : BN <= 16;
+  static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
+  static constexpr int NT = BN / 8, S = kScaleBlocks;
+  // Two chunks' partial sums in registers where they fit; else, while one chunk's wgmma run, the
+  // next chunk's fragments where those fit.
+  static constexpr bool kDeep = kBlocksPerSM == 1 ? BN <= 64 && BN * S <= 128 : BN * S <= 32;
+  static constexpr bool kOverlap = BN * S < 256;
   static_assert(BN == 8 || BN == 16 || BN == 32 || BN == 64 || BN == 128, "BN: 8, 16, 32, 64 or 128 tokens");
+  static_assert(S == 1 || S == 2, "one or two activation scales per 128 k");
 
   // Shared memory (from a 1024-aligned base): the barriers and the TileInfo ring, then kStages
   // stages of [activations BN x 128 B, swizzled][weight words 8 x 1 KB][exponents 8 x 64 B]
@@ -70,7 +80,7 @@ struct WgmmaGemm {
   static constexpr int kStageBytes = (kScalesAt + kScaleBytes + 1023) / 1024 * 1024;
   static constexpr int kHeadBytes = (256 + 2 * int(sizeof(TileInfo<BN>)) + 1023) / 1024 * 1024;
   static constexpr int kPipelineBytes = kHeadBytes + kStages * kStageBytes;
-  static_assert(2 * kStages + 4 <= 32, "barriers fit their 256 bytes");
+  static_assert(2 * kStages + 6 <= 32, "barriers fit their 256 bytes");
 
   MM_DEVICE static u8* align(u8* raw) {
     const u32 a = sm_addr(raw);
@@ -80,6 +90,8 @@ struct WgmmaGemm {
   MM_DEVICE static u64* empty(u8* smem, int s) { return reinterpret_cast<u64*>(smem) + kStages + s; }
   MM_DEVICE static u64* tile_full(u8* smem, int b) { return reinterpret_cast<u64*>(smem) + 2 * kStages + b; }
   MM_DEVICE static u64* tile_empty(u8* smem, int b) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 + b; }
+  MM_DEVICE static u64* out_full(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 4; }
+  MM_DEVICE static u64* out_empty(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 5; }
   MM_DEVICE static TileInfo<BN>* info(u8* smem, int b) { return reinterpret_cast<TileInfo<BN>*>(smem + 256) + b; }
   MM_DEVICE static u8* stage(u8* smem, int s) { return smem + kHeadBytes + s * kStageBytes; }
   MM_DEVICE static float* region(u8* smem) { return reinterpret_cast<float*>(smem + kPipelineBytes); }
@@ -92,9 +104,11 @@ struct WgmmaGemm {
         mbar_init(empty(smem, s), kConsumers / 32);  // one arrival per consumer warp
       }
       for (int b = 0; b < 2; ++b) {
-        mbar_init(tile_full(smem, b), kProducers);
-        mbar_init(tile_empty(smem, b), kConsumers / 32);
+        mbar_init(tile_full(smem, b), kFillers);
+        mbar_init(tile_empty(smem, b), kStorers);  // the entry is read until the tile is stored
       }
+      mbar_init(out_full(smem), kConsumers);
+      mbar_init(out_empty(smem), kStorers);
       mbar_init_fence();
     }
     __syncthreads();
@@ -133,34 +147,40 @@ struct WgmmaGemm {
     }
   }
 
-  // acc += p0 * (scale of the first 64 k) + p1 * (scale of the second), per token column.
-  MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p0)[NT][4], const float (&p1)[NT][4],
-                                const u8* st, int t) {
+  // acc += p[0] * (scale of the first 128 / S k) + ..., per token column.
+  MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[S][NT][4], const u8* st, int t) {
     const float* scales = reinterpret_cast<const float*>(st + kScalesAt);
     for (int j = 0; j < NT; ++j) {
-      // columns 8j + 2t and 8j + 2t + 1, each (first 64 k, second 64 k)
-      const float2 s = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t) * 4);
-      const float2 r = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t + 1) * 4);
-      acc[j][0] = fmaf(p1[j][0], s.y, fmaf(p0[j][0], s.x, acc[j][0]));  // two FFMA per value
-      acc[j][1] = fmaf(p1[j][1], r.y, fmaf(p0[j][1], r.x, acc[j][1]));
-      acc[j][2] = fmaf(p1[j][2], s.y, fmaf(p0[j][2], s.x, acc[j][2]));
-      acc[j][3] = fmaf(p1[j][3], r.y, fmaf(p0[j][3], r.x, acc[j][3]));
+      // columns 8j + 2t and 8j + 2t + 1
+      float s0[2], s1[2];
+      if constexpr (S == 2) {  // one 8-byte load per column
+        const float2 u = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t) * 4);
+        const float2 v = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t + 1) * 4);
+        s0[0] = u.x, s0[1] = u.y, s1[0] = v.x, s1[1] = v.y;
+      } else {
+        s0[0] = scales[(8 * j + 2 * t) * 4], s1[0] = scales[(8 * j + 2 * t + 1) * 4];
+      }
+      for (int b = 0; b < S; ++b) {
+        acc[j][0] = fmaf(p[b][j][0], s0[b], acc[j][0]);
+        acc[j][1] = fmaf(p[b][j][1], s1[b], acc[j][1]);
+        acc[j][2] = fmaf(p[b][j][2], s0[b], acc[j][2]);
+        acc[j][3] = fmaf(p[b][j][3], s1[b], acc[j][3]);
+      }
     }
   }
 
-  // Starts the four wgmma of a stage: k 0..63 into p0, k 64..127 into p1.
-  MM_DEVICE static void issue(const u8* st, const u32 (&a)[4][4], float (&p0)[NT][4], float (&p1)[NT][4]) {
+  MM_DEVICE static void fence_partials(float (&p)[S][NT][4]) {
+    for (int b = 0; b < S; ++b) wg_fence_acc(p[b]);
+  }
+
+  // Starts the four wgmma of a stage, 32 k each; those of scale block b into p[b].
+  MM_DEVICE static void issue(const u8* st, const u32 (&a)[4][4], float (&p)[S][NT][4]) {
     const u64 desc = wg_desc_sw128(st);  // + 2 per 32 k: the address field counts 16 bytes
-    wg_fence_acc(p0);
-    wg_fence_acc(p1);
+    fence_partials(p);
     wg_fence();
-    WgmmaE4m3<BN>::mma(p0, a[0], desc + 0, 0);
-    WgmmaE4m3<BN>::mma(p0, a[1], desc + 2, 1);
-    WgmmaE4m3<BN>::mma(p1, a[2], desc + 4, 0);
-    WgmmaE4m3<BN>::mma(p1, a[3], desc + 6, 1);
+    for (int kb = 0; kb < 4; ++kb) WgmmaE4m3<BN>::mma(p[kb * S / 4], a[kb], desc + 2 * kb, kb % (4 / S));
     wg_commit();
-    wg_fence_acc(p0);
-    wg_fence_acc(p1);
+    fence_partials(p);
   }
 
   MM_DEVICE static void release(u8* smem, int lane, int s) {
@@ -173,13 +193,12 @@ struct WgmmaGemm {
   // c > 0, chunk c - 1's wgmma (into p_prev, from stage prev) are in flight.
   MM_DEVICE static void step_deep(u8* smem, int warp, int lane, int chunk, int chunks, Ring<kStages>& ps,
                                   Ring<kStages>& prev, const u32 (&a)[4][4], u32 (&a_next)[4][4],
-                                  float (&p)[2][NT][4], float (&p_prev)[2][NT][4], float (&acc)[NT][4]) {
-    issue(stage(smem, ps.index), a, p[0], p[1]);
+                                  float (&p)[S][NT][4], float (&p_prev)[S][NT][4], float (&acc)[NT][4]) {
+    issue(stage(smem, ps.index), a, p);
     if (chunk > 0) {
       wg_wait<1>();
-      wg_fence_acc(p_prev[0]);
-      wg_fence_acc(p_prev[1]);
-      promote(acc, p_prev[0], p_prev[1], stage(smem, prev.index), lane & 3);
+      fence_partials(p_prev);
+      promote(acc, p_prev, stage(smem, prev.index), lane & 3);
       release(smem, lane, prev.index);
     }
     prev = ps;
@@ -190,15 +209,14 @@ struct WgmmaGemm {
     }
   }
 
-  // Large token tiles: one chunk in flight. Up to 64 tokens the next chunk's fragments are
-  // converted meanwhile; at 128 they wait for the promotion (the registers would not hold both:
-  // the other consumer warpgroup's wgmma fill the gap).
+  // Large token tiles: one chunk in flight. With kOverlap the next chunk's fragments are converted
+  // meanwhile; else they wait for the promotion (the registers would not hold both: the other
+  // consumer warpgroup's wgmma fill the gap).
   MM_DEVICE static void step(u8* smem, int warp, int lane, bool has_next, Ring<kStages>& ps, const u32 (&a)[4][4],
                              u32 (&a_next)[4][4], float (&acc)[NT][4]) {
-    constexpr bool kOverlap = BN < 128;
     u8* st = stage(smem, ps.index);
-    float p0[NT][4], p1[NT][4];
-    issue(st, a, p0, p1);
+    float p[S][NT][4];
+    issue(st, a, p);
     Ring<kStages> next = ps;
     next.advance();
     if (kOverlap && has_next) {
@@ -206,9 +224,8 @@ struct WgmmaGemm {
       load_fragments(stage(smem, next.index), warp, lane, a_next);
     }
     wg_wait<0>();
-    wg_fence_acc(p0);
-    wg_fence_acc(p1);
-    promote(acc, p0, p1, st, lane & 3);
+    fence_partials(p);
+    promote(acc, p, st, lane & 3);
     release(smem, lane, ps.index);
     if (!kOverlap && has_next) {
       mbar_wait(full(smem, next.index), next.phase);
@@ -229,22 +246,20 @@ struct WgmmaGemm {
     mbar_wait(full(smem, ps.index), ps.phase);
     load_fragments(stage(smem, ps.index), warp, lane, a0);
     if constexpr (kDeep) {
-      float pa[2][NT][4], pb[2][NT][4];
+      float pa[S][NT][4], pb[S][NT][4];
       Ring<kStages> prev;
       for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the buffers alternate
         step_deep(smem, warp, lane, chunk, chunks, ps, prev, a0, a1, pa, pb, acc);
         if (chunk + 1 < chunks) step_deep(smem, warp, lane, chunk + 1, chunks, ps, prev, a1, a0, pb, pa, acc);
       }
       wg_wait<0>();
-      wg_fence_acc(pa[0]);
-      wg_fence_acc(pa[1]);
-      wg_fence_acc(pb[0]);
-      wg_fence_acc(pb[1]);
+      fence_partials(pa);
+      fence_partials(pb);
       const u8* st = stage(smem, prev.index);
       if (chunks & 1)  // the last chunk went to pa (a branch, not a pointer: the arrays stay in registers)
-        promote(acc, pa[0], pa[1], st, lane & 3);
+        promote(acc, pa, st, lane & 3);
       else
-        promote(acc, pb[0], pb[1], st, lane & 3);
+        promote(acc, pb, st, lane & 3);
       release(smem, lane, prev.index);
     } else {
       for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
@@ -254,47 +269,61 @@ struct WgmmaGemm {
     }
   }
 
-  // The producer warpgroup (threads 0..127): per tile, once a TileInfo entry is free,
-  // fill(tile, info, ptid) writes the rows the epilogue needs (every producer thread), the entry
-  // is published, and thread 0 stages the tile's chunks of the expert's weights (words and exps
-  // advance by expert_words / expert_exps per expert).
-  template <class Fill>
+  // The producer warpgroup (threads 0..127). Warp 0, per tile, once a TileInfo entry is free:
+  // fill(tile, info, lane) writes the rows the epilogue needs, the entry is published, and lane 0
+  // stages the tile's chunks of the expert's weights (words and exps advance by expert_words /
+  // expert_exps per expert). Warps 1 to 3, per tile, once the consumers have stashed it:
+  // store(info, region, stid) with stid 0..95, then the region and the entry are handed back.
+  template <class Fill, class Store>
   MM_DEVICE static void run_producer(u8* smem, const TileWalk& walk, const u8* a_q, const float* a_scales,
                                      int rows_pad, int K, const u8* words, const signed char* exps, i64 expert_words,
-                                     i64 expert_exps, Fill fill) {
+                                     i64 expert_exps, Fill fill, Store store) {
     regs_dealloc<kProducerRegs>();
     const int ptid = threadIdx.x;
-    Ring<kStages> ps;
     Ring<2> ts;
-    for (int tile = blockIdx.x; tile < walk.total; tile += gridDim.x, ts.advance()) {
-      mbar_wait(tile_empty(smem, ts.index), ts.phase ^ 1);
-      const RoutedTile rt = routed_tile(tile, walk.m_tiles, BN, walk.tile_offsets, walk.expert_offsets, walk.experts);
-      TileInfo<BN>* ti = info(smem, ts.index);
-      fill(rt, ti, ptid);
-      if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile;
-      mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
-      if (ptid == 0)
-        produce(smem, a_q, a_scales, rows_pad, rt.p0, K, words + rt.expert * expert_words,
-                exps + rt.expert * expert_exps, rt.col_tile * 8, ps);
+    if (ptid < kFillers) {
+      Ring<kStages> ps;
+      for (int tile = blockIdx.x; tile < walk.total; tile += gridDim.x, ts.advance()) {
+        mbar_wait(tile_empty(smem, ts.index), ts.phase ^ 1);
+        const RoutedTile rt =
+            routed_tile(tile, walk.m_tiles, BN, walk.tile_offsets, walk.expert_offsets, walk.experts);
+        TileInfo<BN>* ti = info(smem, ts.index);
+        fill(rt, ti, ptid);
+        if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile;
+        mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
+        if (ptid == 0)
+          produce(smem, a_q, a_scales, rows_pad, rt.p0, K, words + rt.expert * expert_words,
+                  exps + rt.expert * expert_exps, rt.col_tile * 8, ps);
+        __syncwarp();
+      }
+    } else {
+      u32 phase = 0;
+      for (int tile = blockIdx.x; tile < walk.total; tile += gridDim.x, ts.advance(), phase ^= 1) {
+        mbar_wait(out_full(smem), phase);
+        store(*info(smem, ts.index), region(smem), ptid - kFillers);
+        mbar_arrive(out_empty(smem));
+        mbar_arrive(tile_empty(smem, ts.index));
+      }
     }
   }
 
-  // The consumer warpgroups (threads 128..383): per tile, the main loop, then
-  // epilogue(info, acc, ctid), which may sync the 256 consumers on named barrier 2.
-  template <class Epilogue>
-  MM_DEVICE static void run_consumers(u8* smem, int total, int K, Epilogue epilogue) {
+  // The consumer warpgroups (threads 128..383): per tile, the main loop, then, once the storers
+  // are done with the region, stash(info, acc, ctid, region) and on to the next tile.
+  template <class Stash>
+  MM_DEVICE static void run_consumers(u8* smem, int total, int K, Stash stash) {
     regs_alloc<kConsumerRegs>();
-    const int ctid = threadIdx.x - kProducers, lane = ctid & 31;
+    const int ctid = threadIdx.x - kProducers;
     Ring<kStages> ps;
     Ring<2> ts;
-    for (int tile = blockIdx.x; tile < total; tile += gridDim.x, ts.advance()) {
+    u32 phase = 0;
+    for (int tile = blockIdx.x; tile < total; tile += gridDim.x, ts.advance(), phase ^= 1) {
       mbar_wait(tile_full(smem, ts.index), ts.phase);
       const TileInfo<BN>& ti = *info(smem, ts.index);
       float acc[NT][4];
       consume(smem, ctid, K, ps, acc);
-      epilogue(ti, acc, ctid);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(tile_empty(smem, ts.index));
+      mbar_wait(out_empty(smem), phase ^ 1);
+      stash(ti, acc, ctid, region(smem));
+      mbar_arrive(out_full(smem));  // releases this thread's writes to the region
     }
   }
 };

@@ -49,5 +49,13 @@ typedef u8 fp8_e4m3_storage;
 // Math that must be the accurate (not the fast) variant on both compilers.
 MM_DEVICE float mm_exp(float x) { return expf(x); }
 MM_DEVICE float mm_tanh(float x) { return tanhf(x); }
+// 1 / x correctly rounded (the same value as the division), without the division's slow path.
+MM_DEVICE float mm_rcp(float x) {
+#if MEGAMOE_CUDA
+  return __frcp_rn(x);
+#else
+  return 1.f / x;
+#endif
+}
 
 }  // namespace megamoe

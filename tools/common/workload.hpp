@@ -50,9 +50,9 @@ struct CheckResult {
 
 // Compares y [tokens][model_dim] (bf16, from the device) with both CPU references over all
 // tokens, or over `max_tokens` random ones when there are more.
-// act_block: the run's values per fp8 scale of x and h (Runtime::activation_block).
+// blocks: the run's values per fp8 scale of x and h (Runtime::activation_blocks).
 CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
                         const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
-                        std::mt19937_64& rng, int act_block);
+                        std::mt19937_64& rng, ActivationBlocks blocks);
 
 }  // namespace megamoe::workload

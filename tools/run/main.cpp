@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
       std::string verdict = "ran";
       workload::CheckResult c;
       if (check && tokens > 0) {
-        c = workload::check_layer(cfg, weights, x, r, y, ref_tokens, rng, rt->activation_block());
+        c = workload::check_layer(cfg, weights, x, r, y, ref_tokens, rng, rt->activation_blocks());
         ok = ok && c.pass(0.06, 5e-3);
         verdict = ok ? "PASS" : "FAIL";
       } else if (check) {
