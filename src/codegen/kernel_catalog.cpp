@@ -40,7 +40,15 @@ ActivationCode activation_code(const Activation& act) {
   return c;
 }
 
-int portable_bm(int config_bm) { return std::min(config_bm, 64); }
+namespace {
+int ceil_power_of_two(int v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+}  // namespace
+
+int portable_bm(int config_bm) { return std::min(ceil_power_of_two(config_bm), 64); }
 
 KernelSpec route_spec() {
   KernelSpec s;
@@ -121,7 +129,7 @@ KernelSpec combine_spec(CombineWire wire) {
   return s;
 }
 
-int tensor_core_bm(int config_bm) { return std::min(config_bm, 128); }
+int tensor_core_bm(int config_bm) { return std::min(ceil_power_of_two(config_bm), 128); }
 
 // Deeper pipelines for small token tiles, where the weights' bandwidth is what counts and two
 // blocks share an SM (shared memory per SM: 227 KB).
@@ -193,6 +201,8 @@ int hopper_fixed_bytes(int bm, int epilogue_cols) {
 }
 constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 128 x 4)
 }  // namespace
+
+int hopper_bm(int config_bm, int stage) { return std::min(config_bm, stage == 1 ? kHopperMaxBm1 : kHopperMaxBm2); }
 
 int hopper_blocks_per_sm(int bm) { return bm <= 32 ? 2 : 1; }
 
@@ -325,7 +335,7 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     k.stage1 = stage1_mma_spec(config.activation, k.bm1, config.model.model_dim, b.bounds_check);
     k.stage2 = stage2_mma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
   } else if (path == KernelPath::hopper) {
-    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm);
+    k.bm1 = hopper_bm(b.stage1.bm, 1), k.bm2 = hopper_bm(b.stage2.bm, 2);
     k.x_block = kHopperXBlock, k.h_block = kTensorCoreBlock;
     k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, b.bounds_check);
     k.stage2 = stage2_wgmma_spec(k.bm2, b.combine_wire, b.bounds_check);

@@ -17,7 +17,8 @@ struct ActivationCode {
 };
 ActivationCode activation_code(const Activation& act);
 
-// The portable kernels' tile: BM from the config capped at 64, BN 64 (templates/moe/portable_gemm.cuh).
+// The portable kernels' tile: BM the config's rounded up to a power of two, at most 64; BN 64
+// (templates/moe/portable_gemm.cuh).
 inline constexpr int kPortableBn = 64;
 int portable_bm(int config_bm);
 
@@ -35,12 +36,13 @@ KernelSpec stage2_portable_spec(int bm, CombineWire wire, bool bounds_check);
 // combine(ids, tokens, topk, experts, model_dim, wire, wire_scales, y)
 KernelSpec combine_spec(CombineWire wire);
 
-// The tensor-core kernels' token tile: the config's BM capped at 128; 128 weight rows per block.
+// The tensor-core kernels' token tile: the config's BM rounded up to a power of two, at most 128;
+// 128 weight rows per block.
 inline constexpr int kTensorCoreWeightRows = 128;
 inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K (x and h; h on Hopper)
 inline constexpr int kHopperXBlock = 128;     // x's scale block on the Hopper path: one promotion per chunk
 int tensor_core_bm(int config_bm);
-inline constexpr int kMaxTokenTile = 128;  // the largest token tile of any path
+inline constexpr int kMaxTokenTile = 160;  // the largest token tile of any path
 int tensor_core_stages(int bm);  // pipeline depth, in chunks of 128 k
 
 // stage1_mma(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_words, w1_exps,
@@ -54,6 +56,10 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
 // same layout v2 and scale block as the tensor-core ones, the x and h scales as f32; stages sized
 // to fill shared memory beside the epilogue tile (epilogue_cols + 1 floats per token row).
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
+// The Hopper token tile: the config's BM (a multiple of 16), capped at 160 for Stage1 and at 128
+// for Stage2, whose two partial sums per chunk (h has a scale per 64 k) take more registers.
+inline constexpr int kHopperMaxBm1 = 160, kHopperMaxBm2 = 128;
+int hopper_bm(int config_bm, int stage);
 int hopper_blocks_per_sm(int bm);  // 2 for token tiles up to 32: more warps to hide latencies
 int hopper_stages(int bm, int epilogue_cols);
 int hopper_smem(int bm, int epilogue_cols);

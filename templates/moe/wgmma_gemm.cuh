@@ -64,11 +64,11 @@ struct WgmmaGemm {
   static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
   static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
   static constexpr int NT = BN / 8, S = kScaleBlocks;
-  // Two chunks' partial sums in registers where they fit; else, while one chunk's wgmma run, the
-  // next chunk's fragments where those fit.
-  static constexpr bool kDeep = kBlocksPerSM == 1 ? BN <= 64 && BN * S <= 128 : BN * S <= 32;
+  // While one chunk's wgmma run, the next chunk's fragments are converted where the registers
+  // hold both. (Two chunks' wgmma in flight, promoting the older meanwhile, made ptxas serialise
+  // the wgmma: measured no faster.)
   static constexpr bool kOverlap = BN * S < 256;
-  static_assert(BN == 8 || BN == 16 || BN == 32 || BN == 64 || BN == 128, "BN: 8, 16, 32, 64 or 128 tokens");
+  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 160, "BN: a multiple of 16 tokens up to 160");
   static_assert(S == 1 || S == 2, "one or two activation scales per 128 k");
 
   // Shared memory (from a 1024-aligned base): the barriers and the TileInfo ring, then kStages
@@ -188,30 +188,8 @@ struct WgmmaGemm {
     if (lane == 0) mbar_arrive(empty(smem, s));
   }
 
-  // Small token tiles (partial sums cheap in registers): the wgmma of chunk c run while chunk
-  // c - 1 is promoted and chunk c + 1 converted. On entry a holds chunk c's fragments and, for
-  // c > 0, chunk c - 1's wgmma (into p_prev, from stage prev) are in flight.
-  MM_DEVICE static void step_deep(u8* smem, int warp, int lane, int chunk, int chunks, Ring<kStages>& ps,
-                                  Ring<kStages>& prev, const u32 (&a)[4][4], u32 (&a_next)[4][4],
-                                  float (&p)[S][NT][4], float (&p_prev)[S][NT][4], float (&acc)[NT][4]) {
-    issue(stage(smem, ps.index), a, p);
-    if (chunk > 0) {
-      wg_wait<1>();
-      fence_partials(p_prev);
-      promote(acc, p_prev, stage(smem, prev.index), lane & 3);
-      release(smem, lane, prev.index);
-    }
-    prev = ps;
-    ps.advance();
-    if (chunk + 1 < chunks) {
-      mbar_wait(full(smem, ps.index), ps.phase);
-      load_fragments(stage(smem, ps.index), warp, lane, a_next);
-    }
-  }
-
-  // Large token tiles: one chunk in flight. With kOverlap the next chunk's fragments are converted
-  // meanwhile; else they wait for the promotion (the registers would not hold both: the other
-  // consumer warpgroup's wgmma fill the gap).
+  // One chunk in flight. With kOverlap the next chunk's fragments are converted meanwhile; else
+  // they wait for the promotion (the other consumer warpgroup's wgmma fill the gap).
   MM_DEVICE static void step(u8* smem, int warp, int lane, bool has_next, Ring<kStages>& ps, const u32 (&a)[4][4],
                              u32 (&a_next)[4][4], float (&acc)[NT][4]) {
     u8* st = stage(smem, ps.index);
@@ -245,27 +223,9 @@ struct WgmmaGemm {
     u32 a0[4][4], a1[4][4];
     mbar_wait(full(smem, ps.index), ps.phase);
     load_fragments(stage(smem, ps.index), warp, lane, a0);
-    if constexpr (kDeep) {
-      float pa[S][NT][4], pb[S][NT][4];
-      Ring<kStages> prev;
-      for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the buffers alternate
-        step_deep(smem, warp, lane, chunk, chunks, ps, prev, a0, a1, pa, pb, acc);
-        if (chunk + 1 < chunks) step_deep(smem, warp, lane, chunk + 1, chunks, ps, prev, a1, a0, pb, pa, acc);
-      }
-      wg_wait<0>();
-      fence_partials(pa);
-      fence_partials(pb);
-      const u8* st = stage(smem, prev.index);
-      if (chunks & 1)  // the last chunk went to pa (a branch, not a pointer: the arrays stay in registers)
-        promote(acc, pa, st, lane & 3);
-      else
-        promote(acc, pb, st, lane & 3);
-      release(smem, lane, prev.index);
-    } else {
-      for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
-        step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
-        if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
-      }
+    for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
+      step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
+      if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
     }
   }
 

@@ -137,10 +137,10 @@ TEST_CASE("config errors: impossible values", "[config]") {
     mutate(d);
     return rejection(d);
   };
-  ConfigError bm = path_of([](json& d) { d["buckets"]["8"]["stage1"]["bm"] = 48; });
+  ConfigError bm = path_of([](json& d) { d["buckets"]["8"]["stage1"]["bm"] = 40; });
   CHECK(bm.json_path == "$.buckets.8.stage1.bm");
-  CHECK(bm.value == "48");
-  CHECK_THAT(bm.expected, Catch::Contains("power of two"));
+  CHECK(bm.value == "40");
+  CHECK_THAT(bm.expected, Catch::Contains("multiple of 16"));
   CHECK(path_of([](json& d) { d["bucket_defaults"]["stage2"]["bn"] = 100; }).json_path ==
         "$.bucket_defaults.stage2.bn");
   CHECK(path_of([](json& d) { d["bucket_defaults"]["dispatch"]["cus"] = 0; }).json_path ==
