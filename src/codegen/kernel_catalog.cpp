@@ -199,22 +199,22 @@ int hopper_fixed_bytes(int bm, int epilogue_cols) {
   const int head = round_kb(256 + 2 * (8 + bm * 8));  // barriers, 2 x TileInfo<bm>
   return 1024 + head + bm * (epilogue_cols + 1) * 4;
 }
-constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 128 x 4)
+constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 160 x 4)
 }  // namespace
 
 int hopper_bm(int config_bm, int stage) { return std::min(config_bm, stage == 1 ? kHopperMaxBm1 : kHopperMaxBm2); }
 
-int hopper_blocks_per_sm(int bm) { return bm <= 32 ? 2 : 1; }
+int hopper_blocks_per_sm(int bm, int stage) { return bm <= (stage == 1 ? 48 : 32) ? 2 : 1; }
 
-int hopper_stages(int bm, int epilogue_cols) {
+int hopper_stages(int bm, int stage) {
   // An SM's 228 KB, less 1 KB the system keeps per block, shared by its blocks.
-  const int limit = hopper_blocks_per_sm(bm) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
-  const int room = limit - kHopperStaticBytes - hopper_fixed_bytes(bm, epilogue_cols);
+  const int limit = hopper_blocks_per_sm(bm, stage) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
+  const int room = limit - kHopperStaticBytes - hopper_fixed_bytes(bm, kTensorCoreWeightRows);
   return std::clamp(room / hopper_stage_bytes(bm), 2, 12);
 }
 
-int hopper_smem(int bm, int epilogue_cols) {
-  return hopper_fixed_bytes(bm, epilogue_cols) + hopper_stages(bm, epilogue_cols) * hopper_stage_bytes(bm);
+int hopper_smem(int bm, int stage) {
+  return hopper_fixed_bytes(bm, kTensorCoreWeightRows) + hopper_stages(bm, stage) * hopper_stage_bytes(bm);
 }
 
 namespace {
@@ -248,10 +248,10 @@ KernelSpec dispatch_rows_spec(bool bounds_check) {
 
 KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
   ActivationCode a = activation_code(act);
-  const int stages = hopper_stages(bm, kTensorCoreWeightRows);
+  const int stages = hopper_stages(bm, 1);
   KernelSpec s;
   s.family = "stage1_wgmma";
-  const int per_sm = hopper_blocks_per_sm(bm);
+  const int per_sm = hopper_blocks_per_sm(bm, 1);
   s.name_parts = {a.tag,  fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
                   fmt::format("s{}", stages), fmt::format("b{}", per_sm), bc_tag(bounds_check)};
   s.includes = {"moe/stage1_wgmma.cuh"};
@@ -264,15 +264,15 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
       a.type, bm, stages, per_sm, bounds_check ? "true" : "false");
   s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
   s.min_blocks = per_sm;
-  s.shared_bytes = hopper_smem(bm, kTensorCoreWeightRows);
+  s.shared_bytes = hopper_smem(bm, 1);
   return s;
 }
 
 KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check) {
-  const int stages = hopper_stages(bm, kTensorCoreWeightRows);
+  const int stages = hopper_stages(bm, 2);
   KernelSpec s;
   s.family = "stage2_wgmma";
-  const int per_sm = hopper_blocks_per_sm(bm);
+  const int per_sm = hopper_blocks_per_sm(bm, 2);
   s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows), fmt::format("s{}", stages),
                   fmt::format("b{}", per_sm), wire_tag(wire), bc_tag(bounds_check)};
   s.includes = {"moe/stage2_wgmma.cuh"};
@@ -284,7 +284,7 @@ KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check) {
       bm, stages, per_sm, wire_code(wire), bounds_check ? "true" : "false");
   s.threads = 384;
   s.min_blocks = per_sm;
-  s.shared_bytes = hopper_smem(bm, kTensorCoreWeightRows);
+  s.shared_bytes = hopper_smem(bm, 2);
   return s;
 }
 

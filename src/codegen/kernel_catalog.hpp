@@ -52,17 +52,19 @@ KernelSpec stage1_mma_spec(const Activation& act, int bm, int model_dim, bool bo
 //            w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_capacity, slots, errors)
 KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 
-// The Hopper kernels (templates/moe/wgmma_gemm.cuh): the same token tile and weight rows, and the
-// same layout v2 and scale block as the tensor-core ones, the x and h scales as f32; stages sized
-// to fill shared memory beside the epilogue tile (epilogue_cols + 1 floats per token row).
+// The Hopper kernels (templates/moe/wgmma_gemm.cuh): 128 weight rows per block in layout v2 as
+// the tensor-core ones; x and h routed, their scales f32 (x one per 128 k, h one per 64); stages
+// sized to fill shared memory beside the epilogue tile (129 floats per token row).
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
 // The Hopper token tile: the config's BM (a multiple of 16), capped at 160 for Stage1 and at 128
 // for Stage2, whose two partial sums per chunk (h has a scale per 64 k) take more registers.
 inline constexpr int kHopperMaxBm1 = 160, kHopperMaxBm2 = 128;
 int hopper_bm(int config_bm, int stage);
-int hopper_blocks_per_sm(int bm);  // 2 for token tiles up to 32: more warps to hide latencies
-int hopper_stages(int bm, int epilogue_cols);
-int hopper_smem(int bm, int epilogue_cols);
+// Blocks per SM of a stage's (1 or 2) kernel: 2 for token tiles up to 48 (Stage1) or 32 (Stage2,
+// whose two partial sums per chunk take more of the halved registers): more warps to hide latencies.
+int hopper_blocks_per_sm(int bm, int stage);
+int hopper_stages(int bm, int stage);
+int hopper_smem(int bm, int stage);
 // dispatch_rows(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, rows_pad,
 //               rows_capacity, xr, xs, errors):
 // x quantized per routed row into the routed layout (templates/moe/routed_rows.cuh); it takes
