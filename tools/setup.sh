@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what megamoe builds with (where missing) and builds it into build/.
-# Debian packages: cmake, ninja, fmt, nlohmann-json, Catch2, xxHash, and HIP's headers and
-# hipRTC for the hip backend. The CUDA toolkit is expected at /usr/local/cuda.
+# Debian packages: cmake, ninja, python3 (a test checks a generated header), fmt, nlohmann-json,
+# Catch2, xxHash, and HIP's headers and hipRTC for the hip backend. The CUDA toolkit is expected at /usr/local/cuda.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v ninja >/dev/null || need+=(ninja-build)
+command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/include/fmt/format.h ] || need+=(libfmt-dev)
 [ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
 [ -f /usr/include/catch2/catch.hpp ] || need+=(catch2)

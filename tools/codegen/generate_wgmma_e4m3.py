@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes templates/sm90/wgmma_e4m3.cuh: WgmmaE4m3<N>::mma for every token-tile width N the
 Hopper kernels use. Inline PTX takes literal operand lists, so each N is spelled out; this
-script is their one source. Run it from the repository root after changing kWidths."""
+script is their one source. Run it from the repository root after changing kWidths; with
+--check it writes nothing and fails if the header differs from what it would write (a CPU test)."""
 import pathlib
+import sys
 
 kWidths = list(range(16, 161, 16))  # multiples of 16 up to 160 (src/codegen/kernel_catalog.hpp)
 
@@ -41,12 +43,19 @@ struct WgmmaE4m3<{n}> {{
 """
 
 
-def main() -> None:
+def main() -> int:
     text = HEADER + "".join(spec(n) for n in kWidths) + "\n}  // namespace megamoe\n"
-    out = pathlib.Path("templates/sm90/wgmma_e4m3.cuh")
+    out = pathlib.Path(__file__).resolve().parents[2] / "templates/sm90/wgmma_e4m3.cuh"
+    if "--check" in sys.argv[1:]:
+        if out.read_text() != text:
+            print(f"{out} is not what {pathlib.Path(__file__).name} writes: run it", file=sys.stderr)
+            return 1
+        print(f"{out} is current: N = {kWidths}")
+        return 0
     out.write_text(text)
     print(f"wrote {out}: N = {kWidths}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
