@@ -56,15 +56,8 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
   }
   Gemm::run_consumers(smem, walk.total, model_dim,
                       [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                        const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
-                        const float* row_scale = w1_row_scale + ti.expert * rows_e + (ti.col_tile * 8 + warp) * 16;
-                        const float sg = row_scale[g], su = row_scale[g + 8];
-                        for (int j = 0; j < Gemm::NT; ++j)
-                          for (int c = 0; c < 2; ++c) {
-                            float* row = o + (8 * j + 2 * t + c) * kLd + 16 * warp + g;
-                            row[0] = acc[j][c] * sg;
-                            row[8] = acc[j][2 + c] * su;
-                          }
+                        Gemm::stash_rows(acc, w1_row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
+                                         [](int) { return 1.f; });
                       });
 }
 

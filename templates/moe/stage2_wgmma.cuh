@@ -54,16 +54,8 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
   }
   Gemm::run_consumers(smem, walk.total, inter_dim,
                       [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                        const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
-                        const float* row_scale = w2_row_scale + ti.expert * rows_e + (ti.col_tile * 8 + warp) * 16;
-                        const float s0 = row_scale[g], s1 = row_scale[g + 8];
-                        for (int j = 0; j < Gemm::NT; ++j)
-                          for (int c = 0; c < 2; ++c) {
-                            const int n = 8 * j + 2 * t + c;
-                            float* row = o + n * kLd + 16 * warp + g;
-                            row[0] = acc[j][c] * s0 * ti.weight[n];
-                            row[8] = acc[j][2 + c] * s1 * ti.weight[n];
-                          }
+                        Gemm::stash_rows(acc, w2_row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
+                                         [&](int n) { return ti.weight[n]; });  // the route weight
                       });
 }
 

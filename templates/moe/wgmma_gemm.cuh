@@ -229,6 +229,25 @@ struct WgmmaGemm {
     }
   }
 
+  // Consumer thread ctid's share of a tile's sums into the output region [BN][ld]: row g of its
+  // warp's slab (at column 16 w + g) times that row's scale, row g + 8 (at 16 w + g + 8) times
+  // its own, token column n times col(n). row_scale: the expert's weight-row scales.
+  template <class Col>
+  MM_DEVICE static void stash_rows(const float (&acc)[NT][4], const float* row_scale, int col_tile, float* o, int ld,
+                                   int ctid, Col col) {
+    const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
+    const float* rs = row_scale + (col_tile * 8 + warp) * 16;
+    const float s_lo = rs[g], s_hi = rs[g + 8];
+    for (int j = 0; j < NT; ++j)
+      for (int c = 0; c < 2; ++c) {
+        const int n = 8 * j + 2 * t + c;
+        const float f = col(n);
+        float* row = o + n * ld + 16 * warp + g;
+        row[0] = acc[j][c] * s_lo * f;
+        row[8] = acc[j][2 + c] * s_hi * f;
+      }
+  }
+
   // The producer warpgroup (threads 0..127). Warp 0, per tile, once a TileInfo entry is free:
   // fill(tile, info, lane) writes the rows the epilogue needs, the entry is published, and lane 0
   // stages the tile's chunks of the expert's weights (words and exps advance by expert_words /
