@@ -102,6 +102,30 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
   }
 }
 
+TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM to a tile it has", "[codegen]") {
+  const Activation act{ActivationKind::situv2, 4.f, 25.f, 0.f};
+  for (int bm = 16; bm <= 256; bm += 16) {
+    INFO("config bm " << bm);
+    const int bm1 = hopper_bm(bm, 1), bm2 = hopper_bm(bm, 2);
+    CHECK(bm1 == std::min(bm, kHopperMaxBm1));
+    CHECK(bm2 == std::min(bm, kHopperMaxBm2));
+    for (const KernelSpec& spec : {stage1_wgmma_spec(act, bm1, false), stage2_wgmma_spec(bm2, CombineWire::bf16, true)}) {
+      INFO(spec.name());
+      const int tile = spec.family == "stage1_wgmma" ? bm1 : bm2;
+      CHECK(spec.min_blocks == (tile <= (spec.family == "stage1_wgmma" ? 48 : 32) ? 2 : 1));
+      CHECK(spec.min_blocks * (spec.shared_bytes + 1024 + 1024) <= 233472);
+      CHECK(hopper_stages(tile, spec.family == "stage1_wgmma" ? 1 : 2) >= 3);  // a chunk in use, one landing, one queued
+    }
+    // The other paths' tiles are powers of two: the config's BM rounded up, capped.
+    const int tc = tensor_core_bm(bm), pb = portable_bm(bm);
+    CHECK((tc & (tc - 1)) == 0);
+    CHECK(tc >= std::min(bm, 128));
+    CHECK(tc <= 128);
+    CHECK((pb & (pb - 1)) == 0);
+    CHECK(pb == std::min(tc, 64));
+  }
+}
+
 TEST_CASE("a launch bound with a block count is rendered with it", "[codegen]") {
   KernelSpec s = stage2_wgmma_spec(64, CombineWire::bf16, false);
   CHECK(render(s).source.find("__launch_bounds__(384, 1)") != std::string::npos);
