@@ -1,10 +1,10 @@
 // The Hopper kernels' activations, one row per routed row p (dispatch writes x this way, Stage1
 // writes h this way): fp8 in [K / 128 chunk][rows_pad][128 bytes] and f32 scales in
 // [K / 128][rows_pad][4]: x has one scale per 128 k (entry 0), h one per 64 k (entries 0 and 1);
-// the rest is unused, so that a tile's scales start 16-byte aligned, as bulk copies need. Row p's 16-byte piece q is stored at piece
-// q ^ ((p - first row of p's expert) % 8): every tile starts at a multiple of 8 rows into its
-// expert, so a tile's chunk is one contiguous copy that lands in shared memory already in the
-// 128-byte swizzle wgmma reads.
+// the rest is unused, so that a tile's scales start 16-byte aligned, as bulk copies need. Row p's
+// 16-byte piece q is stored at piece q ^ ((p - first row of p's expert) % 8): every tile starts at
+// a multiple of 8 rows into its expert, so a tile's chunk is one contiguous copy that lands in
+// shared memory already in the 128-byte swizzle wgmma reads.
 #pragma once
 #include "common/numerics.cuh"
 

@@ -3,9 +3,9 @@
 //
 // Warpgroup 0 produces and stores. Per tile its first warp works out the rows' destinations (a
 // two-entry TileInfo ring); per 128-k chunk one thread starts four bulk copies on the stage's
-// `full` mbarrier: the block's weight words and exponents (layout v2: 8 KB
-// and 512 B, contiguous) and the tile's activations and their scales (routed layout,
-// moe/routed_rows.cuh: BN x 128 B already in the 128-byte swizzle, and BN x 16 B). Warpgroups 1
+// `full` mbarrier: the block's weight words and exponents (layout v2: 8 KB and 512 B,
+// contiguous) and the tile's activations and their scales (routed layout, moe/routed_rows.cuh:
+// BN x 128 B already in the 128-byte swizzle, and BN x 16 B). Warpgroups 1
 // and 2 consume: each owns 64 weight rows (four v2 slabs); while the wgmma of one chunk run they
 // read the next chunk's words and turn them into e4m3 fragments in registers (two byte permutes
 // per 8 values, block exponent folded in). A chunk's partial sums, one set per activation scale
