@@ -66,14 +66,20 @@ MM_DEVICE u32 mm_f32x4_to_e4m3(const float (&v)[4]) {
 #endif
 }
 
-// The least e with amax / 2^e <= 448 (0 for zero), clamped to [-127, 127].
+// The least e with amax / 2^e <= 448 (0 for zero), clamped to [-127, 127]: ceil(log2(amax / 448))
+// with the quotient rounded to float, as src/formats computes it. Where the quotient is a normal
+// float its rounding never crosses a power of two, so for amax = m 2^k (m in [1, 2)) e is
+// k - 8, plus 1 where m > 1.75 (448 = 1.75 2^8): no division. Below, the quotient is subnormal
+// and rounds onto powers of two: the division itself decides.
 MM_DEVICE int mm_fp8_block_exponent(float amax) {
   if (!(amax > 0.f)) return 0;
-  if (amax > 3.402823466e38f) return 127;
+  const u32 b = __float_as_uint(amax);
+  if (b >= 0x7f800000u) return 127;
+  if (b >= 0x05600000u) return int(b >> 23) - 135 + ((b & 0x7fffffu) > 0x600000u ? 1 : 0);  // amax >= 1.75 2^-117
   int e;
   const float f = frexpf(amax / 448.f, &e);
   e = f == 0.5f ? e - 1 : e;
-  return e < -127 ? -127 : (e > 127 ? 127 : e);
+  return e < -127 ? -127 : e;
 }
 
 // Max of |v| over each aligned group of 32 lanes (also inside a 64-lane wavefront).

@@ -46,13 +46,22 @@ MM_DEVICE int mm_atomic_max_device(int* p, int v) { return atomicMax(p, v); }
 // fp8 e4m3 values travel as bytes; the conversions live with the kernels that use them.
 typedef u8 fp8_e4m3_storage;
 
-// Math that must be the accurate (not the fast) variant on both compilers.
-MM_DEVICE float mm_exp(float x) { return expf(x); }
-MM_DEVICE float mm_tanh(float x) { return tanhf(x); }
-// 1 / x correctly rounded (the same value as the division), without the division's slow path.
-MM_DEVICE float mm_rcp(float x) {
+// The special function unit's 2^x and 1/x (ex2.approx, rcp.approx: within 2 ulp and 1 ulp;
+// subnormal results flush to zero). The activations are built on them (common/activation.cuh).
+MM_DEVICE float mm_exp2_approx(float x) {
 #if MEGAMOE_CUDA
-  return __frcp_rn(x);
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+MM_DEVICE float mm_rcp_approx(float x) {
+#if MEGAMOE_CUDA
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 #else
   return 1.f / x;
 #endif
