@@ -36,20 +36,34 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
                                                        lane);
         },
         [=](const TileInfo<BN>& ti, const float* o, int stid) {
-          // A half warp per tile row: h = act(gate, up) for the tile's 64 columns, half of Stage2's
-          // chunk col_tile / 2, quantized as one block and stored routed.
+          // A half warp per tile row, two rows at a time where registers allow (their shuffles and
+          // stores overlap): h =
+          // act(gate, up) for the tile's 64 columns, half of Stage2's chunk col_tile / 2,
+          // quantized as one block and stored routed.
           constexpr int kHalves = Gemm::kStorers / 16;
-          for (int r0 = 0; r0 < BN; r0 += kHalves) {
-            const int n = r0 + stid / 16, half = stid & 15;
+          const int half = stid & 15;
+          auto activate = [&](int n, float (&v)[4]) {
             const int out = n < BN ? ti.out[n] : -1;
-            float v[4] = {0.f, 0.f, 0.f, 0.f};
+            for (int j = 0; j < 4; ++j) v[j] = 0.f;
             if (out >= 0)
               for (int j = 0; j < 4; ++j) {
                 const int c = half * 4 + j;  // h column of the tile
                 const float* row = o + n * kLd + 16 * (c / 8) + c % 8;
                 v[j] = Act::apply(row[0], row[8]);
               }
-            store_routed_half(v, half, ti.col_tile & 1, ti.col_tile / 2, out, n & 7, rows_pad, h_q, h_scales);
+            return out;
+          };
+          // With two blocks per SM the storers have 32 registers: one row at a time.
+          constexpr int kRowsPerPass = kBlocksPerSM == 1 ? 2 : 1;
+#pragma unroll 1
+          for (int r0 = 0; r0 < ti.rows; r0 += kRowsPerPass * kHalves) {
+            float v[kRowsPerPass][4];
+            int out[kRowsPerPass];
+            for (int i = 0; i < kRowsPerPass; ++i) out[i] = activate(r0 + i * kHalves + stid / 16, v[i]);
+            for (int i = 0; i < kRowsPerPass; ++i) {
+              const int n = r0 + i * kHalves + stid / 16;
+              store_routed_half(v[i], half, ti.col_tile & 1, ti.col_tile / 2, out[i], n & 7, rows_pad, h_q, h_scales);
+            }
           }
         });
     return;

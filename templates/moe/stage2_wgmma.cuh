@@ -39,7 +39,7 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
           const int col0 = ti.col_tile * Gemm::kRows;
           if (kWire == 0) {
             u16* out = static_cast<u16*>(wire);
-            for (int i = stid; i < BN * Gemm::kRows / 2; i += Gemm::kStorers) {
+            for (int i = stid; i < ti.rows * (Gemm::kRows / 2); i += Gemm::kStorers) {
               const int n = i / (Gemm::kRows / 2), c = 2 * (i % (Gemm::kRows / 2)), slot = ti.out[n];
               if (slot >= 0)
                 *reinterpret_cast<u32*>(out + (i64)slot * model_dim + col0 + c) =

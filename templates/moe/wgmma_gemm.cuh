@@ -48,6 +48,7 @@ struct TileWalk {
 template <int BN>
 struct TileInfo {
   int expert, col_tile;
+  int rows;          // columns 0 .. rows - 1 have routed rows (the rest lie past the expert's end)
   int out[BN];       // Stage1: the output row of token column n; Stage2: its wire slot; -1 for none
   float weight[BN];  // Stage2: the route weight
 };
@@ -268,7 +269,7 @@ struct WgmmaGemm {
             routed_tile(tile, walk.m_tiles, BN, walk.tile_offsets, walk.expert_offsets, walk.experts);
         TileInfo<BN>* ti = info(smem, ts.index);
         fill(rt, ti, ptid);
-        if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile;
+        if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile, ti->rows = min(rt.p_end - rt.p0, BN);
         mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
         if (ptid == 0)
           produce(smem, a_q, a_scales, rows_pad, rt.p0, K, words + rt.expert * expert_words,
