@@ -196,7 +196,7 @@ namespace {
 int round_kb(int bytes) { return (bytes + 1023) / 1024 * 1024; }
 int hopper_stage_bytes(int bm) { return round_kb(bm * 128 + 8 * 1024 + 8 * 64 + bm * 16); }
 int hopper_fixed_bytes(int bm) {
-  const int head = round_kb(256 + 2 * (8 + bm * 8));  // barriers, 2 x TileInfo<bm>
+  const int head = round_kb(512 + 4 * (12 + bm * 8));  // barriers, 4 x TileInfo<bm>
   return 1024 + head + bm * (kTensorCoreWeightRows + 1) * 4;  // the epilogue region [bm][129] floats
 }
 constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 160 x 4)

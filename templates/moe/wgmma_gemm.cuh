@@ -2,7 +2,7 @@
 // operand (swap AB: 128 weight rows per block, the routed tokens on N).
 //
 // Warpgroup 0 produces and stores. Per tile its first warp works out the rows' destinations (a
-// two-entry TileInfo ring); per 128-k chunk one thread starts four bulk copies on the stage's
+// four-entry TileInfo ring); per 128-k chunk one thread starts four bulk copies on the stage's
 // `full` mbarrier: the block's weight words and exponents (layout v2: 8 KB and 512 B,
 // contiguous) and the tile's activations and their scales (routed layout, moe/routed_rows.cuh:
 // BN x 128 B already in the 128-byte swizzle, and BN x 16 B). Warpgroups 1
@@ -59,6 +59,10 @@ template <int BN, int kStages, int kBlocksPerSM, int kScaleBlocks>
 struct WgmmaGemm {
   static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128;
   static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
+  // TileInfo entries: the filler (and so the producer's copies) runs up to three tiles ahead of
+  // the storers; with two it waited for the storers at every tile and the consumers then waited
+  // for the next tile's first chunks.
+  static constexpr int kInfos = 4;
   // 128 x kProducerRegs + 256 x kConsumerRegs <= 384 x the launch bound's registers (168 or 80):
   // setmaxnreg.inc takes from what .dec gave back. (At 32 the producers spill a few values per
   // tile, none in the chunk loop.)
@@ -72,16 +76,16 @@ struct WgmmaGemm {
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 160, "BN: a multiple of 16 tokens up to 160");
   static_assert(S == 1 || S == 2, "one or two activation scales per 128 k");
 
-  // Shared memory (from a 1024-aligned base): the barriers and the TileInfo ring, then kStages
+  // Shared memory (from a 1024-aligned base): the barriers (512 bytes) and the TileInfo ring, then kStages
   // stages of [activations BN x 128 B, swizzled][weight words 8 x 1 KB][exponents 8 x 64 B]
   // [activation scales BN x 4 f32 (2 used)], each stage 1024-aligned as the swizzle needs, then the
   // epilogue region. src/codegen/kernel_catalog.cpp mirrors the sizes.
   static constexpr int kActBytes = BN * 128, kWordBytes = 8 * 1024, kExpBytes = 8 * 64, kScaleBytes = BN * 16;
   static constexpr int kWordsAt = kActBytes, kExpsAt = kWordsAt + kWordBytes, kScalesAt = kExpsAt + kExpBytes;
   static constexpr int kStageBytes = (kScalesAt + kScaleBytes + 1023) / 1024 * 1024;
-  static constexpr int kHeadBytes = (256 + 2 * int(sizeof(TileInfo<BN>)) + 1023) / 1024 * 1024;
+  static constexpr int kHeadBytes = (512 + kInfos * int(sizeof(TileInfo<BN>)) + 1023) / 1024 * 1024;
   static constexpr int kPipelineBytes = kHeadBytes + kStages * kStageBytes;
-  static_assert(2 * kStages + 6 <= 32, "barriers fit their 256 bytes");
+  static_assert(2 * kStages + 2 * kInfos + 2 <= 64, "barriers fit their 512 bytes");
 
   MM_DEVICE static u8* align(u8* raw) {
     const u32 a = sm_addr(raw);
@@ -90,10 +94,12 @@ struct WgmmaGemm {
   MM_DEVICE static u64* full(u8* smem, int s) { return reinterpret_cast<u64*>(smem) + s; }
   MM_DEVICE static u64* empty(u8* smem, int s) { return reinterpret_cast<u64*>(smem) + kStages + s; }
   MM_DEVICE static u64* tile_full(u8* smem, int b) { return reinterpret_cast<u64*>(smem) + 2 * kStages + b; }
-  MM_DEVICE static u64* tile_empty(u8* smem, int b) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 + b; }
-  MM_DEVICE static u64* out_full(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 4; }
-  MM_DEVICE static u64* out_empty(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 5; }
-  MM_DEVICE static TileInfo<BN>* info(u8* smem, int b) { return reinterpret_cast<TileInfo<BN>*>(smem + 256) + b; }
+  MM_DEVICE static u64* tile_empty(u8* smem, int b) {
+    return reinterpret_cast<u64*>(smem) + 2 * kStages + kInfos + b;
+  }
+  MM_DEVICE static u64* out_full(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos; }
+  MM_DEVICE static u64* out_empty(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos + 1; }
+  MM_DEVICE static TileInfo<BN>* info(u8* smem, int b) { return reinterpret_cast<TileInfo<BN>*>(smem + 512) + b; }
   MM_DEVICE static u8* stage(u8* smem, int s) { return smem + kHeadBytes + s * kStageBytes; }
   MM_DEVICE static float* region(u8* smem) { return reinterpret_cast<float*>(smem + kPipelineBytes); }
 
@@ -104,7 +110,7 @@ struct WgmmaGemm {
         mbar_init(full(smem, s), 1);                 // the producer's expect_tx; then the bytes
         mbar_init(empty(smem, s), kConsumers / 32);  // one arrival per consumer warp
       }
-      for (int b = 0; b < 2; ++b) {
+      for (int b = 0; b < kInfos; ++b) {
         mbar_init(tile_full(smem, b), kFillers);
         mbar_init(tile_empty(smem, b), kStorers);  // the entry is read until the tile is stored
       }
@@ -260,7 +266,7 @@ struct WgmmaGemm {
                                      i64 expert_exps, Fill fill, Store store) {
     regs_dealloc<kProducerRegs>();
     const int ptid = threadIdx.x;
-    Ring<2> ts;
+    Ring<kInfos> ts;
     if (ptid < kFillers) {
       Ring<kStages> ps;
       for (int tile = blockIdx.x; tile < walk.total; tile += gridDim.x, ts.advance()) {
@@ -294,7 +300,7 @@ struct WgmmaGemm {
     regs_alloc<kConsumerRegs>();
     const int ctid = threadIdx.x - kProducers;
     Ring<kStages> ps;
-    Ring<2> ts;
+    Ring<kInfos> ts;
     u32 phase = 0;
     for (int tile = blockIdx.x; tile < total; tile += gridDim.x, ts.advance(), phase ^= 1) {
       mbar_wait(tile_full(smem, ts.index), ts.phase);
