@@ -105,8 +105,8 @@ struct MmaGemm {
           u32 a[4];
           const u32 w0 = kb == 0 ? w_lo.x : kb == 1 ? w_lo.y : kb == 2 ? w_lo.z : w_lo.w;
           const u32 w1 = kb == 0 ? w_hi.x : kb == 1 ? w_hi.y : kb == 2 ? w_hi.z : w_hi.w;
-          mm_e2m1x8_to_e4m3(w0, int((signed char)(e_lo >> (8 * kb))), a[0], a[2]);
-          mm_e2m1x8_to_e4m3(w1, int((signed char)(e_hi >> (8 * kb))), a[1], a[3]);
+          mm_e2m1x8_to_e4m3(w0, mm_signed_byte(e_lo, kb), a[0], a[2]);
+          mm_e2m1x8_to_e4m3(w1, mm_signed_byte(e_hi, kb), a[1], a[3]);
           for (int j = 0; j < NT; ++j) {
             const u8* b = st + (8 * j + g) * kRowBytes + kb * 32 + 4 * t;
             mm_mma_e4m3(part[j], a, *reinterpret_cast<const u32*>(b), *reinterpret_cast<const u32*>(b + 16));

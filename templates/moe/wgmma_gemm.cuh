@@ -149,8 +149,8 @@ struct WgmmaGemm {
     const u32 e_lo = eq[g], e_hi = eq[g + 8];
     const u32 lo[4] = {w_lo.x, w_lo.y, w_lo.z, w_lo.w}, hi[4] = {w_hi.x, w_hi.y, w_hi.z, w_hi.w};
     for (int kb = 0; kb < 4; ++kb) {
-      mm_e2m1x8_to_e4m3(lo[kb], int((signed char)(e_lo >> (8 * kb))), a[kb][0], a[kb][2]);
-      mm_e2m1x8_to_e4m3(hi[kb], int((signed char)(e_hi >> (8 * kb))), a[kb][1], a[kb][3]);
+      mm_e2m1x8_to_e4m3(lo[kb], mm_signed_byte(e_lo, kb), a[kb][0], a[kb][2]);
+      mm_e2m1x8_to_e4m3(hi[kb], mm_signed_byte(e_hi, kb), a[kb][1], a[kb][3]);
     }
   }
 

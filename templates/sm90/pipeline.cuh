@@ -26,17 +26,17 @@ MM_DEVICE void mbar_arrive(u64* bar) {
 MM_DEVICE void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(sm_addr(bar)), "r"(bytes) : "memory");
 }
-// Waits until the phase of parity `parity` has completed. The time hint lets a waiting thread
-// sleep in try_wait until the phase completes (or 10 ms pass) instead of retrying every few
-// hundred cycles: a retry loop of idle warps (the storers at small batch) took a fifth of the
-// issue slots the consumers need.
+// Waits until the phase of parity `parity` has completed.
 MM_DEVICE void mbar_wait(u64* bar, u32 parity) {
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1, 10000000;\n"
-      "@!p bra WAIT;\n}\n" ::"r"(sm_addr(bar)),
-      "r"(parity)
-      : "memory");
+  const u32 a = sm_addr(bar);
+  u32 done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(a), "r"(parity)
+        : "memory");
+  } while (!done);
 }
 
 // Global -> shared, `bytes` (a multiple of 16, both ends 16-byte aligned), completing on `bar`.

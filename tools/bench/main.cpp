@@ -31,6 +31,7 @@ Times the layer of a config on GPU 0 (world size 1: the per-rank load of bs x to
 over experts_per_rank experts, uniform routing) and prints per batch size the Stage1, Stage2 and
 total times, the floor max(weight bytes of the experts touched / copy bandwidth, FLOPs / fp8
 rate) with both ceilings measured in the same run, and time / floor.
+  --config C   built-in config name, or a path ending in .json
   --bs LIST    default 1,8,32,64,128,256,512,1024,2048,4096,8192
   --reps N     timed repetitions per measurement (default 20); medians are reported
   --seed S     routing and input seed (default 123)
