@@ -69,8 +69,9 @@ TEST_CASE("NVRTC compiles the swiglu Stage1 kernels", "[nvrtc][swiglu]") {
 }
 
 // ptxas serialises wgmma (each followed by a wait for all) when it finds accumulator registers
-// read while a wgmma group may be in flight, and says so only as info (C7514): the kernels then
-// run, correct and slow. Every width either stage can take is compiled with -v and checked.
+// read while a wgmma group may be in flight (C7514) or too few registers for them (C7512), and
+// says so only as info: the kernels then run, correct and slow. Every width either stage can take
+// is compiled with -v and checked.
 TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asynchronous", "[nvrtc][hopper]") {
   std::shared_ptr<const Compiler> compiler = make_compiler(BackendKind::cuda);
   KernelBuilder b(compiler, "sm_90a", {});
@@ -86,7 +87,9 @@ TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asy
     INFO(p.rendered.name << "\n" << out.log);
     REQUIRE(out.ok);
     CHECK(out.log.find("ptxas info") != std::string::npos);  // the -v report is there to read
-    CHECK(out.log.find("C7514") == std::string::npos);       // "wgmma.mma_async ... serialized"
+    CHECK(out.log.find("C7514") == std::string::npos);  // "wgmma.mma_async ... serialized due to ... reading"
+    CHECK(out.log.find("C7512") == std::string::npos);  // "... serialized due to insufficient register resources"
+    CHECK(out.log.find("serialized") == std::string::npos);
   }
 }
 
