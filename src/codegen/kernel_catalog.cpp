@@ -204,17 +204,11 @@ constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row lis
 
 int hopper_bm(int config_bm, int stage) { return std::min(config_bm, stage == 1 ? kHopperMaxBm1 : kHopperMaxBm2); }
 
-int hopper_blocks_per_sm(int bm, int stage) {
-  // Stage1's smallest tiles: latency-bound chunks, half as many warps again to hide them. (Stage2's
-  // two partial sets do not fit 72 registers: ptxas serialises its wgmma, C7512.)
-  if (bm <= 16 && stage == 1) return 3;
-  return bm <= (stage == 1 ? 48 : 32) ? 2 : 1;
-}
+int hopper_blocks_per_sm(int bm, int stage) { return bm <= (stage == 1 ? 48 : 32) ? 2 : 1; }
 
 int hopper_stages(int bm, int stage) {
   // An SM's 228 KB, less 1 KB the system keeps per block, shared by its blocks.
-  const int per_sm = hopper_blocks_per_sm(bm, stage);
-  const int limit = per_sm == 1 ? kHopperSharedLimit : 233472 / per_sm - 1024;
+  const int limit = hopper_blocks_per_sm(bm, stage) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
   const int room = limit - kHopperStaticBytes - hopper_fixed_bytes(bm);
   return std::clamp(room / hopper_stage_bytes(bm), 2, 12);
 }

@@ -53,7 +53,7 @@ struct TileInfo {
   float weight[BN];  // Stage2: the route weight
 };
 
-// kBlocksPerSM 2 or 3 (small token tiles): blocks share an SM, more consumer warps to hide
+// kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
 // the latencies of a chunk, with the registers and shared memory halved.
 template <int BN, int kStages, int kBlocksPerSM, int kScaleBlocks>
 struct WgmmaGemm {
@@ -63,12 +63,11 @@ struct WgmmaGemm {
   // the storers; with two it waited for the storers at every tile and the consumers then waited
   // for the next tile's first chunks.
   static constexpr int kInfos = 4;
-  // 128 x kProducerRegs + 256 x kConsumerRegs <= 384 x the launch bound's registers (168, 80 or 56):
+  // 128 x kProducerRegs + 256 x kConsumerRegs <= 384 x the launch bound's registers (168 or 80):
   // setmaxnreg.inc takes from what .dec gave back. (At 32 the producers spill a few values per
   // tile, none in the chunk loop.)
-  static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : kBlocksPerSM == 2 ? 32 : 24;
-  static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : kBlocksPerSM == 2 ? 104 : 72;
-  static_assert(kBlocksPerSM >= 1 && kBlocksPerSM <= 3, "one to three blocks per SM");
+  static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
+  static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
   static constexpr int NT = BN / 8, S = kScaleBlocks;
   // While one chunk's wgmma run, the next chunk's fragments are converted where the registers
   // hold both. (Two chunks' wgmma in flight, promoting the older meanwhile, made ptxas serialise

@@ -87,7 +87,7 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
   // Hopper: as many stages as fit beside the scale/epilogue region.
   CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::hopper)) ==
         std::vector<std::string>{"megamoe_route", "megamoe_dispatch_rows_fp8x128f_bc0",
-                                 "megamoe_stage1_wgmma_situv2_bm16_bw128_s5_b3_bc0",
+                                 "megamoe_stage1_wgmma_situv2_bm16_bw128_s9_b2_bc0",
                                  "megamoe_stage2_wgmma_bm16_bw128_s9_b2_bf16_bc0", "megamoe_combine_bf16"});
   for (int b : {8, 4096}) {
     for (auto& spec : kernels_for_bucket(k, k.bucket(b), KernelPath::hopper)) {
@@ -112,8 +112,7 @@ TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM t
     for (const KernelSpec& spec : {stage1_wgmma_spec(act, bm1, false), stage2_wgmma_spec(bm2, CombineWire::bf16, true)}) {
       INFO(spec.name());
       const int tile = spec.family == "stage1_wgmma" ? bm1 : bm2;
-      const bool s1 = spec.family == "stage1_wgmma";
-      CHECK(spec.min_blocks == (tile <= 16 && s1 ? 3 : tile <= (s1 ? 48 : 32) ? 2 : 1));
+      CHECK(spec.min_blocks == (tile <= (spec.family == "stage1_wgmma" ? 48 : 32) ? 2 : 1));
       CHECK(spec.min_blocks * (spec.shared_bytes + 1024 + 1024) <= 233472);
       CHECK(hopper_stages(tile, spec.family == "stage1_wgmma" ? 1 : 2) >= 3);  // a chunk in use, one landing, one queued
     }
