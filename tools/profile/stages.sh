@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a lent GPU machine: Nsight Compute source-level samples of the Stage1 and Stage2 kernels of
 # one Kimi-K3 call per batch size, summarised by role (tools/profile/ncu_source_regions.py: the
-# consumers' main loop, the producer, the storers). The CSVs land under $OUT (or
-# /tmp/megamoe-profile) so they can be summarised again elsewhere.
+# consumers' main loop, the producer, the storers), with each kernel's issue, pipe and memory
+# use. The CSVs land under $OUT (or /tmp/megamoe-profile), also packed as one profile.tgz (the
+# device tool brings back at most 8 files), so they can be summarised again elsewhere.
 # Usage: bash tools/profile/stages.sh [BS ...]   (default: 128 8192)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,11 +21,12 @@ for bs in "${sizes[@]}"; do
     rep="$out/${kernel}_bs$bs"
     echo "== $kernel, bs $bs"
     if ! "$ncu" --clock-control none --section SpeedOfLight --section WarpStateStats --section SourceCounters \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --import-source no -f -o "$rep" -k "regex:$kernel" --launch-count 1 \
         ./build/megamoe-run --config kimi_k3_a8w4 --bs "$bs" >"$rep.log" 2>&1; then
       echo "!! ncu failed, see $rep.log"; status=1; continue
     fi
-    "$ncu" -i "$rep.ncu-rep" --page details 2>&1 | grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Issue Slots"
+    "$ncu" -i "$rep.ncu-rep" --page details 2>&1 | grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Issue Slots|Executed Ipc|Mem Busy|Max Bandwidth|L2 Hit Rate"
     "$ncu" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.csv" 2>&1
     rm -f "$rep.ncu-rep"
     if command -v python3 >/dev/null; then
@@ -34,4 +36,5 @@ for bs in "${sizes[@]}"; do
     fi
   done
 done
+(cd "$out" && tar czf profile.tgz ./*.csv ./*.log 2>/dev/null && rm -f ./*.csv ./*.log) || status=1
 exit $status
