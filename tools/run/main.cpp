@@ -95,9 +95,9 @@ int main(int argc, char** argv) {
     Mxfp4ExpertWeights weights = workload::random_weights(m, seed);
     auto prepared = rt->prepare_weights(weights);
 
-    fmt::print("{:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>7} {:>6}\n", "tokens", "bucket",
-               "route_us", "quant_us", "stage1_us", "stage2_us", "total_us", "relL2_ref", "relL2_emu", "checked",
-               "result");
+    fmt::print("{:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>10} {:>7} {:>6}\n", "tokens", "bucket",
+               "route_us", "quant_us", "stage1_us", "stage2_us", "combine_us", "total_us", "relL2_ref", "relL2_emu",
+               "checked", "result");
     std::mt19937_64 rng(seed);
     int failures = 0;
     for (std::int64_t tokens : sizes) {
@@ -132,9 +132,10 @@ int main(int argc, char** argv) {
         verdict = ok ? "PASS" : "FAIL";
       }
       failures += !ok;
-      fmt::print("{:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>10.3e} {:>10.3e} {:>7} {:>6}\n", tokens,
-                 cfg.bucket_for_tokens(tokens).bucket, t.route_ms * 1e3, t.quantize_ms * 1e3, t.stage1_ms * 1e3,
-                 t.stage2_ms * 1e3, t.total_ms * 1e3, c.rel_l2_exact, c.rel_l2_emulated,
+      fmt::print("{:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>10.1f} {:>9.1f} {:>10.3e} {:>10.3e} {:>7} {:>6}\n",
+                 tokens, cfg.bucket_for_tokens(tokens).bucket, t.route_ms * 1e3, t.quantize_ms * 1e3,
+                 t.stage1_ms * 1e3, t.stage2_ms * 1e3, t.combine_ms * 1e3, t.total_ms * 1e3, c.rel_l2_exact,
+                 c.rel_l2_emulated,
                  fmt::format("{}{}", c.checked_tokens, c.subset ? "*" : ""), verdict);
       if (c.unwritten) fmt::print("  {} output elements were never written\n", c.unwritten);
       if (errors.any())
