@@ -3,7 +3,7 @@
 // specialised on them (and its cache key covers them).
 //
 // They are built from the special function unit's 2^x and 1/x, a few ulp from the fp32
-// reference's values (tests/templates/test_activation_gpu.cpp bounds the error): the epilogue
+// reference's values (tests/templates/common/test_activation_gpu.cpp bounds the error): the epilogue
 // computes one per output value, and the library calls (tanhf, expf, a correctly rounded
 // reciprocal) cost about twice the instructions.
 #pragma once

@@ -37,9 +37,8 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
         },
         [=](const TileInfo<BN>& ti, const float* o, int stid) {
           // A half warp per tile row, two rows at a time where registers allow (their shuffles and
-          // stores overlap): h =
-          // act(gate, up) for the tile's 64 columns, half of Stage2's chunk col_tile / 2,
-          // quantized as one block and stored routed.
+          // stores overlap): h = act(gate, up) for the tile's 64 columns, half of Stage2's chunk
+          // col_tile / 2, quantized as one block and stored routed.
           constexpr int kHalves = Gemm::kStorers / 16;
           const int half = stid & 15;
           auto activate = [&](int n, float (&v)[4]) {
