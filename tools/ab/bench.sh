@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# On a lent GPU machine: megamoe-bench for the working tree's build and for each commit that
+# tools/ab/build.sh prepared under build-ab/, in turn and then the working tree again, so that
+# drift between the first and last run shows. Carry build, .megamoe-cache and build-ab.
+# Usage: bash tools/ab/bench.sh [bench options, e.g. --bs 1,128,8192]   (default config kimi_k3_a8w4)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+config=${AB_CONFIG:-kimi_k3_a8w4}
+status=0
+run() {  # label, bench binary, cache folder, options...
+  local label=$1 bench=$2 cache=$3
+  shift 3
+  echo "== $label"
+  MEGAMOE_CACHE_DIR=$cache "$bench" --world 1 --config "$config" "$@" || status=1
+}
+run "working tree" ./build/megamoe-bench "$PWD/.megamoe-cache" "$@"
+for dir in build-ab/*/; do
+  [ -x "$dir/megamoe-bench" ] || continue
+  run "$(basename "$dir")" "$dir/megamoe-bench" "$PWD/$dir/cache" "$@"
+done
+run "working tree, again" ./build/megamoe-bench "$PWD/.megamoe-cache" "$@"
+exit $status
