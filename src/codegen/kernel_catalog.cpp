@@ -50,19 +50,33 @@ int ceil_power_of_two(int v) {
 
 int portable_bm(int config_bm) { return std::min(ceil_power_of_two(config_bm), 64); }
 
+KernelSpec route_count_spec() {
+  KernelSpec s;
+  s.family = "route_count";
+  s.includes = {"moe/route.cuh"};
+  s.params = "const int* ids, int tokens, int topk, int experts, int* counts, int* errors";
+  s.body = "megamoe::route_count(ids, tokens, topk, experts, counts, errors);";
+  s.threads = kRouteThreads;
+  return s;
+}
+
 KernelSpec route_spec() {
   KernelSpec s;
   s.family = "route";
   s.includes = {"moe/route.cuh"};
   s.params =
       "const int* ids, const float* weights, int tokens, int topk, int experts, int bm1, int bm2, "
-      "int* expert_offsets, int* tile_offsets1, int* tile_offsets2, int* row_token, int* row_slot, "
-      "float* row_weight, int* slot_row, int* errors";
+      "const int* counts, int* expert_offsets, int* tile_offsets1, int* tile_offsets2, int* row_token, "
+      "int* row_slot, float* row_weight, int* slot_row, int* errors";
   s.body =
-      "megamoe::route(ids, weights, tokens, topk, experts, bm1, bm2, expert_offsets, tile_offsets1, "
+      "megamoe::route(ids, weights, tokens, topk, experts, bm1, bm2, counts, expert_offsets, tile_offsets1, "
       "tile_offsets2, row_token, row_slot, row_weight, slot_row, errors);";
-  s.threads = 1024;  // kRouteThreads
+  s.threads = kRouteThreads;
   return s;
+}
+
+int route_blocks(long long slots) {
+  return int(std::clamp<long long>((slots + kRouteSlotsPerBlock - 1) / kRouteSlotsPerBlock, 1, kRouteMaxBlocks));
 }
 
 KernelSpec quantize_rows_spec(int block) {
@@ -327,6 +341,7 @@ KernelPath resolve_path(KernelPath requested, const Config& config, BackendKind 
 
 LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
   LayerKernels k;
+  k.route_count = route_count_spec();
   k.route = route_spec();
   k.combine = combine_spec(b.combine_wire);
   if (path == KernelPath::tensor_core) {

@@ -22,9 +22,17 @@ ActivationCode activation_code(const Activation& act);
 inline constexpr int kPortableBn = 64;
 int portable_bm(int config_bm);
 
-// route(ids, weights, tokens, topk, experts, bm1, bm2, expert_offsets, tile_offsets1,
-//       tile_offsets2, row_token, row_slot, row_weight, slot_row, errors); one block
+// Routing (templates/moe/route.cuh) over route_blocks(slots) blocks of kRouteThreads, each
+// taking about kRouteSlotsPerBlock slots. With more than one block:
+// route_count(ids, tokens, topk, experts, counts, errors) writes counts[block][expert] (a
+// workspace of kRouteMaxBlocks x experts ints), then
+// route(ids, weights, tokens, topk, experts, bm1, bm2, counts, expert_offsets, tile_offsets1,
+//       tile_offsets2, row_token, row_slot, row_weight, slot_row, errors) places the rows.
+// With one block, route alone with counts = nullptr.
+inline constexpr int kRouteThreads = 1024, kRouteSlotsPerBlock = 2048, kRouteMaxBlocks = 256;
+KernelSpec route_count_spec();
 KernelSpec route_spec();
+int route_blocks(long long slots);
 // quantize_rows(x, rows, cols, q, scales); blocks of 32 (portable) or 64 (tensor-core) values
 KernelSpec quantize_rows_spec(int block = 32);
 // stage1(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_packed, w1_scales, experts,
@@ -86,10 +94,10 @@ KernelPath resolve_path(KernelPath requested, const ModelShape& shape, BackendKi
 KernelPath resolve_path(KernelPath requested, const Config& config, BackendKind backend, const std::string& arch);
 
 struct LayerKernels {
-  KernelSpec route, quantize, stage1, stage2, combine;
+  KernelSpec route_count, route, quantize, stage1, stage2, combine;
   int bm1 = 0, bm2 = 0;  // token rows per Stage1 / Stage2 tile
   int x_block = 32, h_block = 32;  // activation scale blocks along K
-  std::vector<KernelSpec> all() const { return {route, quantize, stage1, stage2, combine}; }
+  std::vector<KernelSpec> all() const { return {route_count, route, quantize, stage1, stage2, combine}; }
 };
 LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path);
 

@@ -1,6 +1,8 @@
 #include "megamoe/runtime.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -27,12 +29,12 @@ struct Runtime::LoadedKernel {
 struct Runtime::BucketKernels {
   const BucketConfig* bucket = nullptr;
   int bm1 = 0, bm2 = 0;
-  LoadedKernel route, quantize, stage1, stage2, combine;
+  LoadedKernel route_count, route, quantize, stage1, stage2, combine;
 };
 
 // Device buffers sized for max_tokens (docs/layer.md, Workspace, lists them).
 struct Runtime::Workspace {
-  DeviceBuffer expert_offsets, tile_offsets1, tile_offsets2, row_token, row_slot, row_weight, slot_row, x_q,
+  DeviceBuffer route_counts, expert_offsets, tile_offsets1, tile_offsets2, row_token, row_slot, row_weight, slot_row, x_q,
       x_scales, h_q, h_scales, wire, wire_scales, errors;
   int rows_pad = 0;  // the routed layout's rows per chunk (Hopper): every routed row and a last tile's overhang
 };
@@ -46,6 +48,7 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
                     D = config_.model.model_dim, I = config_.model.inter_dim, R = T * K;
   Device& d = *device_;
   ws_ = std::make_unique<Workspace>();
+  ws_->route_counts = DeviceBuffer(d, std::size_t(route_blocks((long long)R)) * E * 4);
   ws_->expert_offsets = DeviceBuffer(d, (E + 1) * 4);
   ws_->tile_offsets1 = DeviceBuffer(d, (E + 1) * 4);
   ws_->tile_offsets2 = DeviceBuffer(d, (E + 1) * 4);
@@ -139,6 +142,7 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
     b->bucket = &bucket;
     b->bm1 = specs.bm1;
     b->bm2 = specs.bm2;
+    b->route_count = load(specs.route_count);
     b->route = load(specs.route);
     b->quantize = load(specs.quantize);
     b->stage1 = load(specs.stage1);
@@ -171,6 +175,11 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   if (w.experts != m.experts_per_rank || w.model_dim != m.model_dim || w.inter_dim != m.inter_dim)
     throw Error(fmt::format("megamoe: forward: weights are {} experts x {} x {}, the config wants {} x {} x {}",
                             w.experts, w.model_dim, w.inter_dim, m.experts_per_rank, m.model_dim, m.inter_dim));
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"y", y}})
+    if (reinterpret_cast<std::uintptr_t>(ptr) % 16)
+      throw Error(fmt::format("megamoe: forward: {} = {}, expected a 16-byte aligned address (rows are read and "
+                              "written 16 bytes at a time)",
+                              name, ptr));
   if (tokens == 0) return;
   const BucketKernels& k = kernels_for(tokens);
   Device& d = *device_;
@@ -184,7 +193,7 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
     d.launch(kernel.function, {grid}, {unsigned(kernel.built->threads)}, std::size_t(kernel.shared_bytes), stream,
              args.data());
   };
-  void *eo = ws_->expert_offsets.get(), *to1 = ws_->tile_offsets1.get(), *to2 = ws_->tile_offsets2.get(),
+  void *counts = nullptr, *eo = ws_->expert_offsets.get(), *to1 = ws_->tile_offsets1.get(), *to2 = ws_->tile_offsets2.get(),
        *rt = ws_->row_token.get(), *rs = ws_->row_slot.get(), *sr = ws_->slot_row.get(), *rw = ws_->row_weight.get(), *xq = ws_->x_q.get(),
        *xs = ws_->x_scales.get(), *hq = ws_->h_q.get(), *hs = ws_->h_scales.get(), *wire = ws_->wire.get(),
        *wsc = ws_->wire_scales.get(), *err = ws_->errors.get();
@@ -196,7 +205,13 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
     return unsigned(std::min<long long>(row_tiles * col_tiles, (long long)blocks_per_sm * sms));
   };
   mark(0);
-  launch(k.route, 1, {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &eo, &to1, &to2, &rt, &rs, &rw, &sr, &err});
+  const unsigned route_grid = unsigned(route_blocks(slots));
+  if (route_grid > 1) {  // per-block counts first; one block counts for itself
+    counts = ws_->route_counts.get();
+    launch(k.route_count, route_grid, {&ids, &T, &K, &E, &counts, &err});
+  }
+  launch(k.route, route_grid,
+         {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &counts, &eo, &to1, &to2, &rt, &rs, &rw, &sr, &err});
   mark(1);
   int rows_pad = ws_->rows_pad;
   if (path_ == KernelPath::hopper) {  // one warp per token and 4 x 128 values
@@ -232,7 +247,8 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
            {&hq, &hs, &eo, &to2, &rs, &rw, &w2p, &w2s, &E, &D, &I, &wire, &wsc, &rows_capacity, &slots, &err});
   }
   mark(4);
-  launch(k.combine, unsigned(std::min<long long>(T, 16LL * sms)), {&ids, &T, &K, &E, &D, &wire, &wsc, &y});
+  long long combine_tasks = (long long)T * (D / 8);  // templates/moe/combine.cuh: a thread per 8 columns
+  launch(k.combine, unsigned(std::min<long long>((combine_tasks + 255) / 256, 16LL * sms)), {&ids, &T, &K, &E, &D, &wire, &wsc, &y});
   mark(5);
 }
 

@@ -1,29 +1,67 @@
 // Combine on one GPU: y[t] = sum over k, in k order and in fp32, of the route-weighted Stage2
 // rows on the wire (slot t * topk + k), for the slots whose id is in [0, experts); y in bf16.
+// One thread per (token, 8 columns), grid-stride: 16-byte loads (8 bytes and a scale byte on the
+// fp8 wire), kCombineBatch slots loaded before the first is added so their loads overlap.
+// Needs model_dim % 8 == 0 and y 16-byte aligned (the runtime checks both).
 #pragma once
 #include "common/numerics.cuh"
 
 namespace megamoe {
 
-enum : int { kCombineThreads = 256 };
+enum : int { kCombineThreads = 256, kCombineBatch = 4 };
+
+// Adds 8 wire values of one slot to acc; an fp8 value times its block scale is one fused
+// multiply-add, as the reference's float product-then-sum would overflow differently.
+template <int kWire>
+MM_DEVICE void combine_add8(uint4 raw, u8 scale, float* acc) {
+  if (kWire == 0) {
+    const u32 w[4] = {raw.x, raw.y, raw.z, raw.w};
+    for (int i = 0; i < 4; ++i) {
+      acc[2 * i] += mm_bf16_to_f32(u16(w[i]));
+      acc[2 * i + 1] += mm_bf16_to_f32(u16(w[i] >> 16));
+    }
+  } else {
+    const float s = mm_e8m0_to_f32(scale);
+    const u32 w[2] = {raw.x, raw.y};
+    for (int i = 0; i < 8; ++i) acc[i] = fmaf(mm_e4m3_to_f32(u8(w[i / 4] >> (8 * (i % 4)))), s, acc[i]);
+  }
+}
 
 template <int kWire>
 MM_DEVICE void combine(const int* ids, int tokens, int topk, int experts, int model_dim, const void* wire,
                        const u8* wire_scales, u16* y) {
-  for (int t = blockIdx.x; t < tokens; t += gridDim.x)
-    for (int c = threadIdx.x; c < model_dim; c += kCombineThreads) {
-      float acc = 0.f;
-      for (int k = 0; k < topk; ++k) {
-        const int id = ids[t * topk + k];
-        if (id < 0 || id >= experts) continue;
+  const int groups = model_dim / 8;
+  const i64 tasks = (i64)tokens * groups;
+  for (i64 task = (i64)blockIdx.x * kCombineThreads + threadIdx.x; task < tasks;
+       task += (i64)gridDim.x * kCombineThreads) {
+    const int t = int(task / groups), c = int(task % groups) * 8;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int k0 = 0; k0 < topk; k0 += kCombineBatch) {
+      uint4 raw[kCombineBatch];
+      u8 scale[kCombineBatch];
+      bool live[kCombineBatch];
+      for (int j = 0; j < kCombineBatch; ++j) {  // every load of the batch in flight first
+        const int k = k0 + j, id = k < topk ? ids[t * topk + k] : -1;
+        live[j] = id >= 0 && id < experts;
+        raw[j] = make_uint4(0, 0, 0, 0);
+        scale[j] = 0;
+        if (!live[j]) continue;
         const i64 at = (i64)(t * topk + k) * model_dim + c;
-        if (kWire == 0)
-          acc += mm_bf16_to_f32(static_cast<const u16*>(wire)[at]);
-        else
-          acc += mm_e4m3_to_f32(static_cast<const u8*>(wire)[at]) * mm_e8m0_to_f32(wire_scales[at / 32]);
+        if (kWire == 0) {
+          raw[j] = *reinterpret_cast<const uint4*>(static_cast<const u16*>(wire) + at);
+        } else {
+          const uint2 v = *reinterpret_cast<const uint2*>(static_cast<const u8*>(wire) + at);
+          raw[j] = make_uint4(v.x, v.y, 0, 0);
+          scale[j] = wire_scales[at / 32];
+        }
       }
-      y[(i64)t * model_dim + c] = mm_f32_to_bf16(acc);
+      for (int j = 0; j < kCombineBatch; ++j)
+        if (live[j]) combine_add8<kWire>(raw[j], scale[j], acc);
     }
+    u32 out[4];
+    for (int i = 0; i < 4; ++i) out[i] = u32(mm_f32_to_bf16(acc[2 * i])) | u32(mm_f32_to_bf16(acc[2 * i + 1])) << 16;
+    *reinterpret_cast<uint4*>(y + (i64)t * model_dim + c) = make_uint4(out[0], out[1], out[2], out[3]);
+  }
 }
 
 }  // namespace megamoe

@@ -1,6 +1,9 @@
 // Routing on one GPU: counts the rows routed to each expert, lays them out expert by expert,
 // and records for each row its token, its slot (t * topk + k) and its route weight, and for each
-// slot its row (-1 for none). One block.
+// slot its row (-1 for none). Block b of G takes slots [b * per, (b + 1) * per), per =
+// ceil(slots / G): route_count writes each block's per-expert counts, then route lets every
+// block scan them and place its own slots. With one block, route counts for itself
+// (counts == nullptr) and route_count is not launched.
 // An id of -1 is an empty slot; any other id outside [0, experts) is counted in errors[0] (the
 // first such slot in errors[1]) and skipped, so no later kernel indexes with it.
 #pragma once
@@ -8,20 +11,26 @@
 
 namespace megamoe {
 
-enum : int { kRouteThreads = 1024, kMaxExperts = 1024 };
+// kRouteSlotsPerBlock and kRouteMaxBlocks: the runtime's grid, ceil(slots / 2048) clamped to [1, 256].
+enum : int { kRouteThreads = 1024, kMaxExperts = 1024, kRouteSlotsPerBlock = 2048, kRouteMaxBlocks = 256 };
 
 // Error words shared by the MoE kernels (the runtime reads and clears them).
 enum : int { kErrBadIds = 0, kErrFirstBadSlot = 1, kErrBoundsViolations = 2, kErrWords = 4 };
 
-MM_DEVICE void route(const int* ids, const float* weights, int tokens, int topk, int experts, int bm1, int bm2,
-                     int* expert_offsets, int* tile_offsets1, int* tile_offsets2, int* row_token, int* row_slot,
-                     float* row_weight, int* slot_row, int* errors) {
-  __shared__ int count[kMaxExperts];
-  __shared__ int cursor[kMaxExperts];
-  const int slots = tokens * topk;
+struct SlotRange {
+  int begin, end;
+};
+
+MM_DEVICE SlotRange route_slots(int slots) {
+  const int per = (slots + gridDim.x - 1) / gridDim.x, begin = blockIdx.x * per;
+  return {begin < slots ? begin : slots, begin + per < slots ? begin + per : slots};
+}
+
+// This block's rows per expert into count[] (shared, experts entries); bad ids into errors.
+MM_DEVICE void count_block_slots(const int* ids, SlotRange r, int experts, int* count, int* errors) {
   for (int e = threadIdx.x; e < experts; e += kRouteThreads) count[e] = 0;
   __syncthreads();
-  for (int i = threadIdx.x; i < slots; i += kRouteThreads) {
+  for (int i = r.begin + threadIdx.x; i < r.end; i += kRouteThreads) {
     const int id = ids[i];
     if (id >= 0 && id < experts) {
       atomicAdd(&count[id], 1);
@@ -31,19 +40,61 @@ MM_DEVICE void route(const int* ids, const float* weights, int tokens, int topk,
     }
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int rows = 0, t1 = 0, t2 = 0;
-    for (int e = 0; e < experts; ++e) {
-      expert_offsets[e] = rows, tile_offsets1[e] = t1, tile_offsets2[e] = t2;
-      cursor[e] = rows;
-      rows += count[e];
-      t1 += (count[e] + bm1 - 1) / bm1;
-      t2 += (count[e] + bm2 - 1) / bm2;
+}
+
+// counts[b * experts + e]: block b's rows routed to expert e.
+MM_DEVICE void route_count(const int* ids, int tokens, int topk, int experts, int* counts, int* errors) {
+  __shared__ int count[kMaxExperts];
+  count_block_slots(ids, route_slots(tokens * topk), experts, count, errors);
+  for (int e = threadIdx.x; e < experts; e += kRouteThreads) counts[blockIdx.x * experts + e] = count[e];
+}
+
+// Inclusive prefix sums of v[0 .. kRouteThreads) in place (Hillis-Steele); all threads call it.
+MM_DEVICE void block_inclusive_scan(int* v) {
+  for (int step = 1; step < kRouteThreads; step *= 2) {
+    const int add = threadIdx.x >= step ? v[threadIdx.x - step] : 0;
+    __syncthreads();
+    v[threadIdx.x] += add;
+    __syncthreads();
+  }
+}
+
+MM_DEVICE void route(const int* ids, const float* weights, int tokens, int topk, int experts, int bm1, int bm2,
+                     const int* counts, int* expert_offsets, int* tile_offsets1, int* tile_offsets2, int* row_token,
+                     int* row_slot, float* row_weight, int* slot_row, int* errors) {
+  __shared__ int rows[kRouteThreads], tiles1[kRouteThreads], tiles2[kRouteThreads], cursor[kMaxExperts];
+  const SlotRange r = route_slots(tokens * topk);
+  // Thread e: expert e's rows in all blocks, and in the blocks before this one.
+  const int e = threadIdx.x;
+  int total = 0, before = 0;
+  if (counts == nullptr) {  // one block: count here
+    count_block_slots(ids, r, experts, cursor, errors);
+    total = e < experts ? cursor[e] : 0;
+  } else if (e < experts) {
+    for (int b = 0; b < (int)gridDim.x; ++b) {
+      const int c = counts[b * experts + e];
+      total += c;
+      before += b < (int)blockIdx.x ? c : 0;
     }
-    expert_offsets[experts] = rows, tile_offsets1[experts] = t1, tile_offsets2[experts] = t2;
+  }
+  rows[e] = total, tiles1[e] = (total + bm1 - 1) / bm1, tiles2[e] = (total + bm2 - 1) / bm2;
+  __syncthreads();
+  block_inclusive_scan(rows);
+  block_inclusive_scan(tiles1);
+  block_inclusive_scan(tiles2);
+  if (e < experts) {
+    const int first = rows[e] - total;  // exclusive
+    cursor[e] = first + before;
+    if (blockIdx.x == 0) {
+      expert_offsets[e] = first;
+      tile_offsets1[e] = tiles1[e] - (total + bm1 - 1) / bm1;
+      tile_offsets2[e] = tiles2[e] - (total + bm2 - 1) / bm2;
+      if (e == experts - 1)
+        expert_offsets[experts] = rows[e], tile_offsets1[experts] = tiles1[e], tile_offsets2[experts] = tiles2[e];
+    }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < slots; i += kRouteThreads) {
+  for (int i = r.begin + threadIdx.x; i < r.end; i += kRouteThreads) {
     const int id = ids[i];
     int row = -1;
     if (id >= 0 && id < experts) {

@@ -26,6 +26,7 @@ TEST_CASE("kernel names spell the specialisation (golden)", "[codegen]") {
   CHECK(stage2_portable_spec(16, CombineWire::bf16, false).name() == "megamoe_stage2_portable_bm16_bn64_bf16_bc0");
   CHECK(stage2_portable_spec(64, CombineWire::fp8_blockwise_1x32, true).name() ==
         "megamoe_stage2_portable_bm64_bn64_fp8x32_bc1");
+  CHECK(route_count_spec().name() == "megamoe_route_count");
   CHECK(route_spec().name() == "megamoe_route");
   CHECK(quantize_rows_spec().name() == "megamoe_quantize_rows_fp8x32");
   CHECK(quantize_rows_spec(64).name() == "megamoe_quantize_rows_fp8x64");
@@ -73,20 +74,20 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
   test::ScopedEnv no_bc("MEGAMOE_BOUNDS_CHECK", std::nullopt);
   Config k = load_config("kimi_k3_a8w4");
   CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::portable)) ==
-        std::vector<std::string>{"megamoe_route", "megamoe_quantize_rows_fp8x32",
+        std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_quantize_rows_fp8x32",
                                  "megamoe_stage1_portable_situv2_bm16_bn64_bc0",
                                  "megamoe_stage2_portable_bm16_bn64_bf16_bc0", "megamoe_combine_bf16"});
   // bm 128 in the config: the portable kernels cap it at 64.
-  CHECK(kernels_for_bucket(k, k.bucket(4096), KernelPath::portable)[2].name() == "megamoe_stage1_portable_situv2_bm64_bn64_bc0");
+  CHECK(kernels_for_bucket(k, k.bucket(4096), KernelPath::portable)[3].name() == "megamoe_stage1_portable_situv2_bm64_bn64_bc0");
   Config g = load_config("generic_a8w4");
-  CHECK(kernels_for_bucket(g, g.bucket(1), KernelPath::portable)[2].name() == "megamoe_stage1_portable_silu_bm64_bn64_bc0");
+  CHECK(kernels_for_bucket(g, g.bucket(1), KernelPath::portable)[3].name() == "megamoe_stage1_portable_silu_bm64_bn64_bc0");
   CHECK(names(kernels_for_bucket(k, k.bucket(4096), KernelPath::tensor_core)) ==
-        std::vector<std::string>{"megamoe_route", "megamoe_quantize_rows_fp8x64",
+        std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_quantize_rows_fp8x64",
                                  "megamoe_stage1_mma_situv2_bm128_bw128_s4_bc0",
                                  "megamoe_stage2_mma_bm128_bw128_s4_bf16_bc0", "megamoe_combine_bf16"});
   // Hopper: as many stages as fit beside the scale/epilogue region.
   CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::hopper)) ==
-        std::vector<std::string>{"megamoe_route", "megamoe_dispatch_rows_fp8x128f_bc0",
+        std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8x128f_bc0",
                                  "megamoe_stage1_wgmma_situv2_bm16_bw128_s9_b2_bc0",
                                  "megamoe_stage2_wgmma_bm16_bw128_s9_b2_bf16_bc0", "megamoe_combine_bf16"});
   for (int b : {8, 4096}) {

@@ -213,3 +213,17 @@ TEST_CASE("forward refuses more tokens than max_tokens, naming the limit", "[gpu
   CHECK_THROWS_WITH(rt->forward(*p, nullptr, nullptr, nullptr, nullptr, 17),
                     Catch::Contains("tokens = 17") && Catch::Contains("max_tokens"));
 }
+
+TEST_CASE("forward refuses x or y off a 16-byte boundary, naming the pointer", "[gpu]") {
+  RuntimeOptions o;
+  o.max_tokens = 16;
+  auto rt = Runtime::create("generic_a8w4", o);
+  auto p = rt->prepare_weights(weights_for(rt->config().model));
+  const int D = rt->config().model.model_dim;
+  DeviceBuffer buf(rt->device(), std::size_t(2) * 16 * D * 2 + 64);
+  char* base = static_cast<char*>(buf.get());
+  CHECK_THROWS_WITH(rt->forward(*p, base + 8, nullptr, nullptr, base, 1),
+                    Catch::Contains("x = ") && Catch::Contains("16-byte aligned"));
+  CHECK_THROWS_WITH(rt->forward(*p, base, nullptr, nullptr, base + 2, 1),
+                    Catch::Contains("y = ") && Catch::Contains("16-byte aligned"));
+}

@@ -55,12 +55,12 @@ TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
   CHECK_THAT(list.out, Catch::Contains("megamoe_stage1_portable_situv2_bm16_bn64_bc0"));
   CHECK_THAT(list.out, Catch::Contains("buckets 1,2,4,8,16\n"));
   CHECK_THAT(list.out, Catch::Contains("buckets 256,512,1024,2048,4096,8192,16384,32768\n"));
-  CHECK(count(list.out, "\nmegamoe_") == 9);  // route, quantize, 3 x stage1, 3 x stage2, combine
+  CHECK(count(list.out, "\nmegamoe_") == 10);  // route_count, route, quantize, 3 x stage1, 3 x stage2, combine
   Result dry = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --dry-run");
   CHECK(dry.status == 0);
-  CHECK(count(dry.out, "would compile") == 14);  // sm_90a: the Hopper path, 5 + 6 token tiles
+  CHECK(count(dry.out, "would compile") == 15);  // sm_90a: the Hopper path, 5 + 6 token tiles
   Result both = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path all");
-  CHECK(count(both.out, "\nmegamoe_") == 30);  // route, combine shared; 3 quantizers, 6 + 8 + 11 stages
+  CHECK(count(both.out, "\nmegamoe_") == 31);  // route_count, route, combine shared; 3 quantizers, 6 + 8 + 11 stages
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_mma_situv2_bm128_bw128_s4_bc0"));
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_wgmma_situv2_bm160_bw128_s4_b1_bc0"));
   CHECK(precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path fast").status == 2);
@@ -72,15 +72,15 @@ TEST_CASE("precompile twice: first compiles, second all hits", "[cli][silu]") {
   Result first = precompile(dir.path().string(), "--config generic_a8w4 --all -j 2");
   INFO(first.out);
   REQUIRE(first.status == 0);
-  CHECK(count(first.out, R"(\[\d/5\] compiled megamoe_)") == 5);  // progress lines
-  CHECK(count(first.out, R"(\n\S+ +[0-9a-f]{16} compiled +\d+\.\d(?=\n))") == 5);   // table rows
-  CHECK_THAT(first.out, Catch::Contains("5 kernel(s): 0 failed"));
+  CHECK(count(first.out, R"(\[\d/6\] compiled megamoe_)") == 6);  // progress lines
+  CHECK(count(first.out, R"(\n\S+ +[0-9a-f]{16} compiled +\d+\.\d(?=\n))") == 6);   // table rows
+  CHECK_THAT(first.out, Catch::Contains("6 kernel(s): 0 failed"));
 
   Result second = precompile(dir.path().string(), "--config generic_a8w4 --all -j 2");
   INFO(second.out);
   REQUIRE(second.status == 0);
-  CHECK(count(second.out, R"(\n\S+ +[0-9a-f]{16} hit +\d+\.\d(?=\n))") == 5);
+  CHECK(count(second.out, R"(\n\S+ +[0-9a-f]{16} hit +\d+\.\d(?=\n))") == 6);
   CHECK(count(second.out, " compiled ") == 0);
   Result dry = precompile(dir.path().string(), "--config generic_a8w4 --all --dry-run");
-  CHECK(count(dry.out, "cached") == 5);
+  CHECK(count(dry.out, "cached") == 6);
 }
