@@ -44,8 +44,12 @@ class Device {
   virtual void copy_device_async(void* dst, const void* src, std::size_t bytes, StreamHandle stream) = 0;
 
   virtual std::unique_ptr<Module> load_module(std::string_view binary) = 0;
+  // early_start: the kernel may be scheduled before the stream's previous kernel has finished
+  // (programmatic dependent launch, where the backend has it; elsewhere an ordinary launch). Such
+  // a kernel calls mm_wait_prior_grid() (templates/prelude) before it touches what that kernel
+  // reads or writes.
   virtual void launch(void* function, Dim3 grid, Dim3 block, std::size_t shared_bytes,
-                      StreamHandle stream, void** args) = 0;
+                      StreamHandle stream, void** args, bool early_start = false) = 0;
 
   virtual StreamHandle create_stream() = 0;
   virtual void destroy_stream(StreamHandle stream) = 0;

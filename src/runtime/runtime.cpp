@@ -189,10 +189,14 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   auto mark = [&](int i) {
     if (options_.profile) d.record(events_[i], stream);
   };
-  auto launch = [&](const LoadedKernel& kernel, unsigned grid, std::vector<void*> args) {
+  // early: may start while the previous kernel finishes (Device::launch's early_start); the
+  // kernels launched so wait for it in mm_wait_prior_grid(). The first launch never does: the
+  // caller's work before it is no kernel of ours.
+  auto launch = [&](const LoadedKernel& kernel, unsigned grid, std::vector<void*> args, bool early = false) {
     d.launch(kernel.function, {grid}, {unsigned(kernel.built->threads)}, std::size_t(kernel.shared_bytes), stream,
-             args.data());
+             args.data(), early);
   };
+  const bool hopper = path_ == KernelPath::hopper;  // its stage kernels wait in the producer
   void *counts = nullptr, *eo = ws_->expert_offsets.get(), *to1 = ws_->tile_offsets1.get(), *to2 = ws_->tile_offsets2.get(),
        *rt = ws_->row_token.get(), *rs = ws_->row_slot.get(), *sr = ws_->slot_row.get(), *rw = ws_->row_weight.get(), *xq = ws_->x_q.get(),
        *xs = ws_->x_scales.get(), *hq = ws_->h_q.get(), *hs = ws_->h_scales.get(), *wire = ws_->wire.get(),
@@ -211,13 +215,14 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
     launch(k.route_count, route_grid, {&ids, &T, &K, &E, &counts, &err});
   }
   launch(k.route, route_grid,
-         {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &counts, &eo, &to1, &to2, &rt, &rs, &rw, &sr, &err});
+         {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &counts, &eo, &to1, &to2, &rt, &rs, &rw, &sr, &err},
+         route_grid > 1);
   mark(1);
   int rows_pad = ws_->rows_pad;
-  if (path_ == KernelPath::hopper) {  // one warp per token and 4 x 128 values
+  if (hopper) {  // one warp per token and 4 x 128 values
     long long tasks = (long long)T * ((D / 128 + 3) / 4);
     launch(k.quantize, unsigned(std::min<long long>((tasks + 7) / 8, 16LL * sms)),
-           {&x, &ids, &sr, &eo, &T, &K, &E, &D, &rows_pad, &rows_capacity, &xq, &xs, &err});
+           {&x, &ids, &sr, &eo, &T, &K, &E, &D, &rows_pad, &rows_capacity, &xq, &xs, &err}, true);
   } else {
     long long qblocks = (long long)T * D / 32;
     launch(k.quantize, unsigned(std::min<long long>((qblocks + 7) / 8, 16LL * sms)), {&x, &T, &D, &xq, &xs});
@@ -234,9 +239,9 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
       a1.insert(a1.end() - 3, &rows_pad);
       a2.insert(a2.end() - 3, &rows_pad);
     }
-    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, per_sm(k.stage1)), a1);
+    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, per_sm(k.stage1)), a1, hopper);
     mark(3);
-    launch(k.stage2, tile_grid(bm2, D / kTensorCoreWeightRows, per_sm(k.stage2)), a2);
+    launch(k.stage2, tile_grid(bm2, D / kTensorCoreWeightRows, per_sm(k.stage2)), a2, hopper);
   } else {
     const void *w1p = w.w1_packed.get(), *w1s = w.w1_scales.get(), *w2p = w.w2_packed.get(),
                *w2s = w.w2_scales.get();
@@ -248,7 +253,7 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   }
   mark(4);
   long long combine_tasks = (long long)T * (D / 8);  // templates/moe/combine.cuh: a thread per 8 columns
-  launch(k.combine, unsigned(std::min<long long>((combine_tasks + 255) / 256, 16LL * sms)), {&ids, &T, &K, &E, &D, &wire, &wsc, &y});
+  launch(k.combine, unsigned(std::min<long long>((combine_tasks + 255) / 256, 16LL * sms)), {&ids, &T, &K, &E, &D, &wire, &wsc, &y}, true);
   mark(5);
 }
 

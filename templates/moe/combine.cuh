@@ -30,6 +30,8 @@ MM_DEVICE void combine_add8(uint4 raw, u8 scale, float* acc) {
 template <int kWire>
 MM_DEVICE void combine(const int* ids, int tokens, int topk, int experts, int model_dim, const void* wire,
                        const u8* wire_scales, u16* y) {
+  mm_wait_prior_grid();  // Device::launch's early_start
+  mm_release_dependents();
   const int groups = model_dim / 8;
   const i64 tasks = (i64)tokens * groups;
   for (i64 task = (i64)blockIdx.x * kCombineThreads + threadIdx.x; task < tasks;

@@ -16,6 +16,8 @@ MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, 
                              int topk, int experts, int model_dim, int rows_pad, int rows_capacity, u8* xr, float* xs,
                              int* errors) {
   __shared__ int starts[kMaxExperts];
+  mm_wait_prior_grid();  // Device::launch's early_start
+  mm_release_dependents();
   for (int e = threadIdx.x; e < experts; e += kDispatchThreads) starts[e] = expert_offsets[e];
   __syncthreads();
   const int chunks = model_dim / 128, groups = (chunks + kDispatchChunks - 1) / kDispatchChunks;

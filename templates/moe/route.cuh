@@ -45,6 +45,8 @@ MM_DEVICE void count_block_slots(const int* ids, SlotRange r, int experts, int* 
 // counts[b * experts + e]: block b's rows routed to expert e.
 MM_DEVICE void route_count(const int* ids, int tokens, int topk, int experts, int* counts, int* errors) {
   __shared__ int count[kMaxExperts];
+  mm_wait_prior_grid();  // Device::launch's early_start
+  mm_release_dependents();
   count_block_slots(ids, route_slots(tokens * topk), experts, count, errors);
   for (int e = threadIdx.x; e < experts; e += kRouteThreads) counts[blockIdx.x * experts + e] = count[e];
 }
@@ -64,6 +66,8 @@ MM_DEVICE void route(const int* ids, const float* weights, int tokens, int topk,
                      int* row_slot, float* row_weight, int* slot_row, int* errors) {
   __shared__ int rows[kRouteThreads], tiles1[kRouteThreads], tiles2[kRouteThreads], cursor[kMaxExperts];
   const SlotRange r = route_slots(tokens * topk);
+  mm_wait_prior_grid();  // Device::launch's early_start
+  mm_release_dependents();
   // Thread e: expert e's rows in all blocks, and in the blocks before this one.
   const int e = threadIdx.x;
   int total = 0, before = 0;

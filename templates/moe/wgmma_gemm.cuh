@@ -123,18 +123,32 @@ struct WgmmaGemm {
 
   // One producer thread: stages the K / 128 chunks of a tile whose rows start at routed row p0.
   // a_q / a_scales: the routed activations (rows_pad rows per chunk); words / exps: the expert's
-  // layout-v2 arrays, slab0 the block's first slab.
+  // layout-v2 arrays, slab0 the block's first slab. For the block's first tile (`first`) the
+  // weights of the first stages are requested before the previous kernel, which writes the
+  // activations, is waited for (Device::launch's early_start): they stream in meanwhile.
   MM_DEVICE static void produce(u8* smem, const u8* a_q, const float* a_scales, int rows_pad, int p0, int K,
-                                const u8* words, const signed char* exps, int slab0, Ring<kStages>& ps) {
+                                const u8* words, const signed char* exps, int slab0, Ring<kStages>& ps, bool first) {
     const int chunks = K / 128;
-    for (int chunk = 0; chunk < chunks; ++chunk, ps.advance()) {
-      mbar_wait(empty(smem, ps.index), ps.phase ^ 1);
-      u8* st = stage(smem, ps.index);
-      u64* bar = full(smem, ps.index);
+    auto request_weights = [&](int chunk, const Ring<kStages>& r) {
+      mbar_wait(empty(smem, r.index), r.phase ^ 1);
+      u8* st = stage(smem, r.index);
+      u64* bar = full(smem, r.index);
       const i64 piece = (i64)slab0 * chunks + chunk * 8;  // layout v2 keeps the block's 8 slabs together
       mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes + kActBytes + kScaleBytes);
       bulk_copy_g2s(st + kWordsAt, words + piece * 1024, kWordBytes, bar);
       bulk_copy_g2s(st + kExpsAt, exps + piece * 64, kExpBytes, bar);
+    };
+    int early = 0;
+    if (first) {
+      Ring<kStages> r = ps;
+      for (; early < chunks && early < kStages; ++early, r.advance()) request_weights(early, r);
+      mm_wait_prior_grid();
+      mm_release_dependents();
+    }
+    for (int chunk = 0; chunk < chunks; ++chunk, ps.advance()) {
+      if (chunk >= early) request_weights(chunk, ps);
+      u8* st = stage(smem, ps.index);
+      u64* bar = full(smem, ps.index);
       bulk_copy_g2s(st, a_q + ((i64)chunk * rows_pad + p0) * 128, kActBytes, bar);
       bulk_copy_g2s(st + kScalesAt, a_scales + ((i64)chunk * rows_pad + p0) * 4, kScaleBytes, bar);
     }
@@ -270,6 +284,7 @@ struct WgmmaGemm {
     if (ptid < kFillers) {
       Ring<kStages> ps;
       for (int tile = blockIdx.x; tile < walk.total; tile += gridDim.x, ts.advance()) {
+        const bool first = tile == (int)blockIdx.x;
         mbar_wait(tile_empty(smem, ts.index), ts.phase ^ 1);
         const RoutedTile rt =
             routed_tile(tile, walk.m_tiles, BN, walk.tile_offsets, walk.expert_offsets, walk.experts);
@@ -279,7 +294,7 @@ struct WgmmaGemm {
         mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
         if (ptid == 0)
           produce(smem, a_q, a_scales, rows_pad, rt.p0, K, words + rt.expert * expert_words,
-                  exps + rt.expert * expert_exps, rt.col_tile * 8, ps);
+                  exps + rt.expert * expert_exps, rt.col_tile * 8, ps, first);
         __syncwarp();
       }
     } else {

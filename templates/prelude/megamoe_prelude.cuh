@@ -67,4 +67,21 @@ MM_DEVICE float mm_rcp_approx(float x) {
 #endif
 }
 
+// Programmatic dependent launch (sm_90+; Device::launch's early_start). A kernel launched early
+// waits here for the stream's previous kernel to finish, its writes visible, before it touches
+// what that kernel reads or writes; elsewhere (and for an ordinary launch) it returns at once.
+// mm_release_dependents lets the stream's next kernel be scheduled once every block of this one
+// has called it or exited; the kernels call it only after their wait, so that when a kernel
+// starts, every kernel before the one in front of it has finished.
+MM_DEVICE void mm_wait_prior_grid() {
+#if MEGAMOE_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+MM_DEVICE void mm_release_dependents() {
+#if MEGAMOE_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 }  // namespace megamoe

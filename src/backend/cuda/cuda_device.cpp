@@ -19,7 +19,7 @@ namespace {
   X(cuInit) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)      \
   X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuMemAlloc)      \
   X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuModuleLoadData)            \
-  X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuStreamCreate)              \
+  X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamCreate)              \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy)              \
   X(cuEventRecord) X(cuEventElapsedTime) X(cuCtxSynchronize) X(cuFuncSetAttribute) X(cuStreamBeginCapture)     \
   X(cuMemcpyDtoDAsync)                                                                        \
@@ -149,15 +149,29 @@ class CudaDevice final : public Device {
     return std::make_unique<CudaModule>(m);
   }
   void launch(void* function, Dim3 grid, Dim3 block, std::size_t shared_bytes, StreamHandle stream,
-              void** args) override {
+              void** args, bool early_start) override {
     current();
     auto f = static_cast<CUfunction>(function);
     if (shared_bytes > 48 * 1024)
       check(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_bytes)),
             "cuFuncSetAttribute");
-    check(driver().cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shared_bytes),
-                                  static_cast<CUstream>(stream), args, nullptr),
-          "cuLaunchKernel");
+    if (!early_start) {
+      check(driver().cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shared_bytes),
+                                    static_cast<CUstream>(stream), args, nullptr),
+            "cuLaunchKernel");
+      return;
+    }
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = grid.x, config.gridDimY = grid.y, config.gridDimZ = grid.z;
+    config.blockDimX = block.x, config.blockDimY = block.y, config.blockDimZ = block.z;
+    config.sharedMemBytes = unsigned(shared_bytes);
+    config.hStream = static_cast<CUstream>(stream);
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    check(driver().cuLaunchKernelEx(&config, f, args, nullptr), "cuLaunchKernelEx");
   }
 
   StreamHandle create_stream() override {

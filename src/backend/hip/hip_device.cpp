@@ -83,7 +83,8 @@ class HipDevice final : public Device {
     check(lib().hipModuleLoadData(&m, binary.data()), "hipModuleLoadData");
     return std::make_unique<HipModule>(m);
   }
-  void launch(void* f, Dim3 g, Dim3 b, std::size_t shared, StreamHandle s, void** args) override {
+  void launch(void* f, Dim3 g, Dim3 b, std::size_t shared, StreamHandle s, void** args, bool /*early_start*/) override {
+    // HIP has no programmatic dependent launch: an ordinary, serialised launch.
     current();
     check(lib().hipModuleLaunchKernel(static_cast<hipFunction_t>(f), g.x, g.y, g.z, b.x, b.y, b.z,
                                       unsigned(shared), static_cast<hipStream_t>(s), args, nullptr),
