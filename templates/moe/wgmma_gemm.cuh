@@ -168,36 +168,27 @@ struct WgmmaGemm {
     }
   }
 
-  // The activation scales of a stage for this thread's columns 8j + 2t and 8j + 2t + 1: sc[j][c][b]
-  // for column 8j + 2t + c and scale block b.
-  MM_DEVICE static void load_scales(const u8* st, int t, float (&sc)[NT][2][S]) {
-    const float* scales = reinterpret_cast<const float*>(st + kScalesAt);
-    for (int j = 0; j < NT; ++j)
-      for (int c = 0; c < 2; ++c) {
-        const float* row = scales + (8 * j + 2 * t + c) * 4;
-        if constexpr (S == 2) {  // one 8-byte load per column
-          const float2 u = *reinterpret_cast<const float2*>(row);
-          sc[j][c][0] = u.x, sc[j][c][1] = u.y;
-        } else {
-          sc[j][c][0] = row[0];
-        }
-      }
-  }
-
   // acc += p[0] * (scale of the first 128 / S k) + ..., per token column.
-  MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[S][NT][4], const float (&sc)[NT][2][S]) {
-    for (int j = 0; j < NT; ++j)
-      for (int b = 0; b < S; ++b) {
-        acc[j][0] = fmaf(p[b][j][0], sc[j][0][b], acc[j][0]);
-        acc[j][1] = fmaf(p[b][j][1], sc[j][1][b], acc[j][1]);
-        acc[j][2] = fmaf(p[b][j][2], sc[j][0][b], acc[j][2]);
-        acc[j][3] = fmaf(p[b][j][3], sc[j][1][b], acc[j][3]);
+  MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[S][NT][4], const u8* st, int t) {
+    const float* scales = reinterpret_cast<const float*>(st + kScalesAt);
+    for (int j = 0; j < NT; ++j) {
+      // columns 8j + 2t and 8j + 2t + 1
+      float s0[2], s1[2];
+      if constexpr (S == 2) {  // one 8-byte load per column
+        const float2 u = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t) * 4);
+        const float2 v = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t + 1) * 4);
+        s0[0] = u.x, s0[1] = u.y, s1[0] = v.x, s1[1] = v.y;
+      } else {
+        s0[0] = scales[(8 * j + 2 * t) * 4], s1[0] = scales[(8 * j + 2 * t + 1) * 4];
       }
+      for (int b = 0; b < S; ++b) {
+        acc[j][0] = fmaf(p[b][j][0], s0[b], acc[j][0]);
+        acc[j][1] = fmaf(p[b][j][1], s1[b], acc[j][1]);
+        acc[j][2] = fmaf(p[b][j][2], s0[b], acc[j][2]);
+        acc[j][3] = fmaf(p[b][j][3], s1[b], acc[j][3]);
+      }
+    }
   }
-
-  // The scales are read while the wgmma run where the registers hold them beside the
-  // accumulators, partial sums and two chunks' fragments (about 40 kept for addresses).
-  static constexpr bool kEarlyScales = NT * 4 * (1 + S) + 32 + 2 * NT * S <= kConsumerRegs - 40;
 
   MM_DEVICE static void fence_partials(float (&p)[S][NT][4]) {
     for (int b = 0; b < S; ++b) wg_fence_acc(p[b]);
@@ -227,16 +218,13 @@ struct WgmmaGemm {
     issue(st, a, p);
     Ring<kStages> next = ps;
     next.advance();
-    float sc[NT][2][S];
-    if (kEarlyScales) load_scales(st, lane & 3, sc);
     if (kOverlap && has_next) {
       mbar_wait(full(smem, next.index), next.phase);
       load_fragments(stage(smem, next.index), warp, lane, a_next);
     }
     wg_wait<0>();
     fence_partials(p);
-    if (!kEarlyScales) load_scales(st, lane & 3, sc);
-    promote(acc, p, sc);
+    promote(acc, p, st, lane & 3);
     release(smem, lane, ps.index);
     if (!kOverlap && has_next) {
       mbar_wait(full(smem, next.index), next.phase);
