@@ -130,7 +130,7 @@ struct WgmmaGemm {
                                 const u8* words, const signed char* exps, int slab0, Ring<kStages>& ps, bool first) {
     const int chunks = K / 128;
     auto request_weights = [&](int chunk, const Ring<kStages>& r) {
-      mbar_wait_sleeping(empty(smem, r.index), r.phase ^ 1);  // the ring is full: no hurry
+      mbar_wait(empty(smem, r.index), r.phase ^ 1);
       u8* st = stage(smem, r.index);
       u64* bar = full(smem, r.index);
       const i64 piece = (i64)slab0 * chunks + chunk * 8;  // layout v2 keeps the block's 8 slabs together
@@ -285,7 +285,7 @@ struct WgmmaGemm {
       Ring<kStages> ps;
       for (int tile = blockIdx.x; tile < walk.total; tile += gridDim.x, ts.advance()) {
         const bool first = tile == (int)blockIdx.x;
-        mbar_wait_sleeping(tile_empty(smem, ts.index), ts.phase ^ 1);
+        mbar_wait(tile_empty(smem, ts.index), ts.phase ^ 1);
         const RoutedTile rt =
             routed_tile(tile, walk.m_tiles, BN, walk.tile_offsets, walk.expert_offsets, walk.experts);
         TileInfo<BN>* ti = info(smem, ts.index);

@@ -39,7 +39,7 @@ MM_DEVICE void mbar_wait(u64* bar, u32 parity) {
   } while (!done);
 }
 
-// The same for roles with time to spare (the storers, the producer ahead of the consumers): the thread sleeps in try_wait until the
+// The same for roles with time to spare (the storers): the thread sleeps in try_wait until the
 // phase completes (suspend-time hint, at most 1 ms a try) rather than retrying every few hundred
 // cycles, so its retries take no issue slots from the consumers. (Given to every wait, it made
 // the consumers wake late and Stage1 2 to 3% slower at bs 32 to 128.)
