@@ -300,7 +300,7 @@ struct WgmmaGemm {
     } else {
       u32 phase = 0;
       for (int tile = blockIdx.x; tile < walk.total; tile += gridDim.x, ts.advance(), phase ^= 1) {
-        mbar_wait_sleeping(out_full(smem), phase);
+        mbar_wait(out_full(smem), phase);
         store(*info(smem, ts.index), region(smem), ptid - kFillers);
         mbar_arrive(out_empty(smem));
         mbar_arrive(tile_empty(smem, ts.index));

@@ -39,19 +39,6 @@ MM_DEVICE void mbar_wait(u64* bar, u32 parity) {
   } while (!done);
 }
 
-// The same for roles with time to spare (the storers): the thread sleeps in try_wait until the
-// phase completes (suspend-time hint, at most 1 ms a try) rather than retrying every few hundred
-// cycles, so its retries take no issue slots from the consumers. (Given to every wait, it made
-// the consumers wake late and Stage1 2 to 3% slower at bs 32 to 128.)
-MM_DEVICE void mbar_wait_sleeping(u64* bar, u32 parity) {
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1, 1000000;\n"
-      "@!p bra WAIT;\n}\n" ::"r"(sm_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-
 // Global -> shared, `bytes` (a multiple of 16, both ends 16-byte aligned), completing on `bar`.
 MM_DEVICE void bulk_copy_g2s(void* dst, const void* src, u32 bytes, u64* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
