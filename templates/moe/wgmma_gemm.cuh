@@ -123,18 +123,23 @@ struct WgmmaGemm {
 
   // One producer thread: stages the K / 128 chunks of a tile whose rows start at routed row p0.
   // a_q / a_scales: the routed activations (rows_pad rows per chunk); words / exps: the expert's
-  // layout-v2 arrays, slab0 the block's first slab. For the block's first tile (`first`) the
+  // layout-v2 arrays, slab0 the block's first slab. Only the tile's routed rows, rounded up to
+  // the 8-row swizzle atom, are copied: an expert's rows rarely fill a tile at small batch, and
+  // the columns past them are computed from stale shared memory and never stored. For the
+  // block's first tile (`first`) the
   // weights of the first stages are requested before the previous kernel, which writes the
   // activations, is waited for (Device::launch's early_start): they stream in meanwhile.
-  MM_DEVICE static void produce(u8* smem, const u8* a_q, const float* a_scales, int rows_pad, int p0, int K,
-                                const u8* words, const signed char* exps, int slab0, Ring<kStages>& ps, bool first) {
+  MM_DEVICE static void produce(u8* smem, const u8* a_q, const float* a_scales, int rows_pad, int p0, int rows,
+                                int K, const u8* words, const signed char* exps, int slab0, Ring<kStages>& ps,
+                                bool first) {
     const int chunks = K / 128;
+    const u32 rows8 = u32(min((rows + 7) & ~7, BN)), act_bytes = rows8 * 128, scale_bytes = rows8 * 16;
     auto request_weights = [&](int chunk, const Ring<kStages>& r) {
       mbar_wait(empty(smem, r.index), r.phase ^ 1);
       u8* st = stage(smem, r.index);
       u64* bar = full(smem, r.index);
       const i64 piece = (i64)slab0 * chunks + chunk * 8;  // layout v2 keeps the block's 8 slabs together
-      mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes + kActBytes + kScaleBytes);
+      mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes + act_bytes + scale_bytes);
       bulk_copy_g2s(st + kWordsAt, words + piece * 1024, kWordBytes, bar);
       bulk_copy_g2s(st + kExpsAt, exps + piece * 64, kExpBytes, bar);
     };
@@ -149,8 +154,8 @@ struct WgmmaGemm {
       if (chunk >= early) request_weights(chunk, ps);
       u8* st = stage(smem, ps.index);
       u64* bar = full(smem, ps.index);
-      bulk_copy_g2s(st, a_q + ((i64)chunk * rows_pad + p0) * 128, kActBytes, bar);
-      bulk_copy_g2s(st + kScalesAt, a_scales + ((i64)chunk * rows_pad + p0) * 4, kScaleBytes, bar);
+      bulk_copy_g2s(st, a_q + ((i64)chunk * rows_pad + p0) * 128, act_bytes, bar);
+      bulk_copy_g2s(st + kScalesAt, a_scales + ((i64)chunk * rows_pad + p0) * 4, scale_bytes, bar);
     }
   }
 
@@ -293,8 +298,8 @@ struct WgmmaGemm {
         if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile, ti->rows = min(rt.p_end - rt.p0, BN);
         mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
         if (ptid == 0)
-          produce(smem, a_q, a_scales, rows_pad, rt.p0, K, words + rt.expert * expert_words,
-                  exps + rt.expert * expert_exps, rt.col_tile * 8, ps, first);
+          produce(smem, a_q, a_scales, rows_pad, rt.p0, min(rt.p_end - rt.p0, BN), K,
+                  words + rt.expert * expert_words, exps + rt.expert * expert_exps, rt.col_tile * 8, ps, first);
         __syncwarp();
       }
     } else {
