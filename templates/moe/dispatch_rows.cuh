@@ -1,8 +1,8 @@
 // Dispatch on one GPU for the Hopper kernels: each token's row of x (bf16) is read once,
 // quantized to fp8 in blocks of 128, and written routed (moe/routed_rows.cuh) to every routed row
 // of its slots (route's slot_row; -1 for an empty or bad slot). One warp per token and four
-// 128-value chunks, spread grid-wide. The checked build refuses, and counts, rows outside the
-// workspace.
+// 128-value chunks, spread grid-wide: 8 lanes a chunk, each lane 16 values, so that every load
+// and store is 16 bytes wide. The checked build refuses, and counts, rows outside the workspace.
 #pragma once
 #include "moe/route.cuh"
 #include "moe/routed_rows.cuh"
@@ -21,20 +21,20 @@ MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, 
   for (int e = threadIdx.x; e < experts; e += kDispatchThreads) starts[e] = expert_offsets[e];
   __syncthreads();
   const int chunks = model_dim / 128, groups = (chunks + kDispatchChunks - 1) / kDispatchChunks;
-  const int lane = threadIdx.x & 31, warps = kDispatchThreads / 32;
+  const int lane = threadIdx.x & 31, warps = kDispatchThreads / 32, piece = lane & 7;
   const i64 tasks = (i64)tokens * groups;
   for (i64 task = (i64)blockIdx.x * warps + threadIdx.x / 32; task < tasks; task += (i64)gridDim.x * warps) {
-    const int t = int(task / groups), c0 = int(task % groups) * kDispatchChunks;
-    const u16* src = x + (i64)t * model_dim + lane * 4;
-    uint2 raw[kDispatchChunks];
-    for (int i = 0; i < kDispatchChunks; ++i)  // every load in flight before the first use
-      raw[i] = c0 + i < chunks ? *reinterpret_cast<const uint2*>(src + (c0 + i) * 128) : make_uint2(0, 0);
-    RoutedQuad q[kDispatchChunks];
-    for (int i = 0; i < kDispatchChunks; ++i) {
-      const float v[4] = {mm_bf16_to_f32(u16(raw[i].x)), mm_bf16_to_f32(u16(raw[i].x >> 16)),
-                          mm_bf16_to_f32(u16(raw[i].y)), mm_bf16_to_f32(u16(raw[i].y >> 16))};
-      q[i] = quantize_chunk(v);
+    const int t = int(task / groups), chunk = int(task % groups) * kDispatchChunks + lane / 8;
+    const bool live = chunk < chunks;  // the last group may hold fewer than four chunks
+    uint4 raw[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+    if (live) {
+      const uint4* src = reinterpret_cast<const uint4*>(x + (i64)t * model_dim + chunk * 128 + piece * 16);
+      raw[0] = src[0], raw[1] = src[1];
     }
+    float v[16];
+    const u32 w[8] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w, raw[1].x, raw[1].y, raw[1].z, raw[1].w};
+    for (int i = 0; i < 8; ++i) v[2 * i] = mm_bf16_to_f32(u16(w[i])), v[2 * i + 1] = mm_bf16_to_f32(u16(w[i] >> 16));
+    const RoutedPiece q = quantize_piece(v);
     for (int k0 = 0; k0 < topk; k0 += 32) {
       // Lane j looks up slot k0 + j: its routed row and where that row sits in its expert's tiles.
       int row = -1, swz = 0;
@@ -50,8 +50,7 @@ MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, 
       const int n = topk - k0 < 32 ? topk - k0 : 32;
       for (int j = 0; j < n; ++j) {
         const int p = __shfl_sync(0xffffffffu, row, j), s = __shfl_sync(0xffffffffu, swz, j);
-        if (p < 0) continue;
-        for (int i = 0; i < kDispatchChunks && c0 + i < chunks; ++i) store_routed_chunk(q[i], lane, c0 + i, p, s, rows_pad, xr, xs);
+        if (p >= 0 && live) store_routed_piece(q, piece, chunk, p, s, rows_pad, xr, xs);
       }
     }
   }

@@ -13,29 +13,35 @@ namespace megamoe {
 MM_DEVICE i64 routed_row_offset(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 128; }
 MM_DEVICE i64 routed_scale_index(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 4; }
 
-// A lane's share of a 128-value chunk in fp8: 4 values and the chunk's scale.
-struct RoutedQuad {
-  u32 word;
+// A lane's piece of a 128-value chunk in fp8: 16 values (one 16-byte piece of the row) and the
+// chunk's scale.
+struct RoutedPiece {
+  uint4 bytes;
   float scale;
 };
 
-// Quantizes 128 values (4 per lane, lane l holds 4l..4l+3) into one fp8 block. Every lane of the
-// warp must call it.
-MM_DEVICE RoutedQuad quantize_chunk(const float (&v)[4]) {
-  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-  for (int m = 16; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
+// Quantizes a chunk held by 8 consecutive lanes (16 values each, lane l % 8 holding values
+// 16 (l % 8) .. + 15) into one fp8 block. Every lane of the warp must call it.
+MM_DEVICE RoutedPiece quantize_piece(const float (&v)[16]) {
+  float amax = 0.f;
+  for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  for (int m = 4; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
   const int e = mm_fp8_block_exponent(amax);
   const float inv = mm_pow2(-e);
-  const float s[4] = {v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv};
-  return RoutedQuad{mm_f32x4_to_e4m3(s), mm_pow2(e)};
+  u32 w[4];
+  for (int q = 0; q < 4; ++q) {
+    const float s[4] = {v[4 * q] * inv, v[4 * q + 1] * inv, v[4 * q + 2] * inv, v[4 * q + 3] * inv};
+    w[q] = mm_f32x4_to_e4m3(s);
+  }
+  return RoutedPiece{make_uint4(w[0], w[1], w[2], w[3]), mm_pow2(e)};
 }
 
-// Stores a quantized chunk as chunk `chunk` of routed row p, swizzled by swz.
-MM_DEVICE void store_routed_chunk(const RoutedQuad& q, int lane, int chunk, int p, int swz, int rows_pad, u8* out,
+// Stores piece `piece` (0..7) of chunk `chunk` of routed row p, swizzled by swz; the lane holding
+// piece 0 stores the scale.
+MM_DEVICE void store_routed_piece(const RoutedPiece& q, int piece, int chunk, int p, int swz, int rows_pad, u8* out,
                                   float* scales) {
-  const int piece = lane >> 2;
-  *reinterpret_cast<u32*>(out + routed_row_offset(chunk, p, rows_pad) + ((piece ^ swz) << 4) + (lane & 3) * 4) = q.word;
-  if (lane == 0) scales[routed_scale_index(chunk, p, rows_pad)] = q.scale;
+  *reinterpret_cast<uint4*>(out + routed_row_offset(chunk, p, rows_pad) + ((piece ^ swz) << 4)) = q.bytes;
+  if (piece == 0) scales[routed_scale_index(chunk, p, rows_pad)] = q.scale;
 }
 
 // The same for one 64-value block of a chunk (half 0 or 1), by a half warp (lane16 0..15 holds
