@@ -15,14 +15,10 @@ template <bool kCheck>
 MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, const int* expert_offsets, int tokens,
                              int topk, int experts, int model_dim, int rows_pad, int rows_capacity, u8* xr, float* xs,
                              int* errors) {
-  __shared__ int starts[kMaxExperts];
-  mm_wait_prior_grid();  // Device::launch's early_start
-  mm_release_dependents();
-  for (int e = threadIdx.x; e < experts; e += kDispatchThreads) starts[e] = expert_offsets[e];
-  __syncthreads();
   const int chunks = model_dim / 128, groups = (chunks + kDispatchChunks - 1) / kDispatchChunks;
   const int lane = threadIdx.x & 31, warps = kDispatchThreads / 32, piece = lane & 7;
   const i64 tasks = (i64)tokens * groups;
+  bool waited = false;
   for (i64 task = (i64)blockIdx.x * warps + threadIdx.x / 32; task < tasks; task += (i64)gridDim.x * warps) {
     const int t = int(task / groups), chunk = int(task % groups) * kDispatchChunks + lane / 8;
     const bool live = chunk < chunks;  // the last group may hold fewer than four chunks
@@ -35,6 +31,13 @@ MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, 
     const u32 w[8] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w, raw[1].x, raw[1].y, raw[1].z, raw[1].w};
     for (int i = 0; i < 8; ++i) v[2 * i] = mm_bf16_to_f32(u16(w[i])), v[2 * i + 1] = mm_bf16_to_f32(u16(w[i] >> 16));
     const RoutedPiece q = quantize_piece(v);
+    // x is the caller's: it was read and quantized while route (launched before, Device::launch's
+    // early_start) may still run; its rows are needed from here on.
+    if (!waited) {
+      mm_wait_prior_grid();
+      mm_release_dependents();
+      waited = true;
+    }
     for (int k0 = 0; k0 < topk; k0 += 32) {
       // Lane j looks up slot k0 + j: its routed row and where that row sits in its expert's tiles.
       int row = -1, swz = 0;
@@ -45,7 +48,7 @@ MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, 
           atomicAdd(&errors[kErrBoundsViolations], 1);
           row = -1;
         }
-        if (row >= 0) swz = (row - starts[ids[slot]]) & 7;
+        if (row >= 0) swz = (row - expert_offsets[ids[slot]]) & 7;
       }
       const int n = topk - k0 < 32 ? topk - k0 : 32;
       for (int j = 0; j < n; ++j) {
