@@ -127,6 +127,19 @@ TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM t
   }
 }
 
+TEST_CASE("routing takes one block per 2048 slots, at least one and at most 256", "[codegen]") {
+  CHECK(route_blocks(0) == 1);
+  CHECK(route_blocks(1) == 1);
+  CHECK(route_blocks(2048) == 1);
+  CHECK(route_blocks(2049) == 2);
+  CHECK(route_blocks(8192LL * 16) == 64);   // Kimi-K3 at 8192 tokens
+  CHECK(route_blocks(32768LL * 16) == 256);  // the largest bucket
+  CHECK(route_blocks(1LL << 40) == 256);
+  // Each block's counts row fits the shared arrays route scans (one thread per expert).
+  CHECK(route_spec().threads == 1024);
+  CHECK(route_count_spec().threads == 1024);
+}
+
 TEST_CASE("a launch bound with a block count is rendered with it", "[codegen]") {
   KernelSpec s = stage2_wgmma_spec(64, CombineWire::bf16, false);
   CHECK(render(s).source.find("__launch_bounds__(384, 1)") != std::string::npos);
