@@ -45,7 +45,7 @@ class Device {
 
   virtual std::unique_ptr<Module> load_module(std::string_view binary) = 0;
   // early_start: the kernel may be scheduled before the stream's previous kernel has finished
-  // (programmatic dependent launch, where the backend has it; elsewhere an ordinary launch). Such
+  // (programmatic dependent launch on NVIDIA sm_90 and later; elsewhere an ordinary launch). Such
   // a kernel calls mm_wait_prior_grid() (templates/prelude) before it touches what that kernel
   // reads or writes.
   virtual void launch(void* function, Dim3 grid, Dim3 block, std::size_t shared_bytes,

@@ -105,6 +105,7 @@ class CudaDevice final : public Device {
     check(d.cuDeviceGetAttribute(&sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_), "cuDeviceGetAttribute");
     // Hopper's wgmma and setmaxnreg need the arch-specific target.
     arch_ = fmt::format("sm_{}{}{}", major, minor, major == 9 ? "a" : "");
+    early_start_ = major >= 9;  // programmatic dependent launch is sm_90's
   }
 
   BackendKind kind() const override { return BackendKind::cuda; }
@@ -155,7 +156,7 @@ class CudaDevice final : public Device {
     if (shared_bytes > 48 * 1024)
       check(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_bytes)),
             "cuFuncSetAttribute");
-    if (!early_start) {
+    if (!early_start || !early_start_) {
       check(driver().cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shared_bytes),
                                     static_cast<CUstream>(stream), args, nullptr),
             "cuLaunchKernel");
@@ -231,6 +232,7 @@ class CudaDevice final : public Device {
   CUcontext ctx_ = nullptr;
   std::string name_, arch_;
   int sms_ = 0;
+  bool early_start_ = false;
 };
 
 }  // namespace
