@@ -181,6 +181,10 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
                               "written 16 bytes at a time)",
                               name, ptr));
   if (tokens == 0) return;
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"ids", ids}, {"weights", route_weights},
+                           {"y", y}})
+    if (ptr == nullptr)
+      throw Error(fmt::format("megamoe: forward: {} is null with tokens = {}, expected a device pointer", name, tokens));
   const BucketKernels& k = kernels_for(tokens);
   Device& d = *device_;
   int T = int(tokens), K = m.topk, E = m.experts_per_rank, D = m.model_dim, I = m.inter_dim;

@@ -227,3 +227,19 @@ TEST_CASE("forward refuses x or y off a 16-byte boundary, naming the pointer", "
   CHECK_THROWS_WITH(rt->forward(*p, base, nullptr, nullptr, base + 2, 1),
                     Catch::Contains("y = ") && Catch::Contains("16-byte aligned"));
 }
+
+TEST_CASE("forward refuses a null pointer where there are tokens, naming it", "[gpu]") {
+  RuntimeOptions o;
+  o.max_tokens = 16;
+  auto rt = Runtime::create("generic_a8w4", o);
+  auto p = rt->prepare_weights(weights_for(rt->config().model));
+  DeviceBuffer buf(rt->device(), 1 << 20);
+  void* b = buf.get();
+  auto* ids = static_cast<const int*>(b);
+  auto* w = static_cast<const float*>(b);
+  CHECK_THROWS_WITH(rt->forward(*p, nullptr, ids, w, b, 1), Catch::Contains("x is null"));
+  CHECK_THROWS_WITH(rt->forward(*p, b, nullptr, w, b, 1), Catch::Contains("ids is null"));
+  CHECK_THROWS_WITH(rt->forward(*p, b, ids, nullptr, b, 1), Catch::Contains("weights is null"));
+  CHECK_THROWS_WITH(rt->forward(*p, b, ids, w, nullptr, 1), Catch::Contains("y is null"));
+  CHECK_NOTHROW(rt->forward(*p, nullptr, nullptr, nullptr, nullptr, 0));  // no tokens: nothing read
+}
