@@ -63,8 +63,9 @@ class Runtime {
   void prepare(std::int64_t tokens);
 
   // y[t] = sum_k weights[t,k] * FFN_{ids[t,k]}(x[t]) for t < tokens, on `stream`. Device pointers:
-  // x and y bf16 [tokens][model_dim], 16-byte aligned; ids int32 and weights fp32 [tokens][topk]. An id of -1
-  // is an empty slot; other ids outside [0, experts) are skipped and reported by take_errors().
+  // x and y bf16 [tokens][model_dim], 16-byte aligned; ids int32 and weights fp32 [tokens][topk].
+  // An id of -1 is an empty slot; other ids outside [0, experts) are skipped and reported by
+  // take_errors().
   // Throws megamoe::Error for tokens outside [0, max_tokens], x or y not 16-byte aligned, a null
   // pointer where tokens > 0, or weights of another shape.
   // Launches only: no host sync and no allocation once the bucket's kernels are loaded, so calls

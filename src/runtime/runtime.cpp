@@ -34,8 +34,8 @@ struct Runtime::BucketKernels {
 
 // Device buffers sized for max_tokens (docs/layer.md, Workspace, lists them).
 struct Runtime::Workspace {
-  DeviceBuffer route_counts, expert_offsets, tile_offsets1, tile_offsets2, row_token, row_slot, row_weight, slot_row, x_q,
-      x_scales, h_q, h_scales, wire, wire_scales, errors;
+  DeviceBuffer route_counts, expert_offsets, tile_offsets1, tile_offsets2, row_token, row_slot, row_weight,
+      slot_row, x_q, x_scales, h_q, h_scales, wire, wire_scales, errors;
   int rows_pad = 0;  // the routed layout's rows per chunk (Hopper): every routed row and a last tile's overhang
 };
 
@@ -184,7 +184,8 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"ids", ids}, {"weights", route_weights},
                            {"y", y}})
     if (ptr == nullptr)
-      throw Error(fmt::format("megamoe: forward: {} is null with tokens = {}, expected a device pointer", name, tokens));
+      throw Error(
+          fmt::format("megamoe: forward: {} is null with tokens = {}, expected a device pointer", name, tokens));
   const BucketKernels& k = kernels_for(tokens);
   Device& d = *device_;
   int T = int(tokens), K = m.topk, E = m.experts_per_rank, D = m.model_dim, I = m.inter_dim;
@@ -201,10 +202,10 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
              args.data(), early);
   };
   const bool hopper = path_ == KernelPath::hopper;  // its stage kernels wait in the producer
-  void *counts = nullptr, *eo = ws_->expert_offsets.get(), *to1 = ws_->tile_offsets1.get(), *to2 = ws_->tile_offsets2.get(),
-       *rt = ws_->row_token.get(), *rs = ws_->row_slot.get(), *sr = ws_->slot_row.get(), *rw = ws_->row_weight.get(), *xq = ws_->x_q.get(),
-       *xs = ws_->x_scales.get(), *hq = ws_->h_q.get(), *hs = ws_->h_scales.get(), *wire = ws_->wire.get(),
-       *wsc = ws_->wire_scales.get(), *err = ws_->errors.get();
+  void *counts = nullptr, *eo = ws_->expert_offsets.get(), *to1 = ws_->tile_offsets1.get(),
+       *to2 = ws_->tile_offsets2.get(), *rt = ws_->row_token.get(), *rs = ws_->row_slot.get(), *sr = ws_->slot_row.get(),
+       *rw = ws_->row_weight.get(), *xq = ws_->x_q.get(), *xs = ws_->x_scales.get(), *hq = ws_->h_q.get(),
+       *hs = ws_->h_scales.get(), *wire = ws_->wire.get(), *wsc = ws_->wire_scales.get(), *err = ws_->errors.get();
   int bm1 = k.bm1, bm2 = k.bm2;
 
   // Persistent grids: at most blocks_per_sm blocks per SM walk the tiles routing laid out.
@@ -257,7 +258,8 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   }
   mark(4);
   long long combine_tasks = (long long)T * (D / 8);  // templates/moe/combine.cuh: a thread per 8 columns
-  launch(k.combine, unsigned(std::min<long long>((combine_tasks + 255) / 256, 16LL * sms)), {&ids, &T, &K, &E, &D, &wire, &wsc, &y}, true);
+  launch(k.combine, unsigned(std::min<long long>((combine_tasks + 255) / 256, 16LL * sms)),
+         {&ids, &T, &K, &E, &D, &wire, &wsc, &y}, true);
   mark(5);
 }
 

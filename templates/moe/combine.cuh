@@ -10,8 +10,9 @@ namespace megamoe {
 
 enum : int { kCombineThreads = 256, kCombineBatch = 4 };
 
-// Adds 8 wire values of one slot to acc; an fp8 value times its block scale is one fused
-// multiply-add, as the reference's float product-then-sum would overflow differently.
+// Adds 8 wire values of one slot to acc; on the fp8 wire each value times its block scale is one
+// fused multiply-add, as before this kernel took 8 columns (a separate product can overflow where
+// the fused one does not).
 template <int kWire>
 MM_DEVICE void combine_add8(uint4 raw, u8 scale, float* acc) {
   if (kWire == 0) {
