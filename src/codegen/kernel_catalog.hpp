@@ -25,7 +25,7 @@ int portable_bm(int config_bm);
 // Routing (templates/moe/route.cuh) over route_blocks(slots) blocks of kRouteThreads, each
 // taking about kRouteSlotsPerBlock slots. With more than one block:
 // route_count(ids, tokens, topk, experts, counts, errors) writes counts[block][expert] (a
-// workspace of kRouteMaxBlocks x experts ints), then
+// workspace of route_blocks(max_tokens x topk) x experts ints), then
 // route(ids, weights, tokens, topk, experts, bm1, bm2, counts, expert_offsets, tile_offsets1,
 //       tile_offsets2, row_token, row_slot, row_weight, slot_row, errors) places the rows.
 // With one block, route alone with counts = nullptr.

@@ -11,8 +11,9 @@
 
 namespace megamoe {
 
-// kRouteSlotsPerBlock and kRouteMaxBlocks: the runtime's grid, ceil(slots / 2048) clamped to [1, 256].
-enum : int { kRouteThreads = 1024, kMaxExperts = 1024, kRouteSlotsPerBlock = 2048, kRouteMaxBlocks = 256 };
+// One thread per expert in route's scans. The grid is the runtime's (src/codegen/kernel_catalog.hpp,
+// route_blocks: one block per 2048 slots, at most 256).
+enum : int { kRouteThreads = 1024, kMaxExperts = 1024 };
 
 // Error words shared by the MoE kernels (the runtime reads and clears them).
 enum : int { kErrBadIds = 0, kErrFirstBadSlot = 1, kErrBoundsViolations = 2, kErrWords = 4 };
@@ -45,8 +46,8 @@ MM_DEVICE void count_block_slots(const int* ids, SlotRange r, int experts, int* 
 // counts[b * experts + e]: block b's rows routed to expert e.
 MM_DEVICE void route_count(const int* ids, int tokens, int topk, int experts, int* counts, int* errors) {
   __shared__ int count[kMaxExperts];
-  mm_wait_prior_grid();  // Device::launch's early_start
-  mm_release_dependents();
+  mm_wait_prior_grid();  // returns at once: route_count is a call's first launch
+  mm_release_dependents();  // lets route start early
   count_block_slots(ids, route_slots(tokens * topk), experts, count, errors);
   for (int e = threadIdx.x; e < experts; e += kRouteThreads) counts[blockIdx.x * experts + e] = count[e];
 }

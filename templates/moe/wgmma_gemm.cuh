@@ -126,9 +126,9 @@ struct WgmmaGemm {
   // layout-v2 arrays, slab0 the block's first slab. Only the tile's routed rows, rounded up to
   // the 8-row swizzle atom, are copied: an expert's rows rarely fill a tile at small batch, and
   // the columns past them are computed from stale shared memory and never stored. For the
-  // block's first tile (`first`) the
-  // weights of the first stages are requested before the previous kernel, which writes the
-  // activations, is waited for (Device::launch's early_start): they stream in meanwhile.
+  // block's first tile (`first`) the weights of the first stages are requested before the
+  // previous kernel, which writes the activations, is waited for (Device::launch's early_start):
+  // they stream in meanwhile.
   MM_DEVICE static void produce(u8* smem, const u8* a_q, const float* a_scales, int rows_pad, int p0, int rows,
                                 int K, const u8* words, const signed char* exps, int slab0, Ring<kStages>& ps,
                                 bool first) {
