@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Writes a variant of a built-in config with some buckets' fields changed, for timing beside the
+shipped one (megamoe-bench --config build/variants/NAME.json) and checking it (megamoe-run
+--config ... --check) before a change to configs/ is made.
+
+Usage: python3 tools/ab/config_variant.py BASE NAME BUCKET.FIELD=VALUE ...
+  e.g. python3 tools/ab/config_variant.py kimi_k3_a8w4 kimi_s2bm48 256.stage2.bm=48
+Writes build/variants/NAME.json (the file's name and its `name` field agree, as configs must).
+"""
+import json
+import pathlib
+import sys
+
+
+def main(argv):
+    if len(argv) < 4 or any("=" not in a for a in argv[3:]):
+        sys.exit(__doc__.strip())
+    root = pathlib.Path(__file__).resolve().parents[2]
+    base, name, edits = argv[1], argv[2], argv[3:]
+    config = json.loads((root / "configs" / f"{base}.json").read_text())
+    config["name"] = name
+    for edit in edits:
+        path, value = edit.split("=", 1)
+        bucket, *fields = path.split(".")
+        if bucket not in config["buckets"] or not fields:
+            sys.exit(f"config_variant: {path}: expected BUCKET.FIELD with BUCKET one of {', '.join(config['buckets'])}")
+        node = config["buckets"][bucket]
+        for field in fields[:-1]:
+            node = node.setdefault(field, {})
+        node[fields[-1]] = json.loads(value)
+    out = root / "build" / "variants" / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(config, indent=1) + "\n")
+    print(out)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
