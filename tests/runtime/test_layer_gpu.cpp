@@ -205,41 +205,30 @@ TEST_CASE("prepared weights hold the checkpoint bytes (layout v1)", "[gpu]") {
   CHECK_THROWS_WITH(rt->prepare_weights(wrong), Catch::Contains("weights.experts = 8") && Catch::Contains("32"));
 }
 
-TEST_CASE("forward refuses more tokens than max_tokens, naming the limit", "[gpu]") {
+TEST_CASE("forward refuses bad arguments, naming them", "[gpu]") {
   RuntimeOptions o;
   o.max_tokens = 16;
   auto rt = Runtime::create("generic_a8w4", o);
   auto p = rt->prepare_weights(weights_for(rt->config().model));
-  CHECK_THROWS_WITH(rt->forward(*p, nullptr, nullptr, nullptr, nullptr, 17),
-                    Catch::Contains("tokens = 17") && Catch::Contains("max_tokens"));
-}
-
-TEST_CASE("forward refuses x or y off a 16-byte boundary, naming the pointer", "[gpu]") {
-  RuntimeOptions o;
-  o.max_tokens = 16;
-  auto rt = Runtime::create("generic_a8w4", o);
-  auto p = rt->prepare_weights(weights_for(rt->config().model));
-  const int D = rt->config().model.model_dim;
-  DeviceBuffer buf(rt->device(), std::size_t(2) * 16 * D * 2 + 64);
+  DeviceBuffer buf(rt->device(), 1 << 20);  // more than x, y, ids and weights of 16 tokens
   char* base = static_cast<char*>(buf.get());
-  CHECK_THROWS_WITH(rt->forward(*p, base + 8, nullptr, nullptr, base, 1),
-                    Catch::Contains("x = ") && Catch::Contains("16-byte aligned"));
-  CHECK_THROWS_WITH(rt->forward(*p, base, nullptr, nullptr, base + 2, 1),
-                    Catch::Contains("y = ") && Catch::Contains("16-byte aligned"));
-}
-
-TEST_CASE("forward refuses a null pointer where there are tokens, naming it", "[gpu]") {
-  RuntimeOptions o;
-  o.max_tokens = 16;
-  auto rt = Runtime::create("generic_a8w4", o);
-  auto p = rt->prepare_weights(weights_for(rt->config().model));
-  DeviceBuffer buf(rt->device(), 1 << 20);
-  void* b = buf.get();
-  auto* ids = static_cast<const int*>(b);
-  auto* w = static_cast<const float*>(b);
-  CHECK_THROWS_WITH(rt->forward(*p, nullptr, ids, w, b, 1), Catch::Contains("x is null"));
-  CHECK_THROWS_WITH(rt->forward(*p, b, nullptr, w, b, 1), Catch::Contains("ids is null"));
-  CHECK_THROWS_WITH(rt->forward(*p, b, ids, nullptr, b, 1), Catch::Contains("weights is null"));
-  CHECK_THROWS_WITH(rt->forward(*p, b, ids, w, nullptr, 1), Catch::Contains("y is null"));
-  CHECK_NOTHROW(rt->forward(*p, nullptr, nullptr, nullptr, nullptr, 0));  // no tokens: nothing read
+  auto* ids = static_cast<const int*>(buf.get());
+  auto* w = static_cast<const float*>(buf.get());
+  SECTION("more tokens than max_tokens") {
+    CHECK_THROWS_WITH(rt->forward(*p, nullptr, nullptr, nullptr, nullptr, 17),
+                      Catch::Contains("tokens = 17") && Catch::Contains("max_tokens"));
+  }
+  SECTION("x or y off a 16-byte boundary") {
+    CHECK_THROWS_WITH(rt->forward(*p, base + 8, nullptr, nullptr, base, 1),
+                      Catch::Contains("x = ") && Catch::Contains("16-byte aligned"));
+    CHECK_THROWS_WITH(rt->forward(*p, base, nullptr, nullptr, base + 2, 1),
+                      Catch::Contains("y = ") && Catch::Contains("16-byte aligned"));
+  }
+  SECTION("a null pointer where there are tokens") {
+    CHECK_THROWS_WITH(rt->forward(*p, nullptr, ids, w, base, 1), Catch::Contains("x is null"));
+    CHECK_THROWS_WITH(rt->forward(*p, base, nullptr, w, base, 1), Catch::Contains("ids is null"));
+    CHECK_THROWS_WITH(rt->forward(*p, base, ids, nullptr, base, 1), Catch::Contains("weights is null"));
+    CHECK_THROWS_WITH(rt->forward(*p, base, ids, w, nullptr, 1), Catch::Contains("y is null"));
+    CHECK_NOTHROW(rt->forward(*p, nullptr, nullptr, nullptr, nullptr, 0));  // no tokens: nothing read
+  }
 }
