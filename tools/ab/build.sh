@@ -4,6 +4,7 @@
 # the working tree (tools/ab/bench.sh). Each commit goes to build-ab/<commit>/ (bench binary and
 # kernel cache; git ignores build-*), built in a temporary worktree.
 # Usage: bash tools/ab/build.sh [--config NAME] COMMIT ...
+# AB_BUCKETS="32 8192" precompiles only those buckets (then bench with --bs to match).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 config=kimi_k3_a8w4
@@ -19,7 +20,9 @@ for rev in "$@"; do
   ninja -C "$work/build" megamoe-bench megamoe-precompile | tail -1
   rm -rf "build-ab/$sha" && mkdir -p "build-ab/$sha"
   cp "$work/build/megamoe-bench" "build-ab/$sha/"
-  MEGAMOE_CACHE_DIR="$root/build-ab/$sha/cache" "$work/build/megamoe-precompile" --config "$config" --all --path hopper |
+  buckets=(--all)
+  if [ -n "${AB_BUCKETS:-}" ]; then buckets=(); for b in $AB_BUCKETS; do buckets+=(--bucket "$b"); done; fi
+  MEGAMOE_CACHE_DIR="$root/build-ab/$sha/cache" "$work/build/megamoe-precompile" --config "$config" "${buckets[@]}" --path hopper |
     tail -1
   git worktree remove --force "$work"
 done
