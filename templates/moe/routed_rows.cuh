@@ -1,12 +1,10 @@
 // The Hopper kernels' activations, one row per routed row p (dispatch writes x this way, Stage1
 // writes h this way): fp8 in [K / 128 chunk][rows_pad][128 bytes] and f32 scales in
-// [K / 128][rows_pad][4]. x has S = 1 scale per 128 k, h S = 2 (one per 64 k); entries 0..S-1 of
-// row p hold p's scales and entries S..2S-1 hold p + 1's again, so that a consumer thread reads
-// the scales of its two token columns n, n + 1 in one load (16 bytes per row also keep a tile's
-// scales 16-byte aligned, as bulk copies need). Row p's 16-byte piece q is stored at piece
-// q ^ ((p - first row of p's expert) % 8): every tile starts at a multiple of 8 rows into its
-// expert, so a tile's chunk is one contiguous copy that lands in shared memory already in the
-// 128-byte swizzle wgmma reads.
+// [K / 128][rows_pad][4]: x has one scale per 128 k (entry 0), h one per 64 k (entries 0 and 1);
+// the rest is unused, so that a tile's scales start 16-byte aligned, as bulk copies need. Row p's
+// 16-byte piece q is stored at piece q ^ ((p - first row of p's expert) % 8): every tile starts at
+// a multiple of 8 rows into its expert, so a tile's chunk is one contiguous copy that lands in
+// shared memory already in the 128-byte swizzle wgmma reads.
 #pragma once
 #include "common/numerics.cuh"
 
@@ -14,14 +12,6 @@ namespace megamoe {
 
 MM_DEVICE i64 routed_row_offset(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 128; }
 MM_DEVICE i64 routed_scale_index(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 4; }
-
-// Scale b (0..S-1) of chunk `chunk` of routed row p: at row p, and again at row p - 1 for the
-// consumers' paired loads.
-template <int S>
-MM_DEVICE void store_routed_scale(float value, int b, int chunk, int p, int rows_pad, float* scales) {
-  scales[routed_scale_index(chunk, p, rows_pad) + b] = value;
-  if (p > 0) scales[routed_scale_index(chunk, p - 1, rows_pad) + S + b] = value;
-}
 
 // A lane's piece of a 128-value chunk in fp8: 16 values (one 16-byte piece of the row) and the
 // chunk's scale.
@@ -51,7 +41,7 @@ MM_DEVICE RoutedPiece quantize_piece(const float (&v)[16]) {
 MM_DEVICE void store_routed_piece(const RoutedPiece& q, int piece, int chunk, int p, int swz, int rows_pad, u8* out,
                                   float* scales) {
   *reinterpret_cast<uint4*>(out + routed_row_offset(chunk, p, rows_pad) + ((piece ^ swz) << 4)) = q.bytes;
-  if (piece == 0) store_routed_scale<1>(q.scale, 0, chunk, p, rows_pad, scales);
+  if (piece == 0) scales[routed_scale_index(chunk, p, rows_pad)] = q.scale;
 }
 
 // The same for one 64-value block of a chunk (half 0 or 1), by a half warp (lane16 0..15 holds
@@ -67,7 +57,7 @@ MM_DEVICE void store_routed_half(const float (&v)[4], int lane16, int half, int 
   const u32 word = mm_f32x4_to_e4m3(s);
   const int piece = half * 4 + (lane16 >> 2);
   *reinterpret_cast<u32*>(q + routed_row_offset(chunk, p, rows_pad) + ((piece ^ swz) << 4) + (lane16 & 3) * 4) = word;
-  if (lane16 == 0) store_routed_scale<2>(mm_pow2(e), half, chunk, p, rows_pad, scales);
+  if (lane16 == 0) scales[routed_scale_index(chunk, p, rows_pad) + half] = mm_pow2(e);
 }
 
 }  // namespace megamoe

@@ -173,19 +173,18 @@ struct WgmmaGemm {
     }
   }
 
-  // acc += p[0] * (scale of the first 128 / S k) + ..., per token column. Column n's row of
-  // scales also holds n + 1's (moe/routed_rows.cuh): one load per column pair.
+  // acc += p[0] * (scale of the first 128 / S k) + ..., per token column.
   MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[S][NT][4], const u8* st, int t) {
     const float* scales = reinterpret_cast<const float*>(st + kScalesAt);
     for (int j = 0; j < NT; ++j) {
       // columns 8j + 2t and 8j + 2t + 1
       float s0[2], s1[2];
-      if constexpr (S == 2) {
-        const float4 u = *reinterpret_cast<const float4*>(scales + (8 * j + 2 * t) * 4);
-        s0[0] = u.x, s0[1] = u.y, s1[0] = u.z, s1[1] = u.w;
-      } else {
+      if constexpr (S == 2) {  // one 8-byte load per column
         const float2 u = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t) * 4);
-        s0[0] = u.x, s1[0] = u.y;
+        const float2 v = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t + 1) * 4);
+        s0[0] = u.x, s0[1] = u.y, s1[0] = v.x, s1[1] = v.y;
+      } else {
+        s0[0] = scales[(8 * j + 2 * t) * 4], s1[0] = scales[(8 * j + 2 * t + 1) * 4];
       }
       for (int b = 0; b < S; ++b) {
         acc[j][0] = fmaf(p[b][j][0], s0[b], acc[j][0]);
