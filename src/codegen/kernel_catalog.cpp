@@ -209,9 +209,11 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
 namespace {
 int round_kb(int bytes) { return (bytes + 1023) / 1024 * 1024; }
 int hopper_stage_bytes(int bm) { return round_kb(bm * 128 + 8 * 1024 + 8 * 64 + bm * 16); }
-int hopper_fixed_bytes(int bm) {
+int hopper_fixed_bytes(int bm, int stage) {
   const int head = round_kb(512 + 4 * (12 + bm * 8));  // barriers, 4 x TileInfo<bm>
-  return 1024 + head + bm * (kTensorCoreWeightRows + 1) * 4;  // the epilogue region [bm][129] floats
+  // The epilogue region: Stage1 h [bm][68] floats (kStage1RegionLd), Stage2 [bm][129].
+  const int ld = stage == 1 ? 68 : kTensorCoreWeightRows + 1;
+  return 1024 + head + bm * ld * 4;
 }
 constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 160 x 4)
 }  // namespace
@@ -223,12 +225,12 @@ int hopper_blocks_per_sm(int bm, int stage) { return bm <= (stage == 1 ? 48 : 32
 int hopper_stages(int bm, int stage) {
   // An SM's 228 KB, less 1 KB the system keeps per block, shared by its blocks.
   const int limit = hopper_blocks_per_sm(bm, stage) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
-  const int room = limit - kHopperStaticBytes - hopper_fixed_bytes(bm);
+  const int room = limit - kHopperStaticBytes - hopper_fixed_bytes(bm, stage);
   return std::clamp(room / hopper_stage_bytes(bm), 2, 12);
 }
 
 int hopper_smem(int bm, int stage) {
-  return hopper_fixed_bytes(bm) + hopper_stages(bm, stage) * hopper_stage_bytes(bm);
+  return hopper_fixed_bytes(bm, stage) + hopper_stages(bm, stage) * hopper_stage_bytes(bm);
 }
 
 namespace {

@@ -1,7 +1,8 @@
 // Stage1 on Hopper (wgmma, warp-specialised; moe/wgmma_gemm.cuh): per expert token tile and 128
 // interleaved gate/up weight rows (64 columns of inter_dim), h = act(gate, up) with the rows'
-// scales applied, then h in fp8 blocks of 64 columns, written routed (moe/routed_rows.cuh) for
-// Stage2. x comes routed from dispatch. A persistent grid walks the tiles routing laid out.
+// scales applied (by the consumers), then h in fp8 blocks of 64 columns (by the storers), written
+// routed (moe/routed_rows.cuh) for Stage2. x comes routed from dispatch. A persistent grid walks
+// the tiles routing laid out.
 #pragma once
 #include "common/activation.cuh"
 #include "moe/route.cuh"
@@ -9,6 +10,10 @@
 #include "moe/wgmma_gemm.cuh"
 
 namespace megamoe {
+
+// Floats per token row of Stage1's epilogue region: h's 64 and 4 of padding (src/codegen/
+// kernel_catalog.cpp mirrors it).
+constexpr int kStage1RegionLd = 68;
 
 template <class Act, int BN, int kStages, int kBlocksPerSM, bool kCheck>
 MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* expert_offsets, const int* tile_offsets,
@@ -24,9 +29,10 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
   const i64 rows_e = 2LL * inter_dim;
   const TileWalk walk{tile_offsets[experts] * int(rows_e / Gemm::kRows), int(rows_e / Gemm::kRows), tile_offsets,
                       expert_offsets, experts};
-  // The output region: [BN][129] floats, the tile's gate and up sums with the rows' scales applied
-  // (row g of a warp's slab is gate column 8 * slab + g, row g + 8 its up, at 16 * warp + g and + 8).
-  constexpr int kLd = 129;
+  // The output region: [BN][kLd] floats, h of the tile's 64 columns per token row (the rows'
+  // scales applied), at 8 * warp + g for a consumer warp's slab (moe/wgmma_gemm.cuh); 68 keeps
+  // the consumers' writes free of bank conflicts and the storers' rows 16-byte aligned.
+  constexpr int kLd = kStage1RegionLd;
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
         smem, walk, x_q, x_scales, rows_pad, model_dim, w1_words, w1_exps, rows_e * model_dim / 2,
@@ -37,41 +43,47 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
         },
         [=](const TileInfo<BN>& ti, const float* o, int stid) {
           // A half warp per tile row, two rows at a time where registers allow (their shuffles and
-          // stores overlap): h = act(gate, up) for the tile's 64 columns, half of Stage2's chunk
-          // col_tile / 2, quantized as one block and stored routed.
+          // stores overlap): the tile's 64 columns of h, half of Stage2's chunk col_tile / 2,
+          // quantized as one block and stored routed.
           constexpr int kHalves = Gemm::kStorers / 16;
           const int half = stid & 15;
-          auto activate = [&](int n, float (&v)[4]) {
-            const int out = n < BN ? ti.out[n] : -1;
-            for (int j = 0; j < 4; ++j) v[j] = 0.f;
-            if (out >= 0)
-              for (int j = 0; j < 4; ++j) {
-                const int c = half * 4 + j;  // h column of the tile
-                const float* row = o + n * kLd + 16 * (c / 8) + c % 8;
-                v[j] = Act::apply(row[0], row[8]);
-              }
-            return out;
-          };
           // With two blocks per SM the storers have 32 registers: one row at a time.
           constexpr int kRowsPerPass = kBlocksPerSM == 1 ? 2 : 1;
 #pragma unroll 1
           for (int r0 = 0; r0 < ti.rows; r0 += kRowsPerPass * kHalves) {
             float v[kRowsPerPass][4];
             int out[kRowsPerPass];
-            for (int i = 0; i < kRowsPerPass; ++i) out[i] = activate(r0 + i * kHalves + stid / 16, v[i]);
+            for (int i = 0; i < kRowsPerPass; ++i) {
+              const int n = r0 + i * kHalves + stid / 16;
+              out[i] = n < BN ? ti.out[n] : -1;
+              const float4 h = out[i] >= 0 ? *reinterpret_cast<const float4*>(o + n * kLd + 4 * half)
+                                           : make_float4(0.f, 0.f, 0.f, 0.f);
+              v[i][0] = h.x, v[i][1] = h.y, v[i][2] = h.z, v[i][3] = h.w;
+            }
             for (int i = 0; i < kRowsPerPass; ++i) {
               const int n = r0 + i * kHalves + stid / 16;
               store_routed_half(v[i], half, ti.col_tile & 1, ti.col_tile / 2, out[i], n & 7, rows_pad, h_q, h_scales);
             }
           }
         });
-    return;
+  } else {
+    // The consumers take the activation: each thread holds a gate sum and its up sum (rows g and
+    // g + 8 of its warp's slab), so h needs no trip through shared memory in between, and the
+    // storers, which the consumers wait for at every tile, keep only the quantization.
+    Gemm::run_consumers(smem, walk.total, model_dim,
+                        [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
+                          const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
+                          const float* rs = w1_row_scale + ti.expert * rows_e + (ti.col_tile * 8 + warp) * 16;
+                          const float s_gate = rs[g], s_up = rs[g + 8];
+#pragma unroll  // acc stays in registers
+                          for (int j = 0; j < Gemm::NT; ++j) {
+                            if (8 * j >= ti.rows) break;  // columns past the routed rows are never stored
+                            for (int c = 0; c < 2; ++c)
+                              o[(8 * j + 2 * t + c) * kLd + 8 * warp + g] =
+                                  Act::apply(acc[j][c] * s_gate, acc[j][2 + c] * s_up);
+                          }
+                        });
   }
-  Gemm::run_consumers(smem, walk.total, model_dim,
-                      [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                        Gemm::stash_rows(acc, w1_row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
-                                         [](int) { return 1.f; });
-                      });
 }
 
 }  // namespace megamoe
