@@ -211,8 +211,9 @@ int round_kb(int bytes) { return (bytes + 1023) / 1024 * 1024; }
 int hopper_stage_bytes(int bm) { return round_kb(bm * 128 + 8 * 1024 + 8 * 64 + bm * 16); }
 int hopper_fixed_bytes(int bm, int stage) {
   const int head = round_kb(512 + 4 * (12 + bm * 8));  // barriers, 4 x TileInfo<bm>
-  // The epilogue region: Stage1 h [bm][68] floats (kStage1RegionLd), Stage2 [bm][129].
-  const int ld = stage == 1 ? 68 : kTensorCoreWeightRows + 1;
+  // The epilogue region: Stage1 h [bm][68] floats (kStage1RegionLd), Stage2 [bm][132]
+  // (kStage2RegionLd).
+  const int ld = stage == 1 ? 68 : 132;
   return 1024 + head + bm * ld * 4;
 }
 constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 160 x 4)

@@ -63,7 +63,7 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
 // The Hopper kernels (templates/moe/wgmma_gemm.cuh): 128 weight rows per block in layout v2 as
 // the tensor-core ones; x and h routed, their scales f32 (x one per 256 k, h one per 64); stages
 // sized to fill shared memory beside the epilogue tile (per token row: Stage1 68 floats of h,
-// Stage2 129 floats of output).
+// Stage2 132 floats of output).
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
 // The Hopper token tile: the config's BM (a multiple of 16), capped at 160 for Stage1 and at 128
 // for Stage2, whose two partial sums per chunk (h has a scale per 64 k) take more registers.

@@ -9,6 +9,10 @@
 
 namespace megamoe {
 
+// Floats per token row of Stage2's epilogue region: the block's 128 output columns and 4 of
+// padding (src/codegen/kernel_catalog.cpp mirrors it).
+constexpr int kStage2RegionLd = 132;
+
 template <int BN, int kStages, int kBlocksPerSM, int kWire, bool kCheck>
 MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* expert_offsets, const int* tile_offsets,
                             const int* row_slot, const float* row_weight, const u8* w2_words,
@@ -24,9 +28,10 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
   const i64 rows_e = model_dim;
   const TileWalk walk{tile_offsets[experts] * (model_dim / Gemm::kRows), model_dim / Gemm::kRows, tile_offsets,
                       expert_offsets, experts};
-  // The output region: [BN][129] floats, the tile's rows with the weight rows' scales and the route
-  // weights applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8).
-  constexpr int kLd = 129;
+  // The output region: [BN][kLd] floats, the tile's rows with the weight rows' scales and the route
+  // weights applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8). 132: the
+  // consumers' writes fall in 32 different banks, and the storers read 16-byte pieces.
+  constexpr int kLd = kStage2RegionLd;
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
         smem, walk, h_q, h_scales, rows_pad, inter_dim, w2_words, w2_exps, rows_e * inter_dim / 2,
@@ -37,13 +42,16 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
         },
         [=](const TileInfo<BN>& ti, const float* o, int stid) {
           const int col0 = ti.col_tile * Gemm::kRows;
-          if (kWire == 0) {
+          if (kWire == 0) {  // four values per thread and step: one 16-byte load, one 8-byte store
             u16* out = static_cast<u16*>(wire);
-            for (int i = stid; i < ti.rows * (Gemm::kRows / 2); i += Gemm::kStorers) {
-              const int n = i / (Gemm::kRows / 2), c = 2 * (i % (Gemm::kRows / 2)), slot = ti.out[n];
-              if (slot >= 0)
-                *reinterpret_cast<u32*>(out + (i64)slot * model_dim + col0 + c) =
-                    u32(mm_f32_to_bf16(o[n * kLd + c])) | (u32(mm_f32_to_bf16(o[n * kLd + c + 1])) << 16);
+            for (int i = stid; i < ti.rows * (Gemm::kRows / 4); i += Gemm::kStorers) {
+              const int n = i / (Gemm::kRows / 4), c = 4 * (i % (Gemm::kRows / 4)), slot = ti.out[n];
+              if (slot >= 0) {
+                const float4 v = *reinterpret_cast<const float4*>(o + n * kLd + c);
+                *reinterpret_cast<uint2*>(out + (i64)slot * model_dim + col0 + c) =
+                    make_uint2(u32(mm_f32_to_bf16(v.x)) | (u32(mm_f32_to_bf16(v.y)) << 16),
+                               u32(mm_f32_to_bf16(v.z)) | (u32(mm_f32_to_bf16(v.w)) << 16));
+              }
             }
           } else {
             store_tile_fp8<BN, 128, 32, Gemm::kStorers>(o, kLd, ti.out, static_cast<u8*>(wire), model_dim,
