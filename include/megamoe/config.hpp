@@ -43,7 +43,7 @@ std::string_view to_string(KernelPath path);
 std::string_view to_string(CombineWire wire);
 
 // Values per fp8 scale along K of the activations a path quantizes: x at dispatch, h after the
-// activation. portable 32 and 32, tensor_core 64 and 64, hopper 256 and 64.
+// activation. portable 32 and 32, tensor_core 64 and 64, hopper 128 and 64.
 struct ActivationBlocks {
   int x = 32, h = 32;
 };

@@ -256,9 +256,9 @@ KernelSpec dispatch_rows_spec(bool bounds_check) {
       "const megamoe::u16* x, const int* ids, const int* slot_row, const int* expert_offsets, int tokens, int topk, "
       "int experts, int model_dim, int rows_pad, int rows_capacity, megamoe::u8* xr, float* xs, int* errors";
   s.body = fmt::format(
-      "megamoe::dispatch_rows<{}, {}>(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, "
-      "rows_pad, rows_capacity, xr, xs, errors);",
-      kHopperXBlock, bounds_check ? "true" : "false");
+      "megamoe::dispatch_rows<{}>(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, rows_pad, "
+      "rows_capacity, xr, xs, errors);",
+      bounds_check ? "true" : "false");
   s.threads = 256;  // kDispatchThreads
   return s;
 }
@@ -312,8 +312,7 @@ bool path_runs(KernelPath path, const ModelShape& m, BackendKind backend, const 
   switch (path) {
     case KernelPath::portable: return true;
     case KernelPath::tensor_core: return sm >= 89 && fits;
-    case KernelPath::hopper:  // x's scale blocks of 256 span two chunks
-      return backend == BackendKind::cuda && arch == "sm_90a" && fits && m.model_dim % kHopperXBlock == 0;
+    case KernelPath::hopper: return backend == BackendKind::cuda && arch == "sm_90a" && fits;
     case KernelPath::automatic: return true;
   }
   return false;
@@ -326,13 +325,12 @@ KernelPath resolve_path(KernelPath requested, const ModelShape& m, BackendKind b
     return KernelPath::portable;
   }
   if (!path_runs(requested, m, backend, arch))
-    throw Error(fmt::format("megamoe: the {} path needs {} and model_dim and inter_dim multiples of 128{}; got {} {}, "
+    throw Error(fmt::format("megamoe: the {} path needs {} and model_dim and inter_dim multiples of 128; got {} {}, "
                             "model_dim {}, inter_dim {}",
                             to_string(requested),
                             requested == KernelPath::hopper ? "a cuda GPU of sm_90 (built as sm_90a)"
                                                             : "a cuda GPU of sm_89 or later",
-                            requested == KernelPath::hopper ? " (model_dim of 256)" : "", to_string(backend), arch,
-                            m.model_dim, m.inter_dim));
+                            to_string(backend), arch, m.model_dim, m.inter_dim));
   return requested;
 }
 

@@ -48,7 +48,7 @@ KernelSpec combine_spec(CombineWire wire);
 // 128 weight rows per block.
 inline constexpr int kTensorCoreWeightRows = 128;
 inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K (x and h; h on Hopper)
-inline constexpr int kHopperXBlock = 256;     // x's scale block on the Hopper path: one promotion per two chunks
+inline constexpr int kHopperXBlock = 128;     // x's scale block on the Hopper path: one promotion per chunk
 int tensor_core_bm(int config_bm);
 inline constexpr int kMaxTokenTile = 160;  // the largest token tile of any path
 int tensor_core_stages(int bm);  // pipeline depth, in chunks of 128 k
@@ -61,7 +61,7 @@ KernelSpec stage1_mma_spec(const Activation& act, int bm, int model_dim, bool bo
 KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 
 // The Hopper kernels (templates/moe/wgmma_gemm.cuh): 128 weight rows per block in layout v2 as
-// the tensor-core ones; x and h routed, their scales f32 (x one per 256 k, h one per 64); stages
+// the tensor-core ones; x and h routed, their scales f32 (x one per 128 k, h one per 64); stages
 // sized to fill shared memory beside the epilogue tile (per token row: Stage1 68 floats of h,
 // Stage2 132 floats of output).
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have

@@ -1,7 +1,6 @@
 // The Hopper kernels' activations, one row per routed row p (dispatch writes x this way, Stage1
 // writes h this way): fp8 in [K / 128 chunk][rows_pad][128 bytes] and f32 scales in
-// [K / 128][rows_pad][4]: x has one scale per 256 k (entry 0 of both its chunks), h one per 64 k
-// (entries 0 and 1);
+// [K / 128][rows_pad][4]: x has one scale per 128 k (entry 0), h one per 64 k (entries 0 and 1);
 // the rest is unused, so that a tile's scales start 16-byte aligned, as bulk copies need. Row p's
 // 16-byte piece q is stored at piece q ^ ((p - first row of p's expert) % 8): every tile starts at
 // a multiple of 8 rows into its expert, so a tile's chunk is one contiguous copy that lands in
@@ -21,15 +20,12 @@ struct RoutedPiece {
   float scale;
 };
 
-// Quantizes kLanes x 16 values held by kLanes consecutive lanes (16 each, lane l % kLanes holding
-// values 16 (l % kLanes) .. + 15) into one fp8 block: 8 lanes a 128-value chunk, 16 lanes two.
-// Every lane of the warp must call it.
-template <int kLanes>
+// Quantizes a chunk held by 8 consecutive lanes (16 values each, lane l % 8 holding values
+// 16 (l % 8) .. + 15) into one fp8 block. Every lane of the warp must call it.
 MM_DEVICE RoutedPiece quantize_piece(const float (&v)[16]) {
-  static_assert(kLanes == 8 || kLanes == 16, "a block of one or two chunks");
   float amax = 0.f;
   for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
-  for (int m = kLanes / 2; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
+  for (int m = 4; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
   const int e = mm_fp8_block_exponent(amax);
   const float inv = mm_pow2(-e);
   u32 w[4];

@@ -20,7 +20,7 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
                             const int* row_token, const u8* w1_words, const signed char* w1_exps,
                             const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q,
                             float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, 1, 2>;  // x: one scale per 256 k
+  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, 1>;  // x: one scale per 128 k
   extern __shared__ u8 smem_raw[];
   __shared__ int a_rows[BN];  // tile_rows' row of x per column: unused, x comes routed
   int* scratch = a_rows;  // the lambdas below capture by value: a pointer, not the array

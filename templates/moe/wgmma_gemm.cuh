@@ -8,12 +8,12 @@
 // BN x 128 B already in the 128-byte swizzle, and BN x 16 B). Warpgroups 1
 // and 2 consume: each owns 64 weight rows (four v2 slabs); while the wgmma of one chunk run they
 // read the next chunk's words and turn them into e4m3 fragments in registers (two byte permutes
-// per 8 values, block exponent folded in). The partial sums of an activation scale block (x: one
-// per two chunks; h: two per chunk) are scaled by that scale and added to the accumulators (the
-// weights' row scales are left to the epilogue); `empty` barriers hand the stages back. At the
-// end of a tile the consumers stash their sums in the shared output region (Stage1: h, its
-// activation applied) and go on to the next tile; warpgroup 0's other three warps (the storers)
-// finish the epilogue from there (quantization, stores), overlapped with the next tile's wgmma.
+// per 8 values, block exponent folded in). A chunk's partial sums, one set per activation scale
+// block (kScaleBlocks per 128 k: x has one, h two), are scaled by those scales and added to the
+// accumulators (the weights' row scales are left to the epilogue); `empty` barriers hand the
+// stages back. At the end of a tile the consumers stash their sums (scaled) in the shared output
+// region and go on to the next tile; warpgroup 0's other three warps (the storers) finish the
+// epilogue from there (activation, quantization, stores), overlapped with the next tile's wgmma.
 // Producer, consumers and storers walk the same tiles and chunks, so one running stage index
 // keeps them in step across tiles, and the producer runs ahead into the next tile.
 #pragma once
@@ -55,10 +55,7 @@ struct TileInfo {
 
 // kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
 // the latencies of a chunk, with the registers and shared memory halved.
-// kScaleBlocks: activation scales per 128-k chunk (h: 2, one per 64 k); kChunksPerScale: chunks
-// per activation scale (x: 2, one per 256 k), so that the wgmma of both chunks sum into the same
-// partials and the promotion comes every other chunk.
-template <int BN, int kStages, int kBlocksPerSM, int kScaleBlocks, int kChunksPerScale>
+template <int BN, int kStages, int kBlocksPerSM, int kScaleBlocks>
 struct WgmmaGemm {
   static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128;
   static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
@@ -71,14 +68,13 @@ struct WgmmaGemm {
   // tile, none in the chunk loop.)
   static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
   static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
-  static constexpr int NT = BN / 8, S = kScaleBlocks, C = kChunksPerScale;
+  static constexpr int NT = BN / 8, S = kScaleBlocks;
   // While one chunk's wgmma run, the next chunk's fragments are converted where the registers
   // hold both. (Two chunks' wgmma in flight, promoting the older meanwhile, made ptxas serialise
   // the wgmma: measured no faster.)
   static constexpr bool kOverlap = BN * S < 256;
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 160, "BN: a multiple of 16 tokens up to 160");
   static_assert(S == 1 || S == 2, "one or two activation scales per 128 k");
-  static_assert(C == 1 || (C == 2 && S == 1), "a scale per chunk, or one per two chunks");
 
   // Shared memory (from a 1024-aligned base): the barriers (512 bytes) and the TileInfo ring, then kStages
   // stages of [activations BN x 128 B, swizzled][weight words 8 x 1 KB][exponents 8 x 64 B]
@@ -203,14 +199,12 @@ struct WgmmaGemm {
     for (int b = 0; b < S; ++b) wg_fence_acc(p[b]);
   }
 
-  // Starts the four wgmma of a stage, 32 k each; those of scale block b into p[b], which they
-  // start from zero unless `accumulate` (the second chunk of a scale block).
-  MM_DEVICE static void issue(const u8* st, const u32 (&a)[4][4], float (&p)[S][NT][4], bool accumulate) {
+  // Starts the four wgmma of a stage, 32 k each; those of scale block b into p[b].
+  MM_DEVICE static void issue(const u8* st, const u32 (&a)[4][4], float (&p)[S][NT][4]) {
     const u64 desc = wg_desc_sw128(st);  // + 2 per 32 k: the address field counts 16 bytes
     fence_partials(p);
     wg_fence();
-    for (int kb = 0; kb < 4; ++kb)
-      WgmmaE4m3<BN>::mma(p[kb * S / 4], a[kb], desc + 2 * kb, int(accumulate) | (kb % (4 / S)));
+    for (int kb = 0; kb < 4; ++kb) WgmmaE4m3<BN>::mma(p[kb * S / 4], a[kb], desc + 2 * kb, kb % (4 / S));
     wg_commit();
     fence_partials(p);
   }
@@ -221,12 +215,12 @@ struct WgmmaGemm {
   }
 
   // One chunk in flight. With kOverlap the next chunk's fragments are converted meanwhile; else
-  // they wait for the promotion (the other consumer warpgroup's wgmma fill the gap). The chunk
-  // is the first (`first`) or last (`last`) of its scale block, or both.
-  MM_DEVICE static void step(u8* smem, int warp, int lane, bool has_next, bool first, bool last, Ring<kStages>& ps,
-                             const u32 (&a)[4][4], u32 (&a_next)[4][4], float (&p)[S][NT][4], float (&acc)[NT][4]) {
+  // they wait for the promotion (the other consumer warpgroup's wgmma fill the gap).
+  MM_DEVICE static void step(u8* smem, int warp, int lane, bool has_next, Ring<kStages>& ps, const u32 (&a)[4][4],
+                             u32 (&a_next)[4][4], float (&acc)[NT][4]) {
     u8* st = stage(smem, ps.index);
-    issue(st, a, p, !first);
+    float p[S][NT][4];
+    issue(st, a, p);
     Ring<kStages> next = ps;
     next.advance();
     if (kOverlap && has_next) {
@@ -235,7 +229,7 @@ struct WgmmaGemm {
     }
     wg_wait<0>();
     fence_partials(p);
-    if (last) promote(acc, p, st, lane & 3);
+    promote(acc, p, st, lane & 3);
     release(smem, lane, ps.index);
     if (!kOverlap && has_next) {
       mbar_wait(full(smem, next.index), next.phase);
@@ -253,14 +247,11 @@ struct WgmmaGemm {
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
     u32 a0[4][4], a1[4][4];
-    float p[S][NT][4];
     mbar_wait(full(smem, ps.index), ps.phase);
     load_fragments(stage(smem, ps.index), warp, lane, a0);
-    // Two at a time: the fragment buffers alternate (and with C 2, K / 128 is even: a scale block
-    // per pair).
-    for (int chunk = 0; chunk < chunks; chunk += 2) {
-      step(smem, warp, lane, chunk + 1 < chunks, true, C == 1, ps, a0, a1, p, acc);
-      if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, C == 1, true, ps, a1, a0, p, acc);
+    for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
+      step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
+      if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
     }
   }
 

@@ -30,7 +30,7 @@ TEST_CASE("kernel names spell the specialisation (golden)", "[codegen]") {
   CHECK(route_spec().name() == "megamoe_route");
   CHECK(quantize_rows_spec().name() == "megamoe_quantize_rows_fp8x32");
   CHECK(quantize_rows_spec(64).name() == "megamoe_quantize_rows_fp8x64");
-  CHECK(dispatch_rows_spec(false).name() == "megamoe_dispatch_rows_fp8x256f_bc0");
+  CHECK(dispatch_rows_spec(false).name() == "megamoe_dispatch_rows_fp8x128f_bc0");
   CHECK(stage1_mma_spec(situv2(), 16, 3584, false).name() == "megamoe_stage1_mma_situv2_bm16_bw128_s8_bc0");
   CHECK(stage2_mma_spec(128, 3072, CombineWire::fp8_blockwise_1x32, true).name() ==
         "megamoe_stage2_mma_bm128_bw128_s4_fp8x32_bc1");
@@ -87,7 +87,7 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
                                  "megamoe_stage2_mma_bm128_bw128_s4_bf16_bc0", "megamoe_combine_bf16"});
   // Hopper: as many stages as fit beside the scale/epilogue region.
   CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::hopper)) ==
-        std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8x256f_bc0",
+        std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8x128f_bc0",
                                  "megamoe_stage1_wgmma_situv2_bm16_bw128_s9_b2_bc0",
                                  "megamoe_stage2_wgmma_bm16_bw128_s9_b2_bf16_bc0", "megamoe_combine_bf16"});
   for (int b : {8, 4096}) {
@@ -161,11 +161,6 @@ TEST_CASE("the kernel path follows the backend, the arch and the shape", "[codeg
   CHECK(resolve_path(KernelPath::portable, kimi, BackendKind::cuda, "sm_90a") == KernelPath::portable);
   CHECK_THROWS_WITH(resolve_path(KernelPath::tensor_core, odd, BackendKind::cuda, "sm_90a"),
                     Catch::Contains("model_dim 192"));
-  // The Hopper kernels' x blocks of 256 span two chunks: model_dim 384 takes the tensor-core ones.
-  ModelShape d384{8, 384, 256, 2};
-  CHECK(resolve_path(KernelPath::automatic, d384, BackendKind::cuda, "sm_90a") == KernelPath::tensor_core);
-  CHECK_THROWS_WITH(resolve_path(KernelPath::hopper, d384, BackendKind::cuda, "sm_90a"),
-                    Catch::Contains("model_dim of 256") && Catch::Contains("model_dim 384"));
 }
 
 TEST_CASE("automatic keeps an fp8 combine wire off the Hopper kernels", "[codegen]") {
