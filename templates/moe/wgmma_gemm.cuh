@@ -73,6 +73,9 @@ struct WgmmaGemm {
   // hold both. (Two chunks' wgmma in flight, promoting the older meanwhile, made ptxas serialise
   // the wgmma: measured no faster.)
   static constexpr bool kOverlap = BN * S < 256;
+  // Small tiles at one block per SM also keep two chunks' wgmma in flight, where the registers
+  // hold a second set of partial sums: the older chunk is promoted while the newer one runs.
+  static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN * S <= 80;
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 160, "BN: a multiple of 16 tokens up to 160");
   static_assert(S == 1 || S == 2, "one or two activation scales per 128 k");
 
@@ -249,9 +252,46 @@ struct WgmmaGemm {
     u32 a0[4][4], a1[4][4];
     mbar_wait(full(smem, ps.index), ps.phase);
     load_fragments(stage(smem, ps.index), warp, lane, a0);
+    if constexpr (kTwoInFlight) {
+      consume_pairs(smem, warp, lane, chunks, ps, a0, a1, acc);
+      return;
+    }
     for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
       step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
       if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
+    }
+  }
+
+  // kTwoInFlight: chunks in pairs (K / 128 even), the second's wgmma started before the first is
+  // promoted. Every pair ends with all its wgmma waited for: a group left in flight across the
+  // loop's back edge makes ptxas serialise the wgmma (C7514). a0 holds the first chunk's
+  // fragments on entry.
+  MM_DEVICE static void consume_pairs(u8* smem, int warp, int lane, int chunks, Ring<kStages>& ps, u32 (&a0)[4][4],
+                                      u32 (&a1)[4][4], float (&acc)[NT][4]) {
+    float p0[S][NT][4], p1[S][NT][4];
+    for (int chunk = 0; chunk < chunks; chunk += 2) {
+      Ring<kStages> second = ps, after = ps;
+      second.advance();
+      after.advance(), after.advance();
+      u8* st0 = stage(smem, ps.index);
+      u8* st1 = stage(smem, second.index);
+      issue(st0, a0, p0);
+      mbar_wait(full(smem, second.index), second.phase);
+      load_fragments(st1, warp, lane, a1);
+      issue(st1, a1, p1);
+      wg_wait<1>();
+      fence_partials(p0);
+      promote(acc, p0, st0, lane & 3);
+      release(smem, lane, ps.index);
+      if (chunk + 2 < chunks) {
+        mbar_wait(full(smem, after.index), after.phase);
+        load_fragments(stage(smem, after.index), warp, lane, a0);
+      }
+      wg_wait<0>();
+      fence_partials(p1);
+      promote(acc, p1, st1, lane & 3);
+      release(smem, lane, second.index);
+      ps = after;
     }
   }
 
