@@ -11,9 +11,10 @@
 // per 8 values, block exponent folded in). A chunk's partial sums, one set per activation scale
 // block (kScaleBlocks per 128 k: x has one, h two), are scaled by those scales and added to the
 // accumulators (the weights' row scales are left to the epilogue); `empty` barriers hand the
-// stages back. At the end of a tile the consumers stash their sums (scaled) in the shared output
-// region and go on to the next tile; warpgroup 0's other three warps (the storers) finish the
-// epilogue from there (activation, quantization, stores), overlapped with the next tile's wgmma.
+// stages back. At the end of a tile the consumers stash their sums (scaled; Stage1's with the
+// activation applied) in the shared output region and go on to the next tile; warpgroup 0's
+// other three warps (the storers) finish the epilogue from there (quantization, stores),
+// overlapped with the next tile's wgmma.
 // Producer, consumers and storers walk the same tiles and chunks, so one running stage index
 // keeps them in step across tiles, and the producer runs ahead into the next tile.
 #pragma once
