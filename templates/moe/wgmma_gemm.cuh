@@ -218,6 +218,20 @@ struct WgmmaGemm {
     if (lane == 0) mbar_arrive(empty(smem, s));
   }
 
+  // Waits for stage r's copies and converts its fragments.
+  MM_DEVICE static void fetch(u8* smem, const Ring<kStages>& r, int warp, int lane, u32 (&a)[4][4]) {
+    mbar_wait(full(smem, r.index), r.phase);
+    load_fragments(stage(smem, r.index), warp, lane, a);
+  }
+
+  // Once the wgmma writing p are waited for: p promoted into acc (the scales from st, stage s),
+  // the stage handed back.
+  MM_DEVICE static void retire(u8* smem, int lane, const u8* st, int s, float (&p)[S][NT][4], float (&acc)[NT][4]) {
+    fence_partials(p);
+    promote(acc, p, st, lane & 3);
+    release(smem, lane, s);
+  }
+
   // One chunk in flight. With kOverlap the next chunk's fragments are converted meanwhile; else
   // they wait for the promotion (the other consumer warpgroup's wgmma fill the gap).
   MM_DEVICE static void step(u8* smem, int warp, int lane, bool has_next, Ring<kStages>& ps, const u32 (&a)[4][4],
@@ -227,18 +241,10 @@ struct WgmmaGemm {
     issue(st, a, p);
     Ring<kStages> next = ps;
     next.advance();
-    if (kOverlap && has_next) {
-      mbar_wait(full(smem, next.index), next.phase);
-      load_fragments(stage(smem, next.index), warp, lane, a_next);
-    }
+    if (kOverlap && has_next) fetch(smem, next, warp, lane, a_next);
     wg_wait<0>();
-    fence_partials(p);
-    promote(acc, p, st, lane & 3);
-    release(smem, lane, ps.index);
-    if (!kOverlap && has_next) {
-      mbar_wait(full(smem, next.index), next.phase);
-      load_fragments(stage(smem, next.index), warp, lane, a_next);
-    }
+    retire(smem, lane, st, ps.index, p, acc);
+    if (!kOverlap && has_next) fetch(smem, next, warp, lane, a_next);
     ps = next;
   }
 
@@ -251,8 +257,7 @@ struct WgmmaGemm {
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
     u32 a0[4][4], a1[4][4];
-    mbar_wait(full(smem, ps.index), ps.phase);
-    load_fragments(stage(smem, ps.index), warp, lane, a0);
+    fetch(smem, ps, warp, lane, a0);
     if constexpr (kTwoInFlight) {
       consume_pairs(smem, warp, lane, chunks, ps, a0, a1, acc);
       return;
@@ -277,21 +282,13 @@ struct WgmmaGemm {
       u8* st0 = stage(smem, ps.index);
       u8* st1 = stage(smem, second.index);
       issue(st0, a0, p0);
-      mbar_wait(full(smem, second.index), second.phase);
-      load_fragments(st1, warp, lane, a1);
+      fetch(smem, second, warp, lane, a1);
       issue(st1, a1, p1);
       wg_wait<1>();
-      fence_partials(p0);
-      promote(acc, p0, st0, lane & 3);
-      release(smem, lane, ps.index);
-      if (chunk + 2 < chunks) {
-        mbar_wait(full(smem, after.index), after.phase);
-        load_fragments(stage(smem, after.index), warp, lane, a0);
-      }
+      retire(smem, lane, st0, ps.index, p0, acc);
+      if (chunk + 2 < chunks) fetch(smem, after, warp, lane, a0);
       wg_wait<0>();
-      fence_partials(p1);
-      promote(acc, p1, st1, lane & 3);
-      release(smem, lane, second.index);
+      retire(smem, lane, st1, second.index, p1, acc);
       ps = after;
     }
   }
