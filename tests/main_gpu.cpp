@@ -1,5 +1,6 @@
 // The GPU suite's main: where no GPU is present every test says so and exits 77, which ctest
-// reports as skipped (never as passed).
+// reports as skipped (never as passed). `--write-configs DIR` (no GPU needed) writes the configs
+// the suite runs besides the built-in ones, so that their kernels can be precompiled.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -7,8 +8,14 @@
 #include <string>
 
 #include "megamoe/device.hpp"
+#include "runtime/test_config_variants.hpp"
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--write-configs") {
+    megamoe::test::write_config_variants(argv[2]);
+    for (const auto& v : megamoe::test::config_variants()) std::printf("%s/%s.json\n", argv[2], v.name.c_str());
+    return 0;
+  }
   bool listing = false;
   for (int i = 1; i < argc; ++i) listing |= std::string(argv[i]).rfind("--list", 0) == 0;
   std::string why;

@@ -2,7 +2,8 @@
 # One call on a lent GPU machine: the GPU tests, the layer runs with checks (stage times
 # included), and (unless the first argument is "quick") the portable path's times, the kernels'
 # resources and cold-compile versus cache-hit times. Binaries are built on the CPU machine and
-# kernels precompiled there into .megamoe-cache/; docs/perf-notes.md says how it is invoked.
+# kernels precompiled there into .megamoe-cache/ (tools/precompile/gpu_session_cache.sh);
+# docs/perf-notes.md says how it is invoked.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

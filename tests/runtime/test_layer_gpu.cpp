@@ -5,38 +5,26 @@
 
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <cstring>
 #include <random>
 
-#include "codegen/embedded_files.hpp"
 #include "common/workload.hpp"
 #include "formats/formats.hpp"
 #include "reference/moe_reference.hpp"
 #include "megamoe/megamoe.hpp"
+#include "runtime/test_config_variants.hpp"
 #include "support/test_support.hpp"
 
 using namespace megamoe;
-using json = nlohmann::json;
 
 namespace {
 
 constexpr double kExactBar = 0.06, kEmulatedBar = 5e-3;
 
-// A built-in config with some fields replaced, written under a new name; returns its path.
-std::string variant(const std::string& base, const std::string& name, const json& patch) {
+// One of runtime/test_config_variants.hpp's configs, written to a folder of the run; its path.
+std::string variant(const std::string& name) {
   static test::TempDir dir;
-  for (auto& f : embedded::configs())
-    if (f.path == base + ".json") {
-      json doc = json::parse(f.text);
-      doc.merge_patch(patch);
-      doc["name"] = name;
-      auto path = dir.path() / (name + ".json");
-      test::write_text(path, doc.dump(2));
-      return path.string();
-    }
-  FAIL("no built-in config " << base);
-  return {};
+  return test::write_config_variant(dir.path(), name);
 }
 
 // Weights are generated once per shape (Kimi-K3's are 2 GB).
@@ -157,14 +145,11 @@ TEST_CASE("the Hopper and tensor-core paths agree with the portable one on the s
 }
 
 TEST_CASE("Kimi-K3 shape, silu", "[gpu][silu]") {
-  run_cases(variant("kimi_k3_a8w4", "kimi_silu", {{"activation", {{"kind", "silu"}, {"beta", nullptr}, {"linear_beta", nullptr}}}}),
-            kKimiSizes);
+  run_cases(variant("kimi_silu"), kKimiSizes);
 }
 
 TEST_CASE("Kimi-K3 shape, swiglu (limit 7)", "[gpu][swiglu]") {
-  run_cases(variant("kimi_k3_a8w4", "kimi_swiglu",
-                    {{"activation", {{"kind", "swiglu"}, {"limit", 7.0}, {"beta", nullptr}, {"linear_beta", nullptr}}}}),
-            kKimiSizes);
+  run_cases(variant("kimi_swiglu"), kKimiSizes);
 }
 
 TEST_CASE("generic_a8w4", "[gpu][silu]") { run_cases("generic_a8w4", {{1}, {64}, {4096}}); }
@@ -178,12 +163,11 @@ TEST_CASE("bad ids are skipped and reported, nothing else changes", "[gpu][situv
 }
 
 TEST_CASE("fp8 blockwise combine wire", "[gpu][situv2]") {
-  run_cases(variant("kimi_k3_a8w4", "kimi_fp8wire", {{"bucket_defaults", {{"combine_wire", "fp8_blockwise_1x32"}}}}),
-            {{8}, {1024}});
+  run_cases(variant("kimi_fp8wire"), {{8}, {1024}});
 }
 
 TEST_CASE("the checked build gives the same results and reports no violation", "[gpu][situv2]") {
-  run_cases(variant("kimi_k3_a8w4", "kimi_checked", {{"bucket_defaults", {{"bounds_check", true}}}}), {{1}, {777}});
+  run_cases(variant("kimi_checked"), {{1}, {777}});
 }
 
 TEST_CASE("prepared weights hold the checkpoint bytes (layout v1)", "[gpu]") {

@@ -84,3 +84,24 @@ TEST_CASE("precompile twice: first compiles, second all hits", "[cli][silu]") {
   Result dry = precompile(dir.path().string(), "--config generic_a8w4 --all --dry-run");
   CHECK(count(dry.out, "cached") == 6);
 }
+
+// The GPU suite's extra configs, written without a GPU, are configs precompile takes.
+TEST_CASE("the GPU suite writes its config variants, and precompile lists their kernels", "[cli]") {
+  test::TempDir dir;
+  std::string out;
+  REQUIRE(test::run_command("'" MEGAMOE_GPU_TESTS_EXE "' --write-configs '" + dir.path().string() + "/cfg'", out) == 0);
+  INFO(out);
+  CHECK(count(out, R"(/cfg/kimi_\w+\.json\n)") == 4);
+  for (const char* name : {"kimi_silu", "kimi_swiglu", "kimi_fp8wire", "kimi_checked"}) {
+    const std::string path = dir.path().string() + "/cfg/" + name + ".json";
+    Result list = precompile(dir.path().string(), "--config '" + path + "' --all --list --path hopper");
+    INFO(list.out);
+    CHECK(list.status == 0);
+    CHECK_THAT(list.out, Catch::Contains(std::string("config ") + name));
+  }
+  Result silu = precompile(dir.path().string(), "--config '" + dir.path().string() + "/cfg/kimi_silu.json' --all --list");
+  CHECK_THAT(silu.out, Catch::Contains("megamoe_stage1_wgmma_silu_bm160"));
+  Result checked =
+      precompile(dir.path().string(), "--config '" + dir.path().string() + "/cfg/kimi_checked.json' --all --list");
+  CHECK_THAT(checked.out, Catch::Contains("_bc1"));
+}

@@ -1,0 +1,44 @@
+#include "runtime/test_config_variants.hpp"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "codegen/embedded_files.hpp"
+#include "support/test_support.hpp"
+
+namespace megamoe::test {
+
+const std::vector<ConfigVariant>& config_variants() {
+  static const std::vector<ConfigVariant> v = {
+      {"kimi_silu", "kimi_k3_a8w4", R"({"activation": {"kind": "silu", "beta": null, "linear_beta": null}})"},
+      {"kimi_swiglu", "kimi_k3_a8w4",
+       R"({"activation": {"kind": "swiglu", "limit": 7.0, "beta": null, "linear_beta": null}})"},
+      {"kimi_fp8wire", "kimi_k3_a8w4", R"({"bucket_defaults": {"combine_wire": "fp8_blockwise_1x32"}})"},
+      {"kimi_checked", "kimi_k3_a8w4", R"({"bucket_defaults": {"bounds_check": true}})"},
+  };
+  return v;
+}
+
+std::string write_config_variant(const std::filesystem::path& dir, const std::string& name) {
+  for (const ConfigVariant& v : config_variants()) {
+    if (v.name != name) continue;
+    for (auto& f : embedded::configs())
+      if (f.path == v.base + ".json") {
+        nlohmann::json doc = nlohmann::json::parse(f.text);
+        doc.merge_patch(nlohmann::json::parse(v.json_patch));
+        doc["name"] = v.name;
+        const auto path = dir / (v.name + ".json");
+        write_text(path, doc.dump(2));
+        return path.string();
+      }
+    throw std::runtime_error("config variant " + name + ": no built-in config " + v.base);
+  }
+  throw std::runtime_error("no config variant " + name);
+}
+
+void write_config_variants(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  for (const ConfigVariant& v : config_variants()) write_config_variant(dir, v.name);
+}
+
+}  // namespace megamoe::test
