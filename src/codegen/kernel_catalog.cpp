@@ -275,10 +275,10 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
   s.preamble = a.preamble;
   s.params = hopper_params(true);
   s.body = fmt::format(
-      "megamoe::stage1_wgmma<{}, {}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, w1_words, "
-      "w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_pad, rows_capacity, tokens, "
-      "errors);",
-      a.type, bm, stages, per_sm, bounds_check ? "true" : "false");
+      "megamoe::stage1_wgmma<{}, {}, {}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, "
+      "w1_words, w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_pad, rows_capacity, "
+      "tokens, errors);",
+      a.type, bm, stages, per_sm, hopper_smem(bm, 1), bounds_check ? "true" : "false");
   s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
   s.min_blocks = per_sm;
   s.shared_bytes = hopper_smem(bm, 1);
@@ -295,10 +295,10 @@ KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check) {
   s.includes = {"moe/stage2_wgmma.cuh"};
   s.params = hopper_params(false);
   s.body = fmt::format(
-      "megamoe::stage2_wgmma<{}, {}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, row_weight, "
-      "w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_pad, rows_capacity, "
-      "slots, errors);",
-      bm, stages, per_sm, wire_code(wire), bounds_check ? "true" : "false");
+      "megamoe::stage2_wgmma<{}, {}, {}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, "
+      "row_weight, w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_pad, "
+      "rows_capacity, slots, errors);",
+      bm, stages, per_sm, hopper_smem(bm, 2), wire_code(wire), bounds_check ? "true" : "false");
   s.threads = 384;
   s.min_blocks = per_sm;
   s.shared_bytes = hopper_smem(bm, 2);

@@ -15,7 +15,9 @@ namespace megamoe {
 // kernel_catalog.cpp mirrors it).
 constexpr int kStage1RegionLd = 68;
 
-template <class Act, int BN, int kStages, int kBlocksPerSM, bool kCheck>
+// kSharedBytes: the dynamic shared memory the launch gives (src/codegen/kernel_catalog.cpp's
+// hopper_smem), checked here against what the pipeline and the region take.
+template <class Act, int BN, int kStages, int kBlocksPerSM, int kSharedBytes, bool kCheck>
 MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* expert_offsets, const int* tile_offsets,
                             const int* row_token, const u8* w1_words, const signed char* w1_exps,
                             const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q,
@@ -33,6 +35,8 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
   // scales applied), at 8 * warp + g for a consumer warp's slab (moe/wgmma_gemm.cuh); 68 keeps
   // the consumers' writes free of bank conflicts and the storers' rows 16-byte aligned.
   constexpr int kLd = kStage1RegionLd;
+  static_assert(1023 + Gemm::kPipelineBytes + BN * kLd * 4 <= kSharedBytes,
+                "the catalog's shared memory holds the alignment slack, the stages and the region");
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
         smem, walk, x_q, x_scales, rows_pad, model_dim, w1_words, w1_exps, rows_e * model_dim / 2,

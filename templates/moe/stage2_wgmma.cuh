@@ -13,7 +13,9 @@ namespace megamoe {
 // padding (src/codegen/kernel_catalog.cpp mirrors it).
 constexpr int kStage2RegionLd = 132;
 
-template <int BN, int kStages, int kBlocksPerSM, int kWire, bool kCheck>
+// kSharedBytes: the dynamic shared memory the launch gives (src/codegen/kernel_catalog.cpp's
+// hopper_smem), checked here against what the pipeline and the region take.
+template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck>
 MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* expert_offsets, const int* tile_offsets,
                             const int* row_slot, const float* row_weight, const u8* w2_words,
                             const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim,
@@ -32,6 +34,8 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
   // weights applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8). 132: the
   // consumers' writes fall in 32 different banks, and the storers read 16-byte pieces.
   constexpr int kLd = kStage2RegionLd;
+  static_assert(1023 + Gemm::kPipelineBytes + BN * kLd * 4 <= kSharedBytes,
+                "the catalog's shared memory holds the alignment slack, the stages and the region");
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
         smem, walk, h_q, h_scales, rows_pad, inter_dim, w2_words, w2_exps, rows_e * inter_dim / 2,
