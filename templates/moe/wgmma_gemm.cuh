@@ -71,11 +71,11 @@ struct WgmmaGemm {
   static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
   static constexpr int NT = BN / 8, S = kScaleBlocks;
   // While one chunk's wgmma run, the next chunk's fragments are converted where the registers
-  // hold both. (Two chunks' wgmma in flight, promoting the older meanwhile, made ptxas serialise
-  // the wgmma: measured no faster.)
+  // hold both.
   static constexpr bool kOverlap = BN * S < 256;
   // Small tiles at one block per SM also keep two chunks' wgmma in flight, where the registers
-  // hold a second set of partial sums: the older chunk is promoted while the newer one runs.
+  // hold a second set of partial sums: the older chunk is promoted while the newer one runs
+  // (consume_pairs; groups left in flight across the loop's back edge made ptxas serialise them).
   static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN * S <= 80;
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 160, "BN: a multiple of 16 tokens up to 160");
   static_assert(S == 1 || S == 2, "one or two activation scales per 128 k");
