@@ -203,9 +203,9 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
   return s;
 }
 
-// Hopper (WgmmaGemm's layout): alignment slack, the barriers and the TileInfo ring, the converted
-// weights' buffers, the epilogue region, and as many 1024-aligned stages (activations, weight
-// words, exponents, scales) as fit, at most 12.
+// Hopper (WgmmaGemm's layout): alignment slack, the barriers and the TileInfo ring, the epilogue
+// region, and as many 1024-aligned stages (activations, weight words, exponents, scales) as fit,
+// at most 12.
 namespace {
 int round_kb(int bytes) { return (bytes + 1023) / 1024 * 1024; }
 int hopper_stage_bytes(int bm) { return round_kb(bm * 128 + 8 * 1024 + 8 * 64 + bm * 16); }
@@ -214,7 +214,7 @@ int hopper_fixed_bytes(int bm, int stage) {
   // The epilogue region: Stage1 h [bm][68] floats (kStage1RegionLd), Stage2 [bm][132]
   // (kStage2RegionLd).
   const int ld = stage == 1 ? 68 : 132;
-  return 1024 + head + hopper_converted(bm, stage) * 128 * 128 + bm * ld * 4;
+  return 1024 + head + bm * ld * 4;
 }
 constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 160 x 4)
 }  // namespace
@@ -222,14 +222,6 @@ constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row lis
 int hopper_bm(int config_bm, int stage) { return std::min(config_bm, stage == 1 ? kHopperMaxBm1 : kHopperMaxBm2); }
 
 int hopper_blocks_per_sm(int bm, int stage) { return bm <= (stage == 1 ? 48 : 32) ? 2 : 1; }
-
-int hopper_converted(int bm, int stage) {
-  if (hopper_blocks_per_sm(bm, stage) != 1) return 0;  // small tiles: the consumers convert
-  // Four buffers (the converters two chunks ahead) where the consumers' registers hold two sets
-  // of partial sums beside the accumulators (WgmmaGemm::kTwoInFlight), else two.
-  const int scale_blocks = stage == 1 ? 1 : 2;
-  return bm / 2 * (1 + 2 * scale_blocks) <= 168 ? 4 : 2;
-}
 
 int hopper_stages(int bm, int stage) {
   // An SM's 228 KB, less 1 KB the system keeps per block, shared by its blocks.
@@ -243,10 +235,6 @@ int hopper_smem(int bm, int stage) {
 }
 
 namespace {
-// WgmmaGemm::kThreads: a producer and two consumer warpgroups, and the converters where there are
-// converted buffers.
-int hopper_threads(int converted) { return converted > 0 ? 512 : 384; }
-
 std::string hopper_params(bool stage1) {
   return stage1 ? "const megamoe::u8* x_q, const float* x_scales, const int* expert_offsets, "
                   "const int* tile_offsets, const int* row_token, const megamoe::u8* w1_words, "
@@ -281,23 +269,17 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
   KernelSpec s;
   s.family = "stage1_wgmma";
   const int per_sm = hopper_blocks_per_sm(bm, 1);
-  const int converted = hopper_converted(bm, 1);
-  s.name_parts = {a.tag,
-                  fmt::format("bm{}", bm),
-                  fmt::format("bw{}", kTensorCoreWeightRows),
-                  fmt::format("s{}", stages),
-                  fmt::format("b{}", per_sm),
-                  fmt::format("cv{}", converted),
-                  bc_tag(bounds_check)};
+  s.name_parts = {a.tag,  fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
+                  fmt::format("s{}", stages), fmt::format("b{}", per_sm), bc_tag(bounds_check)};
   s.includes = {"moe/stage1_wgmma.cuh"};
   s.preamble = a.preamble;
   s.params = hopper_params(true);
   s.body = fmt::format(
-      "megamoe::stage1_wgmma<{}, {}, {}, {}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, "
+      "megamoe::stage1_wgmma<{}, {}, {}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, "
       "w1_words, w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_pad, rows_capacity, "
       "tokens, errors);",
-      a.type, bm, stages, per_sm, converted, hopper_smem(bm, 1), bounds_check ? "true" : "false");
-  s.threads = hopper_threads(converted);
+      a.type, bm, stages, per_sm, hopper_smem(bm, 1), bounds_check ? "true" : "false");
+  s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
   s.min_blocks = per_sm;
   s.shared_bytes = hopper_smem(bm, 1);
   return s;
@@ -308,22 +290,16 @@ KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check) {
   KernelSpec s;
   s.family = "stage2_wgmma";
   const int per_sm = hopper_blocks_per_sm(bm, 2);
-  const int converted = hopper_converted(bm, 2);
-  s.name_parts = {fmt::format("bm{}", bm),
-                  fmt::format("bw{}", kTensorCoreWeightRows),
-                  fmt::format("s{}", stages),
-                  fmt::format("b{}", per_sm),
-                  fmt::format("cv{}", converted),
-                  wire_tag(wire),
-                  bc_tag(bounds_check)};
+  s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows), fmt::format("s{}", stages),
+                  fmt::format("b{}", per_sm), wire_tag(wire), bc_tag(bounds_check)};
   s.includes = {"moe/stage2_wgmma.cuh"};
   s.params = hopper_params(false);
   s.body = fmt::format(
-      "megamoe::stage2_wgmma<{}, {}, {}, {}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, "
+      "megamoe::stage2_wgmma<{}, {}, {}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, "
       "row_weight, w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_pad, "
       "rows_capacity, slots, errors);",
-      bm, stages, per_sm, converted, hopper_smem(bm, 2), wire_code(wire), bounds_check ? "true" : "false");
-  s.threads = hopper_threads(converted);
+      bm, stages, per_sm, hopper_smem(bm, 2), wire_code(wire), bounds_check ? "true" : "false");
+  s.threads = 384;
   s.min_blocks = per_sm;
   s.shared_bytes = hopper_smem(bm, 2);
   return s;

@@ -72,10 +72,6 @@ int hopper_bm(int config_bm, int stage);
 // Blocks per SM of a stage's (1 or 2) kernel: 2 for token tiles up to 48 (Stage1) or 32 (Stage2,
 // whose two partial sums per chunk take more of the halved registers): more warps to hide latencies.
 int hopper_blocks_per_sm(int bm, int stage);
-// Converted-weight buffers of a stage's kernel (0: no converter warpgroup, the consumers convert
-// the weights into registers; else a fourth warpgroup converts them into shared memory): 0 at two
-// blocks per SM, 4 where the consumers keep two chunks in flight, else 2.
-int hopper_converted(int bm, int stage);
 int hopper_stages(int bm, int stage);
 int hopper_smem(int bm, int stage);
 // dispatch_rows(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, rows_pad,

@@ -15,15 +15,14 @@ namespace megamoe {
 // kernel_catalog.cpp mirrors it).
 constexpr int kStage1RegionLd = 68;
 
-// kConverted: converted-weight buffers for a converter warpgroup (0: none; moe/wgmma_gemm.cuh).
 // kSharedBytes: the dynamic shared memory the launch gives (src/codegen/kernel_catalog.cpp's
 // hopper_smem), checked here against what the pipeline and the region take.
-template <class Act, int BN, int kStages, int kBlocksPerSM, int kConverted, int kSharedBytes, bool kCheck>
+template <class Act, int BN, int kStages, int kBlocksPerSM, int kSharedBytes, bool kCheck>
 MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* expert_offsets, const int* tile_offsets,
                             const int* row_token, const u8* w1_words, const signed char* w1_exps,
                             const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q,
                             float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, 1, kConverted>;  // x: one scale per 128 k
+  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, 1>;  // x: one scale per 128 k
   extern __shared__ u8 smem_raw[];
   __shared__ int a_rows[BN];  // tile_rows' row of x per column: unused, x comes routed
   int* scratch = a_rows;  // the lambdas below capture by value: a pointer, not the array
@@ -71,8 +70,6 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
             }
           }
         });
-  } else if (kConverted > 0 && Gemm::warpgroup() == 3) {
-    Gemm::run_converters(smem, walk.total, model_dim);
   } else {
     // The consumers take the activation: each thread holds a gate sum and its up sum (rows g and
     // g + 8 of its warp's slab), so h needs no trip through shared memory in between, and the

@@ -13,16 +13,15 @@ namespace megamoe {
 // padding (src/codegen/kernel_catalog.cpp mirrors it).
 constexpr int kStage2RegionLd = 132;
 
-// kConverted: converted-weight buffers for a converter warpgroup (0: none; moe/wgmma_gemm.cuh).
 // kSharedBytes: the dynamic shared memory the launch gives (src/codegen/kernel_catalog.cpp's
 // hopper_smem), checked here against what the pipeline and the region take.
-template <int BN, int kStages, int kBlocksPerSM, int kConverted, int kSharedBytes, int kWire, bool kCheck>
+template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck>
 MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* expert_offsets, const int* tile_offsets,
                             const int* row_slot, const float* row_weight, const u8* w2_words,
                             const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim,
                             int inter_dim, void* wire, u8* wire_scales, int rows_pad, int rows_capacity, int slots,
                             int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, 2, kConverted>;  // h: one scale per 64 k
+  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, 2>;  // h: one scale per 64 k
   extern __shared__ u8 smem_raw[];
   __shared__ int a_rows[BN];  // tile_rows' routed row per column: unused, the tile's rows are contiguous
   int* scratch = a_rows;  // the lambdas below capture by value: a pointer, not the array
@@ -63,10 +62,6 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
                                                         wire_scales, model_dim / 32, col0, stid);
           }
         });
-    return;
-  }
-  if (kConverted > 0 && Gemm::warpgroup() == 3) {
-    Gemm::run_converters(smem, walk.total, inter_dim);
     return;
   }
   Gemm::run_consumers(smem, walk.total, inter_dim,

@@ -15,12 +15,8 @@
 // activation applied) in the shared output region and go on to the next tile; warpgroup 0's
 // other three warps (the storers) finish the epilogue from there (quantization, stores),
 // overlapped with the next tile's wgmma.
-// With kConverted > 0 a fourth warpgroup (the converters) turns each chunk's weights into e4m3 rows
-// of one of kConverted buffers in shared memory, in the wgmma's layout, and the consumers' wgmma
-// take both operands from shared memory: the conversion leaves the consumers' chain of
-// instructions, and the registers its fragments took hold a second set of partial sums.
-// Producer, converters, consumers and storers walk the same tiles and chunks, so one running
-// stage index keeps them in step across tiles, and the producer runs ahead into the next tile.
+// Producer, consumers and storers walk the same tiles and chunks, so one running stage index
+// keeps them in step across tiles, and the producer runs ahead into the next tile.
 #pragma once
 #include "common/e2m1_to_e4m3.cuh"
 #include "common/numerics.cuh"
@@ -59,54 +55,41 @@ struct TileInfo {
 };
 
 // kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
-// the latencies of a chunk, with the registers and shared memory halved. kConverted: the number
-// of converted-weight buffers (16 KB each) with a converter warpgroup; 0 for none.
-template <int BN, int kStages, int kBlocksPerSM, int kScaleBlocks, int kConverted>
+// the latencies of a chunk, with the registers and shared memory halved.
+template <int BN, int kStages, int kBlocksPerSM, int kScaleBlocks>
 struct WgmmaGemm {
-  static constexpr int kProducers = 128, kConsumers = 256, kRows = 128;
-  static constexpr int kConverters = kConverted > 0 ? 128 : 0;
-  static constexpr int kThreads = kProducers + kConsumers + kConverters;
+  static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128;
   static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
   // TileInfo entries: the filler (and so the producer's copies) runs up to three tiles ahead of
   // the storers; with two it waited for the storers at every tile and the consumers then waited
   // for the next tile's first chunks.
   static constexpr int kInfos = 4;
-  // 128 x kProducerRegs + 128 x kConverterRegs + 256 x kConsumerRegs <= kThreads x the launch
-  // bound's registers (168 or 80 at 384 threads, 128 or 64 at 512): setmaxnreg.inc takes from
-  // what .dec gave back. (At 32 the producers spill a few values per tile, none in the chunk loop.)
+  // 128 x kProducerRegs + 256 x kConsumerRegs <= 384 x the launch bound's registers (168 or 80):
+  // setmaxnreg.inc takes from what .dec gave back. (At 32 the producers spill a few values per
+  // tile, none in the chunk loop.)
   static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
-  static constexpr int kConverterRegs = kBlocksPerSM == 1 ? 56 : 40;
-  static constexpr int kConsumerRegs = kConverted > 0 ? (kBlocksPerSM == 1 ? 208 : 88) : (kBlocksPerSM == 1 ? 232 : 104);
-  static_assert(kProducers * kProducerRegs + kConverters * kConverterRegs + kConsumers * kConsumerRegs <=
-                    65536 / kBlocksPerSM,
-                "the roles' registers fit the SM's share of the block");
+  static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
   static constexpr int NT = BN / 8, S = kScaleBlocks;
   // While one chunk's wgmma run, the next chunk's fragments are converted where the registers
   // hold both.
   static constexpr bool kOverlap = BN * S < 256;
-  // Two chunks' wgmma in flight, where the registers hold a second set of partial sums: the
-  // older chunk is promoted while the newer one runs (chunks in pairs: groups left in flight
-  // across the loop's back edge made ptxas serialise them). Without converters, the fragments
-  // take registers too: small tiles at one block per SM only. With them, the buffers let the
-  // converters work two chunks ahead (the catalog gives four buffers where the sums fit).
-  static constexpr bool kTwoInFlight = kConverted > 0 ? kConverted >= 4 : kBlocksPerSM == 1 && BN * S <= 80;
-  static_assert(kConverted == 0 || kConverted >= 2, "converters need two buffers to work ahead");
-  static_assert(kConverted < 4 || BN / 2 * (1 + 2 * S) <= 168, "two sets of partial sums fit the consumers' registers");
+  // Small tiles at one block per SM also keep two chunks' wgmma in flight, where the registers
+  // hold a second set of partial sums: the older chunk is promoted while the newer one runs
+  // (consume_pairs; groups left in flight across the loop's back edge made ptxas serialise them).
+  static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN * S <= 80;
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 160, "BN: a multiple of 16 tokens up to 160");
   static_assert(S == 1 || S == 2, "one or two activation scales per 128 k");
 
   // Shared memory (from a 1024-aligned base): the barriers (512 bytes) and the TileInfo ring, then kStages
   // stages of [activations BN x 128 B, swizzled][weight words 8 x 1 KB][exponents 8 x 64 B]
-  // [activation scales BN x 4 f32 (2 used)], each stage 1024-aligned as the swizzle needs, then
-  // kConverted buffers of converted weights (128 rows x 128 B, swizzled like the activations), then
-  // the epilogue region. src/codegen/kernel_catalog.cpp mirrors the sizes.
+  // [activation scales BN x 4 f32 (2 used)], each stage 1024-aligned as the swizzle needs, then the
+  // epilogue region. src/codegen/kernel_catalog.cpp mirrors the sizes.
   static constexpr int kActBytes = BN * 128, kWordBytes = 8 * 1024, kExpBytes = 8 * 64, kScaleBytes = BN * 16;
   static constexpr int kWordsAt = kActBytes, kExpsAt = kWordsAt + kWordBytes, kScalesAt = kExpsAt + kExpBytes;
   static constexpr int kStageBytes = (kScalesAt + kScaleBytes + 1023) / 1024 * 1024;
   static constexpr int kHeadBytes = (512 + kInfos * int(sizeof(TileInfo<BN>)) + 1023) / 1024 * 1024;
-  static constexpr int kConvertedBytes = kRows * 128;
-  static constexpr int kPipelineBytes = kHeadBytes + kStages * kStageBytes + kConverted * kConvertedBytes;
-  static_assert(2 * kStages + 2 * kInfos + 2 + 4 * kConverted <= 64, "barriers fit their 512 bytes");
+  static constexpr int kPipelineBytes = kHeadBytes + kStages * kStageBytes;
+  static_assert(2 * kStages + 2 * kInfos + 2 <= 64, "barriers fit their 512 bytes");
 
   MM_DEVICE static u8* align(u8* raw) {
     const u32 a = sm_addr(raw);
@@ -120,39 +103,17 @@ struct WgmmaGemm {
   }
   MM_DEVICE static u64* out_full(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos; }
   MM_DEVICE static u64* out_empty(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos + 1; }
-  // A converted buffer's halves have their own barriers, one pair per consumer warpgroup: the
-  // two consumer warpgroups take turns on the tensor cores, and a shared barrier would hold the
-  // earlier one back until the later one is done with the buffer.
-  MM_DEVICE static u64* converted_full(u8* smem, int b, int wg) {
-    return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos + 2 + 2 * b + wg;
-  }
-  MM_DEVICE static u64* converted_empty(u8* smem, int b, int wg) {
-    return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos + 2 + 2 * kConverted + 2 * b + wg;
-  }
-  MM_DEVICE static u8* converted(u8* smem, int b) {
-    return smem + kHeadBytes + kStages * kStageBytes + b * kConvertedBytes;
-  }
   MM_DEVICE static TileInfo<BN>* info(u8* smem, int b) { return reinterpret_cast<TileInfo<BN>*>(smem + 512) + b; }
   MM_DEVICE static u8* stage(u8* smem, int s) { return smem + kHeadBytes + s * kStageBytes; }
   MM_DEVICE static float* region(u8* smem) { return reinterpret_cast<float*>(smem + kPipelineBytes); }
-
-  // The thread's warpgroup, as a value the compiler knows to be the same across the warp (a
-  // comparison of threadIdx.x alone made it keep the roles' barrier addresses in per-thread
-  // registers).
-  MM_DEVICE static int warpgroup() { return __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0); }
 
   // All threads: before the roles split.
   MM_DEVICE static void init(u8* smem) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < kStages; ++s) {
         mbar_init(full(smem, s), 1);                 // the producer's expect_tx; then the bytes
-        mbar_init(empty(smem, s), (kConsumers + kConverters) / 32);  // one arrival per consumer and converter warp
+        mbar_init(empty(smem, s), kConsumers / 32);  // one arrival per consumer warp
       }
-      for (int b = 0; b < kConverted; ++b)
-        for (int wg = 0; wg < 2; ++wg) {
-          mbar_init(converted_full(smem, b, wg), kConverters / 64);  // the half's two converter warps
-          mbar_init(converted_empty(smem, b, wg), kConsumers / 64);  // the warpgroup's four warps
-        }
       for (int b = 0; b < kInfos; ++b) {
         mbar_init(tile_full(smem, b), kFillers);
         mbar_init(tile_empty(smem, b), kStorers);  // the entry is read until the tile is stored
@@ -299,7 +260,6 @@ struct WgmmaGemm {
     fetch(smem, ps, warp, lane, a0);
     if constexpr (kTwoInFlight) {
       consume_pairs(smem, warp, lane, chunks, ps, a0, a1, acc);
-      if (chunks % 2) step(smem, warp, lane, false, ps, a0, a1, acc);  // the last chunk of an odd count
       return;
     }
     for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
@@ -308,14 +268,14 @@ struct WgmmaGemm {
     }
   }
 
-  // kTwoInFlight: chunks in pairs, the second's wgmma started before the first is promoted; an
-  // odd count leaves the last chunk, with its fragments in a0, to the caller. Every pair ends
-  // with all its wgmma waited for: a group left in flight across the loop's back edge makes
-  // ptxas serialise the wgmma (C7514). a0 holds the first chunk's fragments on entry.
+  // kTwoInFlight: chunks in pairs (K / 128 even), the second's wgmma started before the first is
+  // promoted. Every pair ends with all its wgmma waited for: a group left in flight across the
+  // loop's back edge makes ptxas serialise the wgmma (C7514). a0 holds the first chunk's
+  // fragments on entry.
   MM_DEVICE static void consume_pairs(u8* smem, int warp, int lane, int chunks, Ring<kStages>& ps, u32 (&a0)[4][4],
                                       u32 (&a1)[4][4], float (&acc)[NT][4]) {
     float p0[S][NT][4], p1[S][NT][4];
-    for (int chunk = 0; chunk + 1 < chunks; chunk += 2) {
+    for (int chunk = 0; chunk < chunks; chunk += 2) {
       Ring<kStages> second = ps, after = ps;
       second.advance();
       after.advance(), after.advance();
@@ -326,106 +286,11 @@ struct WgmmaGemm {
       issue(st1, a1, p1);
       wg_wait<1>();
       retire(smem, lane, st0, ps.index, p0, acc);
-      if (chunk + 2 < chunks) fetch(smem, after, warp, lane, a0);  // (the last, for an odd count)
+      if (chunk + 2 < chunks) fetch(smem, after, warp, lane, a0);
       wg_wait<0>();
       retire(smem, lane, st1, second.index, p1, acc);
       ps = after;
     }
-  }
-
-  // kConverted: chunk r's four wgmma into p, the weights from converted buffer c (warpgroup wg's
-  // 64 rows of it), the activations from the stage.
-  MM_DEVICE static void issue_converted(u8* smem, const Ring<kStages>& r, const Ring<kConverted>& c, int wg,
-                                        float (&p)[S][NT][4]) {
-    mbar_wait(full(smem, r.index), r.phase);
-    mbar_wait(converted_full(smem, c.index, wg), c.phase);
-    const u64 desc_a = wg_desc_sw128(converted(smem, c.index) + wg * (kConvertedBytes / 2));
-    const u64 desc_b = wg_desc_sw128(stage(smem, r.index));  // + 2 per 32 k for both
-    fence_partials(p);
-    wg_fence();
-    for (int kb = 0; kb < 4; ++kb) WgmmaE4m3<BN>::mma_ss(p[kb * S / 4], desc_a + 2 * kb, desc_b + 2 * kb, kb % (4 / S));
-    wg_commit();
-    fence_partials(p);
-  }
-
-  // Once chunk r's wgmma are waited for: its converted buffer handed back, p promoted, the stage
-  // handed back.
-  MM_DEVICE static void retire_converted(u8* smem, int wg, int lane, const Ring<kStages>& r,
-                                         const Ring<kConverted>& c, float (&p)[S][NT][4], float (&acc)[NT][4]) {
-    fence_partials(p);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(converted_empty(smem, c.index, wg));
-    retire(smem, lane, stage(smem, r.index), r.index, p, acc);
-  }
-
-  // kConverted: the main loop with both operands in shared memory. With kTwoInFlight, chunks in
-  // pairs as consume_pairs (the last of an odd count alone).
-  MM_DEVICE static void consume_converted(u8* smem, int ctid, int K, Ring<kStages>& ps, Ring<kConverted>& cs,
-                                          float (&acc)[NT][4]) {
-    const int wg = ctid >> 7, lane = ctid & 31;
-    const int chunks = K / 128;
-    for (int j = 0; j < NT; ++j)
-      for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
-    int chunk = 0;
-    if constexpr (kTwoInFlight) {
-      float p0[S][NT][4], p1[S][NT][4];
-      for (; chunk + 1 < chunks; chunk += 2) {
-        Ring<kStages> second = ps;
-        Ring<kConverted> second_c = cs;
-        second.advance(), second_c.advance();
-        issue_converted(smem, ps, cs, wg, p0);
-        issue_converted(smem, second, second_c, wg, p1);
-        wg_wait<1>();
-        retire_converted(smem, wg, lane, ps, cs, p0, acc);
-        wg_wait<0>();
-        retire_converted(smem, wg, lane, second, second_c, p1, acc);
-        ps = second, cs = second_c;
-        ps.advance(), cs.advance();
-      }
-    }
-    float p[S][NT][4];
-    for (; chunk < chunks; ++chunk, ps.advance(), cs.advance()) {
-      issue_converted(smem, ps, cs, wg, p);
-      wg_wait<0>();
-      retire_converted(smem, wg, lane, ps, cs, p, acc);
-    }
-  }
-
-  // The converter warpgroup (threads 384..511), kConverted: per chunk, once the stage's copies have
-  // landed and its half of a buffer is free, warp v converts slabs 2v and 2v + 1 (layout v2; warps
-  // 0 and 1 the first consumer warpgroup's rows, 2 and 3 the second's) into e4m3 rows of the
-  // buffer in the operand layout of the activations (row r's 16-byte piece q at q ^ (r % 8)):
-  // lane (g, t) writes 4-byte pieces of rows g and g + 8. A slab at a time keeps it in 56 registers.
-  MM_DEVICE static void run_converters(u8* smem, int total, int K) {
-    regs_dealloc<kConverterRegs>();
-    const int vtid = threadIdx.x - kProducers - kConsumers, warp = vtid >> 5, lane = vtid & 31;
-    const int g = lane >> 2, t = lane & 3, wg = warp >> 1;
-    const int chunks = K / 128;
-    Ring<kStages> ps;
-    Ring<kConverted> cs;
-    for (int tile = blockIdx.x; tile < total; tile += gridDim.x)
-      for (int chunk = 0; chunk < chunks; ++chunk, ps.advance(), cs.advance()) {
-        mbar_wait(full(smem, ps.index), ps.phase);
-        mbar_wait(converted_empty(smem, cs.index, wg), cs.phase ^ 1);
-        for (int i = 0; i < 2; ++i) {
-          const int slab = 2 * warp + i;
-          u32 a[4][4];
-          load_fragments(stage(smem, ps.index), slab, lane, a);
-          if (i == 1) release(smem, lane, ps.index);  // the stage's weights are read
-          u8* lo = converted(smem, cs.index) + (16 * slab + g) * 128 + 4 * t;  // row g of the slab
-          u8* hi = lo + 8 * 128;                                               // row g + 8
-          for (int kb = 0; kb < 4; ++kb) {
-            const int q0 = ((2 * kb) ^ g) * 16, q1 = ((2 * kb + 1) ^ g) * 16;  // k 32kb + 4t, 32kb + 16 + 4t
-            *reinterpret_cast<u32*>(lo + q0) = a[kb][0];
-            *reinterpret_cast<u32*>(hi + q0) = a[kb][1];
-            *reinterpret_cast<u32*>(lo + q1) = a[kb][2];
-            *reinterpret_cast<u32*>(hi + q1) = a[kb][3];
-          }
-        }
-        fence_proxy_async_shared();  // the wgmma read the buffer through the async proxy
-        __syncwarp();
-        if (lane == 0) mbar_arrive(converted_full(smem, cs.index, wg));
-      }
   }
 
   // Consumer thread ctid's share of a tile's sums into the output region [BN][ld]: row g of its
@@ -493,17 +358,13 @@ struct WgmmaGemm {
     regs_alloc<kConsumerRegs>();
     const int ctid = threadIdx.x - kProducers;
     Ring<kStages> ps;
-    Ring<kConverted> cs;
     Ring<kInfos> ts;
     u32 phase = 0;
     for (int tile = blockIdx.x; tile < total; tile += gridDim.x, ts.advance(), phase ^= 1) {
       mbar_wait(tile_full(smem, ts.index), ts.phase);
       const TileInfo<BN>& ti = *info(smem, ts.index);
       float acc[NT][4];
-      if constexpr (kConverted > 0)
-        consume_converted(smem, ctid, K, ps, cs, acc);
-      else
-        consume(smem, ctid, K, ps, acc);
+      consume(smem, ctid, K, ps, acc);
       mbar_wait(out_empty(smem), phase ^ 1);
       stash(ti, acc, ctid, region(smem));
       mbar_arrive(out_full(smem));  // releases this thread's writes to the region

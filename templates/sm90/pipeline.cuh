@@ -47,11 +47,6 @@ MM_DEVICE void bulk_copy_g2s(void* dst, const void* src, u32 bytes, u64* bar) {
                : "memory");
 }
 
-// Orders this thread's shared-memory writes before later reads by the async proxy (wgmma
-// operands from shared memory): between a thread's stores and its arrival on the barrier the
-// wgmma's warps wait for.
-MM_DEVICE void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
 // A barrier among `threads` threads (whole warps) using hardware barrier `id` (0 is __syncthreads).
 MM_DEVICE void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -88,19 +88,16 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
   // Hopper: as many stages as fit beside the scale/epilogue region.
   CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::hopper)) ==
         std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8x128f_bc0",
-                                 "megamoe_stage1_wgmma_situv2_bm16_bw128_s9_b2_cv0_bc0",
-                                 "megamoe_stage2_wgmma_bm16_bw128_s9_b2_cv0_bf16_bc0", "megamoe_combine_bf16"});
+                                 "megamoe_stage1_wgmma_situv2_bm16_bw128_s9_b2_bc0",
+                                 "megamoe_stage2_wgmma_bm16_bw128_s9_b2_bf16_bc0", "megamoe_combine_bf16"});
   for (int b : {8, 4096}) {
     for (auto& spec : kernels_for_bucket(k, k.bucket(b), KernelPath::hopper)) {
       INFO(spec.name());
       if (!spec.family.ends_with("wgmma")) continue;
       // All blocks an SM is to hold fit its 228 KB, with their static rows and the 1 KB per block
       // the system keeps.
-      const int bm = b == 8 ? 16 : 128, stage = spec.family == "stage1_wgmma" ? 1 : 2;
-      // A producer and two consumer warpgroups; a converter warpgroup at one block per SM.
-      CHECK(hopper_converted(bm, stage) == (b == 8 ? 0 : 2));
-      CHECK(spec.threads == (b == 8 ? 384 : 512));
-      CHECK(spec.min_blocks == hopper_blocks_per_sm(bm, stage));
+      CHECK(spec.threads == 384);
+      CHECK(spec.min_blocks == hopper_blocks_per_sm(b == 8 ? 16 : 128, spec.family == "stage1_wgmma" ? 1 : 2));
       CHECK(spec.min_blocks * (spec.shared_bytes + 1024 + 1024) <= 233472);
     }
   }
@@ -145,9 +142,7 @@ TEST_CASE("routing takes one block per 2048 slots, at least one and at most 256"
 
 TEST_CASE("a launch bound with a block count is rendered with it", "[codegen]") {
   KernelSpec s = stage2_wgmma_spec(64, CombineWire::bf16, false);
-  CHECK(render(s).source.find("__launch_bounds__(512, 1)") != std::string::npos);
-  CHECK(render(stage2_wgmma_spec(16, CombineWire::bf16, false)).source.find("__launch_bounds__(384, 2)") !=
-        std::string::npos);
+  CHECK(render(s).source.find("__launch_bounds__(384, 1)") != std::string::npos);
   CHECK(render(route_spec()).source.find("__launch_bounds__(1024)\n") != std::string::npos);
 }
 
