@@ -260,6 +260,7 @@ struct WgmmaGemm {
     fetch(smem, ps, warp, lane, a0);
     if constexpr (kTwoInFlight) {
       consume_pairs(smem, warp, lane, chunks, ps, a0, a1, acc);
+      if (chunks % 2) step(smem, warp, lane, false, ps, a0, a1, acc);  // the last chunk of an odd count
       return;
     }
     for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
@@ -268,14 +269,14 @@ struct WgmmaGemm {
     }
   }
 
-  // kTwoInFlight: chunks in pairs (K / 128 even), the second's wgmma started before the first is
-  // promoted. Every pair ends with all its wgmma waited for: a group left in flight across the
-  // loop's back edge makes ptxas serialise the wgmma (C7514). a0 holds the first chunk's
-  // fragments on entry.
+  // kTwoInFlight: chunks in pairs, the second's wgmma started before the first is promoted; an
+  // odd count leaves the last chunk, its fragments in a0, to the caller. Every pair ends with all
+  // its wgmma waited for: a group left in flight across the loop's back edge makes ptxas
+  // serialise the wgmma (C7514). a0 holds the first chunk's fragments on entry.
   MM_DEVICE static void consume_pairs(u8* smem, int warp, int lane, int chunks, Ring<kStages>& ps, u32 (&a0)[4][4],
                                       u32 (&a1)[4][4], float (&acc)[NT][4]) {
     float p0[S][NT][4], p1[S][NT][4];
-    for (int chunk = 0; chunk < chunks; chunk += 2) {
+    for (int chunk = 0; chunk + 1 < chunks; chunk += 2) {
       Ring<kStages> second = ps, after = ps;
       second.advance();
       after.advance(), after.advance();

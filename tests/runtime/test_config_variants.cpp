@@ -15,6 +15,10 @@ const std::vector<ConfigVariant>& config_variants() {
        R"({"activation": {"kind": "swiglu", "limit": 7.0, "beta": null, "linear_beta": null}})"},
       {"kimi_fp8wire", "kimi_k3_a8w4", R"({"bucket_defaults": {"combine_wire": "fp8_blockwise_1x32"}})"},
       {"kimi_checked", "kimi_k3_a8w4", R"({"bucket_defaults": {"bounds_check": true}})"},
+      // Odd chunk counts (K / 128 = 3 and 5) for main loops that take chunks in pairs (Stage1's
+      // 64-token tiles on Hopper).
+      {"small_odd_chunks", "generic_a8w4",
+       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4}})"},
   };
   return v;
 }

@@ -170,6 +170,10 @@ TEST_CASE("the checked build gives the same results and reports no violation", "
   run_cases(variant("kimi_checked"), {{1}, {777}});
 }
 
+TEST_CASE("odd chunk counts: model_dim 384 and inter_dim 640 (3 and 5 chunks of 128)", "[gpu][silu]") {
+  run_cases(variant("small_odd_chunks"), {{1}, {64}, {1000}});
+}
+
 TEST_CASE("prepared weights hold the checkpoint bytes (layout v1)", "[gpu]") {
   RuntimeOptions o;
   o.path = KernelPath::portable;

@@ -91,8 +91,8 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   std::string out;
   REQUIRE(test::run_command("'" MEGAMOE_GPU_TESTS_EXE "' --write-configs '" + dir.path().string() + "/cfg'", out) == 0);
   INFO(out);
-  CHECK(count(out, R"(/cfg/kimi_\w+\.json\n)") == 4);
-  for (const char* name : {"kimi_silu", "kimi_swiglu", "kimi_fp8wire", "kimi_checked"}) {
+  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 5);
+  for (const char* name : {"kimi_silu", "kimi_swiglu", "kimi_fp8wire", "kimi_checked", "small_odd_chunks"}) {
     const std::string path = dir.path().string() + "/cfg/" + name + ".json";
     Result list = precompile(dir.path().string(), "--config '" + path + "' --all --list --path hopper");
     INFO(list.out);
@@ -104,4 +104,9 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   Result checked =
       precompile(dir.path().string(), "--config '" + dir.path().string() + "/cfg/kimi_checked.json' --all --list");
   CHECK_THAT(checked.out, Catch::Contains("_bc1"));
+  // 64-token tiles at one block per SM: Stage1's main loop takes its 3 chunks in pairs.
+  Result odd = precompile(dir.path().string(),
+                          "--config '" + dir.path().string() + "/cfg/small_odd_chunks.json' --bucket 64 --list");
+  CHECK_THAT(odd.out, Catch::Contains("megamoe_stage1_wgmma_silu_bm64_bw128_s"));
+  CHECK_THAT(odd.out, Catch::Contains("_b1_bc0"));
 }
