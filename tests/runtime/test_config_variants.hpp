@@ -1,5 +1,5 @@
 // The configs the GPU suite runs besides the built-in ones: Kimi-K3 with another activation, the
-// fp8 combine wire, the checked build. One list, so that their kernels can be precompiled on a
+// fp8 combine wire, the checked build, and a small shape with odd chunk counts. One list, so that their kernels can be precompiled on a
 // machine without a GPU (`megamoe_gpu_tests --write-configs DIR`, then megamoe-precompile on each
 // file: tools/precompile/gpu_session_cache.sh).
 #pragma once
