@@ -1,5 +1,6 @@
 #include "reference/moe_reference.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <thread>
@@ -24,6 +25,30 @@ std::vector<float> fp8_round_trip(const std::vector<float>& v, int block) {
   formats::quantize_fp8_blocks(v.data(), v.size(), q.data(), s.data(), block);
   formats::dequantize_fp8_blocks(q.data(), s.data(), v.size(), out.data(), block);
   return out;
+}
+
+// Pairs of one expert computed together, so that each weight row is read once per block.
+constexpr int kPairBlock = 4, kDotRows = 2 * kPairBlock;
+
+// out[r] = sum_k w[k] * v[r][k] for R vectors v, in double, over four interleaved partial sums
+// per vector (independent chains the compiler vectorizes; len % 4 == 0).
+template <int R>
+void dot_rows(const float* w, const float* const* v, int len, double* out) {
+  double acc[R][4] = {};
+  for (int k = 0; k < len; k += 4)
+    for (int r = 0; r < R; ++r)
+      for (int l = 0; l < 4; ++l) acc[r][l] += double(w[k + l]) * double(v[r][k + l]);
+  for (int r = 0; r < R; ++r) out[r] = (acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]);
+}
+
+// The same for the 2 n vectors of n pairs (n <= kPairBlock).
+void dot_pairs(int n, const float* w, const float* const* v, int len, double* out) {
+  switch (n) {
+    case 1: return dot_rows<2>(w, v, len, out);
+    case 2: return dot_rows<4>(w, v, len, out);
+    case 3: return dot_rows<6>(w, v, len, out);
+    default: return dot_rows<8>(w, v, len, out);
+  }
 }
 
 }  // namespace
@@ -57,42 +82,55 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
   std::atomic<int> next{0};
   auto worker = [&] {
     std::vector<float> w1(std::size_t(2) * I * D), w2(std::size_t(D) * I);
-    std::vector<float> h_exact(I), h_emul(I), o_emul(D);
+    // Per pair of a block: the exact and the emulated intermediate, and the emulated output row.
+    std::vector<std::vector<float>> h_exact(kPairBlock, std::vector<float>(I)), h_emul(kPairBlock, std::vector<float>(I));
+    std::vector<std::vector<float>> o_emul(kPairBlock, std::vector<float>(D));
     for (int e; (e = next++) < E;) {
-      if (by_expert[e].empty()) continue;
+      const std::vector<Pair>& pairs = by_expert[e];
+      if (pairs.empty()) continue;
       formats::dequantize_mxfp4(w.w1_packed.data() + std::size_t(e) * I * D, w.w1_scales.data() + std::size_t(e) * 2 * I * D / 32,
                                 w1.size(), w1.data());
       formats::dequantize_mxfp4(w.w2_packed.data() + std::size_t(e) * D * I / 2, w.w2_scales.data() + std::size_t(e) * D * I / 32,
                                 w2.size(), w2.data());
-      for (const Pair& p : by_expert[e]) {
-        const float* xe = x_exact[position(p)].data();
-        const float* xq = x_emul[position(p)].data();
+      for (std::size_t p0 = 0; p0 < pairs.size(); p0 += kPairBlock) {
+        const int n = int(std::min<std::size_t>(kPairBlock, pairs.size() - p0));
+        // Stage1: each weight row against the block's x, exact and through the quantizer.
+        const float* xs[kDotRows];
+        for (int j = 0; j < n; ++j) {
+          const Pair& p = pairs[p0 + j];
+          xs[2 * j] = x_exact[position(p)].data(), xs[2 * j + 1] = x_emul[position(p)].data();
+        }
+        double gate[kDotRows], up[kDotRows];
         for (int i = 0; i < I; ++i) {
-          const float* gate = w1.data() + std::size_t(i) * D;
-          const float* up = w1.data() + std::size_t(I + i) * D;
-          double ge = 0, ue = 0, gq = 0, uq = 0;
-          for (int d = 0; d < D; ++d) {
-            ge += double(gate[d]) * xe[d], ue += double(up[d]) * xe[d];
-            gq += double(gate[d]) * xq[d], uq += double(up[d]) * xq[d];
+          dot_pairs(n, w1.data() + std::size_t(i) * D, xs, D, gate);
+          dot_pairs(n, w1.data() + std::size_t(I + i) * D, xs, D, up);
+          for (int j = 0; j < n; ++j) {
+            h_exact[j][i] = activation(in.activation, float(gate[2 * j]), float(up[2 * j]));
+            h_emul[j][i] = activation(in.activation, float(gate[2 * j + 1]), float(up[2 * j + 1]));
           }
-          h_exact[i] = activation(in.activation, float(ge), float(ue));
-          h_emul[i] = activation(in.activation, float(gq), float(uq));
         }
-        std::vector<float> hq = fp8_round_trip(h_emul, in.h_block);
-        float* out_exact = pair_exact.data() + p.out_row * D;
+        // Stage2: each W2 row against the block's exact h and quantized h.
+        const float* hs[kDotRows];
+        std::vector<std::vector<float>> hq(kPairBlock);
+        for (int j = 0; j < n; ++j) hq[j] = fp8_round_trip(h_emul[j], in.h_block);
+        for (int j = 0; j < n; ++j) hs[2 * j] = h_exact[j].data(), hs[2 * j + 1] = hq[j].data();
+        double out[kDotRows];
         for (int d = 0; d < D; ++d) {
-          const float* row = w2.data() + std::size_t(d) * I;
-          double oe = 0, oq = 0;
-          for (int i = 0; i < I; ++i) oe += double(row[i]) * h_exact[i], oq += double(row[i]) * hq[i];
-          out_exact[d] = float(oe) * p.weight;
-          o_emul[d] = float(oq) * p.weight;  // the route weight is applied before the wire
+          dot_pairs(n, w2.data() + std::size_t(d) * I, hs, I, out);
+          for (int j = 0; j < n; ++j) {
+            const Pair& p = pairs[p0 + j];
+            pair_exact[p.out_row * D + d] = float(out[2 * j]) * p.weight;
+            o_emul[j][d] = float(out[2 * j + 1]) * p.weight;  // the route weight is applied before the wire
+          }
         }
-        float* out_emul = pair_emul.data() + p.out_row * D;
-        if (in.wire == CombineWire::bf16) {
-          for (int d = 0; d < D; ++d) out_emul[d] = formats::bf16_to_float(formats::float_to_bf16(o_emul[d]));
-        } else {
-          std::vector<float> wire = fp8_round_trip(o_emul, 32);
-          std::copy(wire.begin(), wire.end(), out_emul);
+        for (int j = 0; j < n; ++j) {
+          float* out_emul = pair_emul.data() + pairs[p0 + j].out_row * D;
+          if (in.wire == CombineWire::bf16) {
+            for (int d = 0; d < D; ++d) out_emul[d] = formats::bf16_to_float(formats::float_to_bf16(o_emul[j][d]));
+          } else {
+            std::vector<float> wire = fp8_round_trip(o_emul[j], 32);
+            std::copy(wire.begin(), wire.end(), out_emul);
+          }
         }
       }
     }

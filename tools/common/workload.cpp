@@ -184,6 +184,9 @@ CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const
     }
   c.rel_l2_exact = reference::rel_l2(got.data(), ref.exact.data(), got.size());
   c.rel_l2_emulated = reference::rel_l2(got.data(), ref.emulated.data(), got.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    c.worst_token_emulated =
+        std::max(c.worst_token_emulated, reference::rel_l2(got.data() + i * D, ref.emulated.data() + i * D, D));
   return c;
 }
 

@@ -40,6 +40,7 @@ void write_routing(const Routing& r, const std::string& path);
 
 struct CheckResult {
   double rel_l2_exact = 0, rel_l2_emulated = 0;
+  double worst_token_emulated = 0;  // the largest relL2 of one token's row against the emulating reference
   std::size_t unwritten = 0;  // NaN (poison) elements left in y among the checked tokens
   std::size_t checked_tokens = 0;
   bool subset = false;  // the references covered a random subset of the tokens
