@@ -18,7 +18,8 @@ const std::vector<ConfigVariant>& config_variants() {
       // Odd chunk counts (K / 128 = 3 and 5) for main loops that take chunks in pairs (Stage1's
       // 64-token tiles on Hopper).
       {"small_odd_chunks", "generic_a8w4",
-       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4}})"},
+       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+           "buckets": {"1": {"stage1": {"bm": 16}, "stage2": {"bm": 16}}}})"},
   };
   return v;
 }
