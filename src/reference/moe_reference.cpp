@@ -31,7 +31,8 @@ std::vector<float> fp8_round_trip(const std::vector<float>& v, int block) {
 constexpr int kPairBlock = 4, kDotRows = 2 * kPairBlock;
 
 // out[r] = sum_k w[k] * v[r][k] for R vectors v, in double, over four interleaved partial sums
-// per vector (independent chains the compiler vectorizes; len % 4 == 0).
+// per vector (independent chains the compiler vectorizes). len is a multiple of 32 (MXFP4
+// blocks), and each vector's sums are the same whatever R is.
 template <int R>
 void dot_rows(const float* w, const float* const* v, int len, double* out) {
   double acc[R][4] = {};
@@ -82,9 +83,9 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
   std::atomic<int> next{0};
   auto worker = [&] {
     std::vector<float> w1(std::size_t(2) * I * D), w2(std::size_t(D) * I);
-    // Per pair of a block: the exact and the emulated intermediate, and the emulated output row.
+    // Per pair of a block: the exact, emulated and quantized intermediate, and the emulated output row.
     std::vector<std::vector<float>> h_exact(kPairBlock, std::vector<float>(I)), h_emul(kPairBlock, std::vector<float>(I));
-    std::vector<std::vector<float>> o_emul(kPairBlock, std::vector<float>(D));
+    std::vector<std::vector<float>> hq(kPairBlock), o_emul(kPairBlock, std::vector<float>(D));
     for (int e; (e = next++) < E;) {
       const std::vector<Pair>& pairs = by_expert[e];
       if (pairs.empty()) continue;
@@ -111,7 +112,6 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
         }
         // Stage2: each W2 row against the block's exact h and quantized h.
         const float* hs[kDotRows];
-        std::vector<std::vector<float>> hq(kPairBlock);
         for (int j = 0; j < n; ++j) hq[j] = fp8_round_trip(h_emul[j], in.h_block);
         for (int j = 0; j < n; ++j) hs[2 * j] = h_exact[j].data(), hs[2 * j + 1] = hq[j].data();
         double out[kDotRows];
