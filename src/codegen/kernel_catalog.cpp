@@ -211,9 +211,10 @@ int round_kb(int bytes) { return (bytes + 1023) / 1024 * 1024; }
 int hopper_stage_bytes(int bm) { return round_kb(bm * 128 + 8 * 1024 + 8 * 64 + bm * 16); }
 int hopper_fixed_bytes(int bm, int stage) {
   const int head = round_kb(512 + 4 * (12 + bm * 8));  // barriers, 4 x TileInfo<bm>
-  // The epilogue region: Stage1 h [bm][68] floats (kStage1RegionLd), Stage2 [bm][132]
-  // (kStage2RegionLd).
-  const int ld = stage == 1 ? 68 : 132;
+  // The epilogue region [bm][ld] floats: templates/moe/stage1_wgmma.cuh's kStage1RegionLd (h) and
+  // stage2_wgmma.cuh's kStage2RegionLd (the output rows).
+  constexpr int kStage1RegionLd = 68, kStage2RegionLd = 132;
+  const int ld = stage == 1 ? kStage1RegionLd : kStage2RegionLd;
   return 1024 + head + bm * ld * 4;
 }
 constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 160 x 4)

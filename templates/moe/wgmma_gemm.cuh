@@ -261,11 +261,11 @@ struct WgmmaGemm {
     if constexpr (kTwoInFlight) {
       consume_pairs(smem, warp, lane, chunks, ps, a0, a1, acc);
       if (chunks % 2) step(smem, warp, lane, false, ps, a0, a1, acc);  // the last chunk of an odd count
-      return;
-    }
-    for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
-      step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
-      if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
+    } else {
+      for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
+        step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
+        if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
+      }
     }
   }
 
