@@ -40,7 +40,7 @@ MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, 
     }
     for (int k0 = 0; k0 < topk; k0 += 32) {
       // Lane j looks up slot k0 + j: its routed row and where that row sits in its expert's tiles.
-      int row = -1, swz = 0;
+      int row = -1, r16 = 0;
       if (k0 + lane < topk) {
         const int slot = t * topk + k0 + lane;
         row = slot_row[slot];
@@ -48,11 +48,11 @@ MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, 
           atomicAdd(&errors[kErrBoundsViolations], 1);
           row = -1;
         }
-        if (row >= 0) swz = (row - expert_offsets[ids[slot]]) & 7;
+        if (row >= 0) r16 = (row - expert_offsets[ids[slot]]) & 15;
       }
       const int n = topk - k0 < 32 ? topk - k0 : 32;
       for (int j = 0; j < n; ++j) {
-        const int p = __shfl_sync(0xffffffffu, row, j), s = __shfl_sync(0xffffffffu, swz, j);
+        const int p = __shfl_sync(0xffffffffu, row, j), s = __shfl_sync(0xffffffffu, r16, j);
         if (p >= 0 && live) store_routed_piece(q, piece, chunk, p, s, rows_pad, xr, xs);
       }
     }

@@ -66,7 +66,7 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
             }
             for (int i = 0; i < kRowsPerPass; ++i) {
               const int n = r0 + i * kHalves + stid / 16;
-              store_routed_half(v[i], half, ti.col_tile & 1, ti.col_tile / 2, out[i], n & 7, rows_pad, h_q, h_scales);
+              store_routed_half(v[i], half, ti.col_tile & 1, ti.col_tile / 2, out[i], n & 15, rows_pad, h_q, h_scales);
             }
           }
         });

@@ -8,7 +8,8 @@
 // BN x 128 B already in the 128-byte swizzle, and BN x 16 B). Warpgroups 1
 // and 2 consume: each owns 64 weight rows (four v2 slabs); while the wgmma of one chunk run they
 // read the next chunk's words and turn them into e4m3 fragments in registers (two byte permutes
-// per 8 values, block exponent folded in). A chunk's partial sums, one set per activation scale
+// per 8 values, block exponent folded in); Stage2's larger tiles do that after the wgmma, beside
+// the promotion, while the other warpgroup's wgmma run (kLate). A chunk's partial sums, one set per activation scale
 // block (kScaleBlocks per 128 k: x has one, h two), are scaled by those scales and added to the
 // accumulators (the weights' row scales are left to the epilogue); `empty` barriers hand the
 // stages back. At the end of a tile the consumers stash their sums (scaled; Stage1's with the
@@ -70,13 +71,17 @@ struct WgmmaGemm {
   static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
   static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
   static constexpr int NT = BN / 8, S = kScaleBlocks;
-  // While one chunk's wgmma run, the next chunk's fragments are converted where the registers
-  // hold both.
-  static constexpr bool kOverlap = BN * S < 256;
   // Small tiles at one block per SM also keep two chunks' wgmma in flight, where the registers
   // hold a second set of partial sums: the older chunk is promoted while the newer one runs
   // (consume_pairs; groups left in flight across the loop's back edge made ptxas serialise them).
-  static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN * S <= 80;
+  // Stage2's tiles from 80 tokens at one block per SM wait for a chunk's wgmma at once and then
+  // convert the next chunk and promote this one (two scale blocks) in one stretch of code
+  // (consume_late): Stage2 -8% at 128 tokens, -2% at 80 (perf-notes, ninth session), where
+  // Stage1's tiles lost 2 to 5%.
+  static constexpr bool kLate = S == 2 && kBlocksPerSM == 1 && BN >= 80;
+  // (The other loops hold two sets of fragments, which 232 registers allow up to BN x S = 160.)
+  static_assert(kLate || BN * S <= 160, "two sets of fragments beside the sums");
+  static constexpr bool kTwoInFlight = !kLate && kBlocksPerSM == 1 && BN * S <= 80;
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 160, "BN: a multiple of 16 tokens up to 160");
   static_assert(S == 1 || S == 2, "one or two activation scales per 128 k");
 
@@ -177,25 +182,30 @@ struct WgmmaGemm {
     }
   }
 
-  // acc += p[0] * (scale of the first 128 / S k) + ..., per token column.
+  // acc += p[0] * (scale of the first 128 / S k) + ..., per token column; the scales four at a
+  // time in the routed layout's order (moe/routed_rows.cuh).
   MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[S][NT][4], const u8* st, int t) {
     const float* scales = reinterpret_cast<const float*>(st + kScalesAt);
-    for (int j = 0; j < NT; ++j) {
-      // columns 8j + 2t and 8j + 2t + 1
-      float s0[2], s1[2];
-      if constexpr (S == 2) {  // one 8-byte load per column
-        const float2 u = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t) * 4);
-        const float2 v = *reinterpret_cast<const float2*>(scales + (8 * j + 2 * t + 1) * 4);
-        s0[0] = u.x, s0[1] = u.y, s1[0] = v.x, s1[1] = v.y;
-      } else {
-        s0[0] = scales[(8 * j + 2 * t) * 4], s1[0] = scales[(8 * j + 2 * t + 1) * 4];
+    for (int j = 0; j < NT; j += 2) {
+      // columns 8j + 2t, 8j + 2t + 1 and those of j + 1, whose scales start at row 8j (4 floats
+      // per row)
+      float s0[2][2], s1[2][2];  // [j, j + 1][block]
+      if constexpr (S == 2) {  // both scales of two columns per load, one load per j
+        for (int i = 0; i < 2; ++i) {
+          const float4 u = *reinterpret_cast<const float4*>(scales + 4 * 8 * j + 16 * i + 4 * t);
+          s0[i][0] = u.x, s0[i][1] = u.y, s1[i][0] = u.z, s1[i][1] = u.w;
+        }
+      } else {  // the two columns of j and of j + 1 in one load
+        const float4 u = *reinterpret_cast<const float4*>(scales + 4 * 8 * j + 4 * t);
+        s0[0][0] = u.x, s1[0][0] = u.y, s0[1][0] = u.z, s1[1][0] = u.w;
       }
-      for (int b = 0; b < S; ++b) {
-        acc[j][0] = fmaf(p[b][j][0], s0[b], acc[j][0]);
-        acc[j][1] = fmaf(p[b][j][1], s1[b], acc[j][1]);
-        acc[j][2] = fmaf(p[b][j][2], s0[b], acc[j][2]);
-        acc[j][3] = fmaf(p[b][j][3], s1[b], acc[j][3]);
-      }
+      for (int i = 0; i < 2; ++i)
+        for (int b = 0; b < S; ++b) {
+          acc[j + i][0] = fmaf(p[b][j + i][0], s0[i][b], acc[j + i][0]);
+          acc[j + i][1] = fmaf(p[b][j + i][1], s1[i][b], acc[j + i][1]);
+          acc[j + i][2] = fmaf(p[b][j + i][2], s0[i][b], acc[j + i][2]);
+          acc[j + i][3] = fmaf(p[b][j + i][3], s1[i][b], acc[j + i][3]);
+        }
     }
   }
 
@@ -232,8 +242,7 @@ struct WgmmaGemm {
     release(smem, lane, s);
   }
 
-  // One chunk in flight. With kOverlap the next chunk's fragments are converted meanwhile; else
-  // they wait for the promotion (the other consumer warpgroup's wgmma fill the gap).
+  // One chunk in flight: the next chunk's fragments are converted while its wgmma run.
   MM_DEVICE static void step(u8* smem, int warp, int lane, bool has_next, Ring<kStages>& ps, const u32 (&a)[4][4],
                              u32 (&a_next)[4][4], float (&acc)[NT][4]) {
     u8* st = stage(smem, ps.index);
@@ -241,10 +250,9 @@ struct WgmmaGemm {
     issue(st, a, p);
     Ring<kStages> next = ps;
     next.advance();
-    if (kOverlap && has_next) fetch(smem, next, warp, lane, a_next);
+    if (has_next) fetch(smem, next, warp, lane, a_next);
     wg_wait<0>();
     retire(smem, lane, st, ps.index, p, acc);
-    if (!kOverlap && has_next) fetch(smem, next, warp, lane, a_next);
     ps = next;
   }
 
@@ -258,7 +266,9 @@ struct WgmmaGemm {
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
     u32 a0[4][4], a1[4][4];
     fetch(smem, ps, warp, lane, a0);
-    if constexpr (kTwoInFlight) {
+    if constexpr (kLate) {
+      consume_late(smem, warp, lane, chunks, ps, a0, acc);
+    } else if constexpr (kTwoInFlight) {
       consume_pairs(smem, warp, lane, chunks, ps, a0, a1, acc);
       if (chunks % 2) step(smem, warp, lane, false, ps, a0, a1, acc);  // the last chunk of an odd count
     } else {
@@ -266,6 +276,28 @@ struct WgmmaGemm {
         step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
         if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
       }
+    }
+  }
+
+  // kLate: a chunk's wgmma are waited for at once; then the next chunk's fragments are converted
+  // and this chunk's sums promoted in one stretch of straight-line code (the compiler interleaves
+  // the integer and the floating-point chains) while the other warpgroup's wgmma run. One set of
+  // fragments: they are free once the wgmma reading them are done.
+  MM_DEVICE static void consume_late(u8* smem, int warp, int lane, int chunks, Ring<kStages>& ps, u32 (&a)[4][4],
+                                     float (&acc)[NT][4]) {
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      u8* st = stage(smem, ps.index);
+      float p[S][NT][4];
+      issue(st, a, p);
+      Ring<kStages> next = ps;
+      next.advance();
+      if (chunk + 1 < chunks) mbar_wait(full(smem, next.index), next.phase);
+      wg_wait<0>();
+      fence_partials(p);
+      load_fragments(stage(smem, next.index), warp, lane, a);  // after the last chunk: read, never used
+      promote(acc, p, st, lane & 3);
+      release(smem, lane, ps.index);
+      ps = next;
     }
   }
 
