@@ -3,8 +3,8 @@
 // loops over four RS wgmma m64n160k32 e4m3 (the 160-token tiles' chunk; templates/sm90/wgmma.cuh),
 // warpgroup 1 over independent FFMA (as the promotion), integer ops (as the conversion) or both,
 // each alone and together, one block per SM. Prints cycles per loop of each; where they overlap,
-// running both costs each about what it costs alone. Built and run by tools/profile/overlap_rate.sh
-// on a machine with a Hopper GPU; no result is checked.
+// running both costs each about what it costs alone. Built and run by
+// `tools/profile/microbench.sh overlap_rate` on a machine with a Hopper GPU; no result is checked.
 #include <cstdio>
 
 #include <cuda_runtime.h>

@@ -3,7 +3,7 @@
 // `commit` and `wait 0`, with 1 or 2 warpgroups per block and 1 or 2 blocks per SM, the fragments
 // reloaded from shared memory every loop as the kernels do. Prints cycles per loop and warpgroup
 // (split into the issue and the wait) and wgmma per SM per nanosecond. Built and run by
-// tools/profile/wgmma_rate.sh on a machine with a Hopper GPU; no result is checked.
+// `tools/profile/microbench.sh wgmma_rate` on a machine with a Hopper GPU; no result is checked.
 #include <cstdio>
 
 #include <cuda_runtime.h>
