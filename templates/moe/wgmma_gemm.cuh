@@ -9,10 +9,10 @@
 // and 2 consume: each owns 64 weight rows (four v2 slabs); while the wgmma of one chunk run they
 // read the next chunk's words and turn them into e4m3 fragments in registers (two byte permutes
 // per 8 values, block exponent folded in); Stage2's larger tiles do that after the wgmma, beside
-// the promotion, while the other warpgroup's wgmma run (kLate). A chunk's partial sums, one set per activation scale
-// block (kScaleBlocks per 128 k: x has one, h two), are scaled by those scales and added to the
-// accumulators (the weights' row scales are left to the epilogue); `empty` barriers hand the
-// stages back. At the end of a tile the consumers stash their sums (scaled; Stage1's with the
+// the promotion, while the other warpgroup's wgmma run (kLate). A chunk's partial sums, one set
+// per activation scale block (kScaleBlocks per 128 k: x has one, h two), are scaled by those
+// scales and added to the accumulators (the weights' row scales are left to the epilogue);
+// `empty` barriers hand the stages back. At the end of a tile the consumers stash their sums (scaled; Stage1's with the
 // activation applied) in the shared output region and go on to the next tile; warpgroup 0's
 // other three warps (the storers) finish the epilogue from there (quantization, stores),
 // overlapped with the next tile's wgmma.
