@@ -11,42 +11,13 @@
 #include <cuda_runtime.h>
 
 #include "sm90/wgmma.cuh"
+#include "wgmma_ss_e4m3.cuh"  // generated beside this file
 
 using namespace megamoe;
 
 namespace {
 
 constexpr int N = 160, kOperandBytes = 8192;
-
-// The same with A from shared memory too (SS): whether the interference comes from A's
-// registers.
-MM_DEVICE void wgmma_ss_m64n160(float (&d)[20][4], u64 desc_a, u64 desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.eq.u32 p, 1, 1;\n"
-      "wgmma.mma_async.sync.aligned.m64n160k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, %80, %81, p, 1, 1;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]),
-        "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]),
-        "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]),
-        "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]),
-        "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3])
-      : "l"(desc_a), "l"(desc_b));
-}
 
 // kMma: warpgroup 0 runs `reps` loops of four wgmma (kSS: A from shared memory); kAlu (bits): warpgroup 1 runs `reps` loops of
 // 64 FFMA (1) and 64 integer ops (2). out[block][2]: cycles of each warpgroup's loop.
@@ -68,7 +39,7 @@ __global__ void __launch_bounds__(256, 1) overlap(int reps, long long* out, floa
     for (int it = 0; it < reps && kSS; ++it) {
       wg_fence_acc(p);
       wg_fence();
-      for (int kb = 0; kb < 4; ++kb) wgmma_ss_m64n160(p, desc_a + 2 * kb, desc + 2 * kb);
+      for (int kb = 0; kb < 4; ++kb) WgmmaE4m3SS<N>::mma(p, desc_a + 2 * kb, desc + 2 * kb);
       wg_commit();
       wg_wait<0>();
       wg_fence_acc(p);
