@@ -217,16 +217,18 @@ int hopper_fixed_bytes(int bm, int stage) {
   const int ld = stage == 1 ? kStage1RegionLd : kStage2RegionLd;
   return 1024 + head + bm * ld * 4;
 }
-constexpr int kHopperStaticBytes = 1024;  // the kernels' own __shared__ row list (at most 160 x 4)
+// The kernels' own __shared__ arrays: the row list (at most 160 x 4 bytes) and Stage1's maxima from
+// its cluster peer (2 x 160 x 4) with their two barriers.
+constexpr int kHopperStaticBytes = 2048;
 }  // namespace
 
 int hopper_bm(int config_bm, int stage) { return std::min(config_bm, stage == 1 ? kHopperMaxBm1 : kHopperMaxBm2); }
 
-int hopper_blocks_per_sm(int bm, int stage) { return bm <= (stage == 1 ? 48 : 32) ? 2 : 1; }
+int hopper_blocks_per_sm(int bm) { return bm <= 48 ? 2 : 1; }
 
 int hopper_stages(int bm, int stage) {
   // An SM's 228 KB, less 1 KB the system keeps per block, shared by its blocks.
-  const int limit = hopper_blocks_per_sm(bm, stage) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
+  const int limit = hopper_blocks_per_sm(bm) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
   const int room = limit - kHopperStaticBytes - hopper_fixed_bytes(bm, stage);
   return std::clamp(room / hopper_stage_bytes(bm), 2, 12);
 }
@@ -251,7 +253,7 @@ std::string hopper_params(bool stage1) {
 KernelSpec dispatch_rows_spec(bool bounds_check) {
   KernelSpec s;
   s.family = "dispatch_rows";
-  s.name_parts = {fmt::format("fp8x{}f", kHopperXBlock), bc_tag(bounds_check)};
+  s.name_parts = {fmt::format("fp8x{}f", kHopperScaleBlock), bc_tag(bounds_check)};
   s.includes = {"moe/dispatch_rows.cuh"};
   s.params =
       "const megamoe::u16* x, const int* ids, const int* slot_row, const int* expert_offsets, int tokens, int topk, "
@@ -269,7 +271,7 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
   const int stages = hopper_stages(bm, 1);
   KernelSpec s;
   s.family = "stage1_wgmma";
-  const int per_sm = hopper_blocks_per_sm(bm, 1);
+  const int per_sm = hopper_blocks_per_sm(bm);
   s.name_parts = {a.tag,  fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
                   fmt::format("s{}", stages), fmt::format("b{}", per_sm), bc_tag(bounds_check)};
   s.includes = {"moe/stage1_wgmma.cuh"};
@@ -283,6 +285,7 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
   s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
   s.min_blocks = per_sm;
   s.shared_bytes = hopper_smem(bm, 1);
+  s.cluster = 2;  // the two tiles of a 128-column block of h side by side
   return s;
 }
 
@@ -290,7 +293,7 @@ KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check) {
   const int stages = hopper_stages(bm, 2);
   KernelSpec s;
   s.family = "stage2_wgmma";
-  const int per_sm = hopper_blocks_per_sm(bm, 2);
+  const int per_sm = hopper_blocks_per_sm(bm);
   s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows), fmt::format("s{}", stages),
                   fmt::format("b{}", per_sm), wire_tag(wire), bc_tag(bounds_check)};
   s.includes = {"moe/stage2_wgmma.cuh"};
@@ -355,7 +358,7 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     k.stage2 = stage2_mma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
   } else if (path == KernelPath::hopper) {
     k.bm1 = hopper_bm(b.stage1.bm, 1), k.bm2 = hopper_bm(b.stage2.bm, 2);
-    k.x_block = kHopperXBlock, k.h_block = kTensorCoreBlock;
+    k.x_block = k.h_block = kHopperScaleBlock;
     k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, b.bounds_check);
     k.stage2 = stage2_wgmma_spec(k.bm2, b.combine_wire, b.bounds_check);
   } else {

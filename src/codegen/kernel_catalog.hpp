@@ -48,7 +48,7 @@ KernelSpec combine_spec(CombineWire wire);
 // 128 weight rows per block.
 inline constexpr int kTensorCoreWeightRows = 128;
 inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K (x and h; h on Hopper)
-inline constexpr int kHopperXBlock = 128;     // x's scale block on the Hopper path: one promotion per chunk
+inline constexpr int kHopperScaleBlock = 128;  // x's and h's scale block on the Hopper path: one promotion per chunk
 int tensor_core_bm(int config_bm);
 inline constexpr int kMaxTokenTile = 160;  // the largest token tile of any path
 int tensor_core_stages(int bm);  // pipeline depth, in chunks of 128 k
@@ -61,17 +61,16 @@ KernelSpec stage1_mma_spec(const Activation& act, int bm, int model_dim, bool bo
 KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 
 // The Hopper kernels (templates/moe/wgmma_gemm.cuh): 128 weight rows per block in layout v2 as
-// the tensor-core ones; x and h routed, their scales f32 (x one per 128 k, h one per 64); stages
+// the tensor-core ones; x and h routed, their scales f32 (one per 128 k); stages
 // sized to fill shared memory beside the epilogue tile (per token row: Stage1 68 floats of h,
 // Stage2 132 floats of output).
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
-// The Hopper token tile: the config's BM (a multiple of 16), capped at 160 for Stage1 and at 128
-// for Stage2, whose two partial sums per chunk (h has a scale per 64 k) take more registers.
-inline constexpr int kHopperMaxBm1 = 160, kHopperMaxBm2 = 128;
+// The Hopper token tile: the config's BM (a multiple of 16), capped at 160.
+inline constexpr int kHopperMaxBm1 = 160, kHopperMaxBm2 = 160;
 int hopper_bm(int config_bm, int stage);
-// Blocks per SM of a stage's (1 or 2) kernel: 2 for token tiles up to 48 (Stage1) or 32 (Stage2,
-// whose two partial sums per chunk take more of the halved registers): more warps to hide latencies.
-int hopper_blocks_per_sm(int bm, int stage);
+// Blocks per SM of a Hopper kernel: 2 for token tiles up to 48: more warps to hide
+// latencies.
+int hopper_blocks_per_sm(int bm);
 int hopper_stages(int bm, int stage);
 int hopper_smem(int bm, int stage);
 // dispatch_rows(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, rows_pad,

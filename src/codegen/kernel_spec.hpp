@@ -16,6 +16,7 @@ struct KernelSpec {
   int threads = 0;                      // block size (the entry point's launch bound)
   int min_blocks = 0;                   // blocks per SM in the launch bound (0: none); 1 lets setmaxnreg work
   int shared_bytes = 0;                 // dynamic shared memory per block at launch
+  int cluster = 0;                      // blocks per cluster (0: none); the grid is a multiple of it
 
   // "megamoe_<family>_<part>_<part>...": readable, and the kernel's symbol.
   std::string name() const;

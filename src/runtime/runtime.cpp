@@ -24,6 +24,7 @@ struct Runtime::LoadedKernel {
   void* function = nullptr;
   int shared_bytes = 0;
   int blocks_per_sm = 0;  // the launch bound's (0: none given)
+  int cluster = 1;        // blocks per cluster: the grid is a multiple of it
 };
 
 struct Runtime::BucketKernels {
@@ -57,7 +58,7 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
   ws_->slot_row = DeviceBuffer(d, R * 4);
   ws_->row_weight = DeviceBuffer(d, R * 4);
   // x and h: by token (x) or routed row (h) with e8m0 scales per 32 or 64 values, or on the Hopper
-  // path both in the routed layout (templates/moe/routed_rows.cuh) with f32 scales per 64 (16
+  // path both in the routed layout (templates/moe/routed_rows.cuh) with f32 scales per 128 (16
   // bytes per row and 128 values).
   ws_->rows_pad = int(R) + kMaxTokenTile;
   const std::size_t xr = path_ == KernelPath::hopper ? std::size_t(ws_->rows_pad) : T;
@@ -136,6 +137,7 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
       k.function = k.module->function(k.built->symbol);
       k.shared_bytes = spec.shared_bytes;
       k.blocks_per_sm = spec.min_blocks;
+      k.cluster = std::max(spec.cluster, 1);
       return k;
     };
     auto b = std::make_unique<BucketKernels>();
@@ -158,7 +160,7 @@ void Runtime::prepare(std::int64_t tokens) { kernels_for(tokens); }
 ActivationBlocks Runtime::activation_blocks() const {
   switch (path_) {
     case KernelPath::portable: return {32, 32};
-    case KernelPath::hopper: return {kHopperXBlock, kTensorCoreBlock};
+    case KernelPath::hopper: return {kHopperScaleBlock, kHopperScaleBlock};
     default: return {kTensorCoreBlock, kTensorCoreBlock};
   }
 }
@@ -208,10 +210,12 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
        *hs = ws_->h_scales.get(), *wire = ws_->wire.get(), *wsc = ws_->wire_scales.get(), *err = ws_->errors.get();
   int bm1 = k.bm1, bm2 = k.bm2;
 
-  // Persistent grids: at most blocks_per_sm blocks per SM walk the tiles routing laid out.
-  auto tile_grid = [&](int bm, int col_tiles, int blocks_per_sm) {
+  // Persistent grids: at most blocks_per_sm blocks per SM walk the tiles routing laid out, in
+  // whole clusters (the tile count is a multiple of the cluster: col_tiles is).
+  auto tile_grid = [&](int bm, int col_tiles, int blocks_per_sm, int cluster = 1) {
     long long row_tiles = (slots + bm - 1) / bm + E;  // each expert adds at most one partial tile
-    return unsigned(std::min<long long>(row_tiles * col_tiles, (long long)blocks_per_sm * sms));
+    long long g = std::min<long long>(row_tiles * col_tiles, (long long)blocks_per_sm * sms);
+    return unsigned(std::max<long long>(g / cluster * cluster, cluster));
   };
   mark(0);
   const unsigned route_grid = unsigned(route_blocks(slots));
@@ -244,7 +248,7 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
       a1.insert(a1.end() - 3, &rows_pad);
       a2.insert(a2.end() - 3, &rows_pad);
     }
-    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, per_sm(k.stage1)), a1, hopper);
+    launch(k.stage1, tile_grid(bm1, 2 * I / kTensorCoreWeightRows, per_sm(k.stage1), k.stage1.cluster), a1, hopper);
     mark(3);
     launch(k.stage2, tile_grid(bm2, D / kTensorCoreWeightRows, per_sm(k.stage2)), a2, hopper);
   } else {

@@ -1,23 +1,22 @@
 // The Hopper kernels' activations, one row per routed row p (dispatch writes x this way, Stage1
 // writes h this way): fp8 in [K / 128 chunk][rows_pad][128 bytes] and f32 scales in
-// [K / 128][rows_pad][4]: x has one scale per 128 k, h one per 64 k. Row p's 16-byte piece q is
+// [K / 128][rows_pad][4], one scale per 128 k for x and for h. Row p's 16-byte piece q is
 // stored at piece q ^ (r % 8), r = p - first row of p's expert: every tile starts at a multiple of
 // 16 rows into its expert, so a tile's chunk is one contiguous copy that lands in shared memory
 // already in the 128-byte swizzle wgmma reads. The scales of the 16 rows of a pair of 8-row
-// groups (r / 16) sit together in the pair's first 32 floats (its first 8 rows' entries), in the
+// groups (r / 16) sit together in the pair's first 16 floats (its first 4 rows' entries), in the
 // order a consumer thread reads them, four at a time (moe/wgmma_gemm.cuh's promote): thread t of
-// a quad takes rows 2t, 2t + 1 of both groups (x) or both scales of rows 2t, 2t + 1 of one group
-// (h). The 16-byte entries keep every tile's scales aligned for the bulk copies.
+// a quad takes rows 2t, 2t + 1 of both groups. The 16-byte entries keep every tile's scales
+// aligned for the bulk copies.
 #pragma once
 #include "common/numerics.cuh"
 
 namespace megamoe {
 
 MM_DEVICE i64 routed_row_offset(int chunk, int p, int rows_pad) { return ((i64)chunk * rows_pad + p) * 128; }
-// Where row p's scale goes, r16 = (p - first row of p's expert) % 16: x's one scale per chunk
-// (blocks 1) or h's scale `block` of two.
-MM_DEVICE i64 routed_scale_index(int chunk, int p, int r16, int rows_pad, int blocks, int block) {
-  const int at = blocks == 1 ? 4 * ((r16 & 7) >> 1) + 2 * (r16 >> 3) + (r16 & 1) : 2 * r16 + block;
+// Where row p's scale of chunk `chunk` goes, r16 = (p - first row of p's expert) % 16.
+MM_DEVICE i64 routed_scale_index(int chunk, int p, int r16, int rows_pad) {
+  const int at = 4 * ((r16 & 7) >> 1) + 2 * (r16 >> 3) + (r16 & 1);
   return ((i64)chunk * rows_pad + p - r16) * 4 + at;
 }
 
@@ -49,24 +48,29 @@ MM_DEVICE RoutedPiece quantize_piece(const float (&v)[16]) {
 MM_DEVICE void store_routed_piece(const RoutedPiece& q, int piece, int chunk, int p, int r16, int rows_pad, u8* out,
                                   float* scales) {
   *reinterpret_cast<uint4*>(out + routed_row_offset(chunk, p, rows_pad) + ((piece ^ (r16 & 7)) << 4)) = q.bytes;
-  if (piece == 0) scales[routed_scale_index(chunk, p, r16, rows_pad, 1, 0)] = q.scale;
+  if (piece == 0) scales[routed_scale_index(chunk, p, r16, rows_pad)] = q.scale;
 }
 
-// The same for one 64-value block of a chunk (half 0 or 1), by a half warp (lane16 0..15 holds
-// values 4 lane16 .. 4 lane16 + 3 of the block); p < 0 stores nothing. Both half warps call it.
-MM_DEVICE void store_routed_half(const float (&v)[4], int lane16, int half, int chunk, int p, int r16, int rows_pad,
-                                 u8* q, float* scales) {
+// Max |v| over the 64 values a half warp holds (4 per lane). Every lane of the warp must call it.
+MM_DEVICE float half_amax(const float (&v)[4]) {
   float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
   for (int m = 8; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
-  if (p < 0) return;
-  const int e = mm_fp8_block_exponent(amax);
+  return amax;
+}
+
+// Stores half `half` (64 values) of chunk `chunk` of routed row p in fp8 with the chunk's block
+// exponent e (mm_fp8_block_exponent of the amax over both halves), by a half warp: lane16 0..15
+// holds values 4 lane16 .. 4 lane16 + 3 of the half. with_scale: this half warp also stores the
+// chunk's scale (one of the two halves' writers does).
+MM_DEVICE void store_routed_half(const float (&v)[4], int lane16, int half, int chunk, int p, int r16, int rows_pad,
+                                 int e, bool with_scale, u8* q, float* scales) {
   const float inv = mm_pow2(-e);
   const float s[4] = {v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv};
   const u32 word = mm_f32x4_to_e4m3(s);
   const int piece = half * 4 + (lane16 >> 2);
   *reinterpret_cast<u32*>(q + routed_row_offset(chunk, p, rows_pad) + ((piece ^ (r16 & 7)) << 4) + (lane16 & 3) * 4) =
       word;
-  if (lane16 == 0) scales[routed_scale_index(chunk, p, r16, rows_pad, 2, half)] = mm_pow2(e);
+  if (with_scale && lane16 == 0) scales[routed_scale_index(chunk, p, r16, rows_pad)] = mm_pow2(e);
 }
 
 }  // namespace megamoe

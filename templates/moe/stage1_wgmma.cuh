@@ -1,8 +1,11 @@
 // Stage1 on Hopper (wgmma, warp-specialised; moe/wgmma_gemm.cuh): per expert token tile and 128
 // interleaved gate/up weight rows (64 columns of inter_dim), h = act(gate, up) with the rows'
-// scales applied (by the consumers), then h in fp8 blocks of 64 columns (by the storers), written
-// routed (moe/routed_rows.cuh) for Stage2. x comes routed from dispatch. A persistent grid walks
-// the tiles routing laid out.
+// scales applied (by the consumers), then h in fp8 blocks of 128 columns (by the storers), written
+// routed (moe/routed_rows.cuh) for Stage2. A block of 128 columns spans two tiles: the kernel runs
+// in clusters of two blocks that take the two tiles of a block side by side (the persistent walk
+// hands block 2c + r the tiles 2u + r, and a token tile's column tiles are consecutive), and
+// each block's storers send the other their rows' maxima over 64 columns before both quantize.
+// x comes routed from dispatch. A persistent grid walks the tiles routing laid out.
 #pragma once
 #include "common/activation.cuh"
 #include "moe/route.cuh"
@@ -22,12 +25,22 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
                             const int* row_token, const u8* w1_words, const signed char* w1_exps,
                             const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q,
                             float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, 1>;  // x: one scale per 128 k
+  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
   extern __shared__ u8 smem_raw[];
   __shared__ int a_rows[BN];  // tile_rows' row of x per column: unused, x comes routed
+  // The cluster peer's maxima per token row of the tile (two tiles in turn), and the barriers its
+  // storers arrive on once they are written (src/codegen/kernel_catalog.cpp's static bytes).
+  __shared__ float pair_amax[2][BN];
+  __shared__ u64 pair_full[2];
   int* scratch = a_rows;  // the lambdas below capture by value: a pointer, not the array
+  float* peer_amax = &pair_amax[0][0];
+  u64* peer_full = pair_full;
   u8* smem = Gemm::align(smem_raw);
+  if (threadIdx.x == 0)
+    for (int b = 0; b < 2; ++b) mbar_init(&pair_full[b], Gemm::kStorers);  // fenced in Gemm::init
   Gemm::init(smem);
+  cluster_sync();  // the peer's barriers are initialised before any arrival on them
+  const int rank = cluster_rank(), peer = rank ^ 1;
   const i64 rows_e = 2LL * inter_dim;
   const TileWalk walk{tile_offsets[experts] * int(rows_e / Gemm::kRows), int(rows_e / Gemm::kRows), tile_offsets,
                       expert_offsets, experts};
@@ -45,28 +58,47 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
           stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_token, rows_capacity, tokens, errors, scratch, ti->out,
                                                        lane);
         },
-        [=](const TileInfo<BN>& ti, const float* o, int stid) {
+        [=, it = 0](const TileInfo<BN>& ti, const float* o, int stid) mutable {
           // A half warp per tile row, two rows at a time where registers allow (their shuffles and
-          // stores overlap): the tile's 64 columns of h, half of Stage2's chunk col_tile / 2,
-          // quantized as one block and stored routed.
+          // stores overlap): the tile's 64 columns of h, half col_tile % 2 of Stage2's chunk
+          // col_tile / 2. First every row's maximum goes to the peer, which holds the chunk's
+          // other half; then each row is quantized with the chunk's exponent and stored routed.
           constexpr int kHalves = Gemm::kStorers / 16;
-          const int half = stid & 15;
+          const int lane16 = stid & 15, b = it & 1;
+          const u32 phase = u32(it >> 1) & 1;
+          ++it;
           // With two blocks per SM the storers have 32 registers: one row at a time.
           constexpr int kRowsPerPass = kBlocksPerSM == 1 ? 2 : 1;
+          auto load = [&](int n, float (&v)[4]) {
+            const float4 h = n < ti.rows ? *reinterpret_cast<const float4*>(o + n * kLd + 4 * lane16)
+                                         : make_float4(0.f, 0.f, 0.f, 0.f);
+            v[0] = h.x, v[1] = h.y, v[2] = h.z, v[3] = h.w;
+          };
+          const u32 to_peer = peer_addr(peer_amax + b * BN, peer);
 #pragma unroll 1
           for (int r0 = 0; r0 < ti.rows; r0 += kRowsPerPass * kHalves) {
-            float v[kRowsPerPass][4];
-            int out[kRowsPerPass];
+            float v[kRowsPerPass][4], amax[kRowsPerPass];
+            for (int i = 0; i < kRowsPerPass; ++i) load(r0 + i * kHalves + stid / 16, v[i]);
+            for (int i = 0; i < kRowsPerPass; ++i) amax[i] = half_amax(v[i]);
             for (int i = 0; i < kRowsPerPass; ++i) {
               const int n = r0 + i * kHalves + stid / 16;
-              out[i] = n < BN ? ti.out[n] : -1;
-              const float4 h = out[i] >= 0 ? *reinterpret_cast<const float4*>(o + n * kLd + 4 * half)
-                                           : make_float4(0.f, 0.f, 0.f, 0.f);
-              v[i][0] = h.x, v[i][1] = h.y, v[i][2] = h.z, v[i][3] = h.w;
+              if (lane16 == 0 && n < ti.rows) peer_store(to_peer + 4 * n, amax[i]);
             }
+          }
+          peer_arrive(peer_addr(peer_full + b, peer));
+          mbar_wait_cluster(peer_full + b, phase);
+#pragma unroll 1
+          for (int r0 = 0; r0 < ti.rows; r0 += kRowsPerPass * kHalves) {
+            float v[kRowsPerPass][4], amax[kRowsPerPass];
+            for (int i = 0; i < kRowsPerPass; ++i) load(r0 + i * kHalves + stid / 16, v[i]);
+            for (int i = 0; i < kRowsPerPass; ++i) amax[i] = half_amax(v[i]);
             for (int i = 0; i < kRowsPerPass; ++i) {
               const int n = r0 + i * kHalves + stid / 16;
-              store_routed_half(v[i], half, ti.col_tile & 1, ti.col_tile / 2, out[i], n & 15, rows_pad, h_q, h_scales);
+              const int out = n < ti.rows ? ti.out[n] : -1;
+              if (out < 0) continue;
+              const int e = mm_fp8_block_exponent(fmaxf(amax[i], peer_amax[b * BN + n]));
+              store_routed_half(v[i], lane16, ti.col_tile & 1, ti.col_tile / 2, out, n & 15, rows_pad, e, rank == 0,
+                                h_q, h_scales);
             }
           }
         });
@@ -88,6 +120,7 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
                           }
                         });
   }
+  cluster_sync();  // neither block leaves while its peer may still write to its shared memory
 }
 
 }  // namespace megamoe

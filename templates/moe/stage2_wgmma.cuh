@@ -21,7 +21,7 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
                             const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim,
                             int inter_dim, void* wire, u8* wire_scales, int rows_pad, int rows_capacity, int slots,
                             int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, 2>;  // h: one scale per 64 k
+  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
   extern __shared__ u8 smem_raw[];
   __shared__ int a_rows[BN];  // tile_rows' routed row per column: unused, the tile's rows are contiguous
   int* scratch = a_rows;  // the lambdas below capture by value: a pointer, not the array

@@ -8,10 +8,9 @@
 // BN x 128 B already in the 128-byte swizzle, and BN x 16 B). Warpgroups 1
 // and 2 consume: each owns 64 weight rows (four v2 slabs); while the wgmma of one chunk run they
 // read the next chunk's words and turn them into e4m3 fragments in registers (two byte permutes
-// per 8 values, block exponent folded in); Stage2's larger tiles do that after the wgmma, beside
-// the promotion, while the other warpgroup's wgmma run (kLate). A chunk's partial sums, one set
-// per activation scale block (kScaleBlocks per 128 k: x has one, h two), are scaled by those
-// scales and added to the accumulators (the weights' row scales are left to the epilogue);
+// per 8 values, block exponent folded in). A chunk's partial sums are scaled by the activations'
+// scales (one per 128 k, x's and h's alike) and added to the accumulators (the weights' row
+// scales are left to the epilogue);
 // `empty` barriers hand the stages back. At the end of a tile the consumers stash their sums (scaled; Stage1's with the
 // activation applied) in the shared output region and go on to the next tile; warpgroup 0's
 // other three warps (the storers) finish the epilogue from there (quantization, stores),
@@ -57,7 +56,7 @@ struct TileInfo {
 
 // kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
 // the latencies of a chunk, with the registers and shared memory halved.
-template <int BN, int kStages, int kBlocksPerSM, int kScaleBlocks>
+template <int BN, int kStages, int kBlocksPerSM>
 struct WgmmaGemm {
   static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128;
   static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
@@ -70,20 +69,14 @@ struct WgmmaGemm {
   // tile, none in the chunk loop.)
   static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
   static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
-  static constexpr int NT = BN / 8, S = kScaleBlocks;
+  static constexpr int NT = BN / 8;
   // Small tiles at one block per SM also keep two chunks' wgmma in flight, where the registers
   // hold a second set of partial sums: the older chunk is promoted while the newer one runs
   // (consume_pairs; groups left in flight across the loop's back edge made ptxas serialise them).
-  // Stage2's tiles from 80 tokens at one block per SM wait for a chunk's wgmma at once and then
-  // convert the next chunk and promote this one (two scale blocks) in one stretch of code
-  // (consume_late): Stage2 -8% at 128 tokens, -2% at 80 (perf-notes, ninth session), where
-  // Stage1's tiles lost 2 to 5%.
-  static constexpr bool kLate = S == 2 && kBlocksPerSM == 1 && BN >= 80;
-  // (The other loops hold two sets of fragments, which 232 registers allow up to BN x S = 160.)
-  static_assert(kLate || BN * S <= 160, "two sets of fragments beside the sums");
-  static constexpr bool kTwoInFlight = !kLate && kBlocksPerSM == 1 && BN * S <= 80;
+  static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN <= 80;
+  // (Two sets of fragments beside the sums and one set of partial sums: 232 registers hold them
+  // up to 160 tokens.)
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 160, "BN: a multiple of 16 tokens up to 160");
-  static_assert(S == 1 || S == 2, "one or two activation scales per 128 k");
 
   // Shared memory (from a 1024-aligned base): the barriers (512 bytes) and the TileInfo ring, then kStages
   // stages of [activations BN x 128 B, swizzled][weight words 8 x 1 KB][exponents 8 x 64 B]
@@ -182,45 +175,32 @@ struct WgmmaGemm {
     }
   }
 
-  // acc += p[0] * (scale of the first 128 / S k) + ..., per token column; the scales four at a
-  // time in the routed layout's order (moe/routed_rows.cuh).
-  MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[S][NT][4], const u8* st, int t) {
+  // acc += p x (the chunk's scale of each token column), the scales four at a time in the routed
+  // layout's order (moe/routed_rows.cuh).
+  MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[NT][4], const u8* st, int t) {
     const float* scales = reinterpret_cast<const float*>(st + kScalesAt);
     for (int j = 0; j < NT; j += 2) {
       // columns 8j + 2t, 8j + 2t + 1 and those of j + 1, whose scales start at row 8j (4 floats
-      // per row)
-      float s0[2][2], s1[2][2];  // [j, j + 1][block]
-      if constexpr (S == 2) {  // both scales of two columns per load, one load per j
-        for (int i = 0; i < 2; ++i) {
-          const float4 u = *reinterpret_cast<const float4*>(scales + 4 * 8 * j + 16 * i + 4 * t);
-          s0[i][0] = u.x, s0[i][1] = u.y, s1[i][0] = u.z, s1[i][1] = u.w;
-        }
-      } else {  // the two columns of j and of j + 1 in one load
-        const float4 u = *reinterpret_cast<const float4*>(scales + 4 * 8 * j + 4 * t);
-        s0[0][0] = u.x, s1[0][0] = u.y, s0[1][0] = u.z, s1[1][0] = u.w;
+      // per row): one load
+      const float4 u = *reinterpret_cast<const float4*>(scales + 4 * 8 * j + 4 * t);
+      const float s0[2] = {u.x, u.z}, s1[2] = {u.y, u.w};  // [j, j + 1]
+      for (int i = 0; i < 2; ++i) {
+        acc[j + i][0] = fmaf(p[j + i][0], s0[i], acc[j + i][0]);
+        acc[j + i][1] = fmaf(p[j + i][1], s1[i], acc[j + i][1]);
+        acc[j + i][2] = fmaf(p[j + i][2], s0[i], acc[j + i][2]);
+        acc[j + i][3] = fmaf(p[j + i][3], s1[i], acc[j + i][3]);
       }
-      for (int i = 0; i < 2; ++i)
-        for (int b = 0; b < S; ++b) {
-          acc[j + i][0] = fmaf(p[b][j + i][0], s0[i][b], acc[j + i][0]);
-          acc[j + i][1] = fmaf(p[b][j + i][1], s1[i][b], acc[j + i][1]);
-          acc[j + i][2] = fmaf(p[b][j + i][2], s0[i][b], acc[j + i][2]);
-          acc[j + i][3] = fmaf(p[b][j + i][3], s1[i][b], acc[j + i][3]);
-        }
     }
   }
 
-  MM_DEVICE static void fence_partials(float (&p)[S][NT][4]) {
-    for (int b = 0; b < S; ++b) wg_fence_acc(p[b]);
-  }
-
-  // Starts the four wgmma of a stage, 32 k each; those of scale block b into p[b].
-  MM_DEVICE static void issue(const u8* st, const u32 (&a)[4][4], float (&p)[S][NT][4]) {
+  // Starts the four wgmma of a stage, 32 k each, into p.
+  MM_DEVICE static void issue(const u8* st, const u32 (&a)[4][4], float (&p)[NT][4]) {
     const u64 desc = wg_desc_sw128(st);  // + 2 per 32 k: the address field counts 16 bytes
-    fence_partials(p);
+    wg_fence_acc(p);
     wg_fence();
-    for (int kb = 0; kb < 4; ++kb) WgmmaE4m3<BN>::mma(p[kb * S / 4], a[kb], desc + 2 * kb, kb % (4 / S));
+    for (int kb = 0; kb < 4; ++kb) WgmmaE4m3<BN>::mma(p, a[kb], desc + 2 * kb, kb);
     wg_commit();
-    fence_partials(p);
+    wg_fence_acc(p);
   }
 
   MM_DEVICE static void release(u8* smem, int lane, int s) {
@@ -236,8 +216,8 @@ struct WgmmaGemm {
 
   // Once the wgmma writing p are waited for: p promoted into acc (the scales from st, stage s),
   // the stage handed back.
-  MM_DEVICE static void retire(u8* smem, int lane, const u8* st, int s, float (&p)[S][NT][4], float (&acc)[NT][4]) {
-    fence_partials(p);
+  MM_DEVICE static void retire(u8* smem, int lane, const u8* st, int s, float (&p)[NT][4], float (&acc)[NT][4]) {
+    wg_fence_acc(p);
     promote(acc, p, st, lane & 3);
     release(smem, lane, s);
   }
@@ -246,7 +226,7 @@ struct WgmmaGemm {
   MM_DEVICE static void step(u8* smem, int warp, int lane, bool has_next, Ring<kStages>& ps, const u32 (&a)[4][4],
                              u32 (&a_next)[4][4], float (&acc)[NT][4]) {
     u8* st = stage(smem, ps.index);
-    float p[S][NT][4];
+    float p[NT][4];
     issue(st, a, p);
     Ring<kStages> next = ps;
     next.advance();
@@ -266,9 +246,7 @@ struct WgmmaGemm {
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
     u32 a0[4][4], a1[4][4];
     fetch(smem, ps, warp, lane, a0);
-    if constexpr (kLate) {
-      consume_late(smem, warp, lane, chunks, ps, a0, acc);
-    } else if constexpr (kTwoInFlight) {
+    if constexpr (kTwoInFlight) {
       consume_pairs(smem, warp, lane, chunks, ps, a0, a1, acc);
       if (chunks % 2) step(smem, warp, lane, false, ps, a0, a1, acc);  // the last chunk of an odd count
     } else {
@@ -279,35 +257,13 @@ struct WgmmaGemm {
     }
   }
 
-  // kLate: a chunk's wgmma are waited for at once; then the next chunk's fragments are converted
-  // and this chunk's sums promoted in one stretch of straight-line code (the compiler interleaves
-  // the integer and the floating-point chains) while the other warpgroup's wgmma run. One set of
-  // fragments: they are free once the wgmma reading them are done.
-  MM_DEVICE static void consume_late(u8* smem, int warp, int lane, int chunks, Ring<kStages>& ps, u32 (&a)[4][4],
-                                     float (&acc)[NT][4]) {
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      u8* st = stage(smem, ps.index);
-      float p[S][NT][4];
-      issue(st, a, p);
-      Ring<kStages> next = ps;
-      next.advance();
-      if (chunk + 1 < chunks) mbar_wait(full(smem, next.index), next.phase);
-      wg_wait<0>();
-      fence_partials(p);
-      load_fragments(stage(smem, next.index), warp, lane, a);  // after the last chunk: read, never used
-      promote(acc, p, st, lane & 3);
-      release(smem, lane, ps.index);
-      ps = next;
-    }
-  }
-
   // kTwoInFlight: chunks in pairs, the second's wgmma started before the first is promoted; an
   // odd count leaves the last chunk, its fragments in a0, to the caller. Every pair ends with all
   // its wgmma waited for: a group left in flight across the loop's back edge makes ptxas
   // serialise the wgmma (C7514). a0 holds the first chunk's fragments on entry.
   MM_DEVICE static void consume_pairs(u8* smem, int warp, int lane, int chunks, Ring<kStages>& ps, u32 (&a0)[4][4],
                                       u32 (&a1)[4][4], float (&acc)[NT][4]) {
-    float p0[S][NT][4], p1[S][NT][4];
+    float p0[NT][4], p1[NT][4];
     for (int chunk = 0; chunk + 1 < chunks; chunk += 2) {
       Ring<kStages> second = ps, after = ps;
       second.advance();

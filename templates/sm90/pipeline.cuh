@@ -1,7 +1,7 @@
 // Hopper (sm_90) staging primitives for the warp-specialised kernels: shared-memory mbarriers
-// (arrival counts plus transaction bytes), bulk copies that complete on them, named barriers for
-// one role's threads, and setmaxnreg to move registers from the producer warpgroup to the
-// consumers.
+// (arrival counts plus transaction bytes), bulk copies that complete on them, a block's reach
+// into its cluster peers' shared memory, named barriers for one role's threads, and setmaxnreg to
+// move registers from the producer warpgroup to the consumers.
 #pragma once
 #include "prelude/megamoe_prelude.cuh"
 
@@ -45,6 +45,44 @@ MM_DEVICE void bulk_copy_g2s(void* dst, const void* src, u32 bytes, u64* bar) {
                    sm_addr(dst)),
                "l"(src), "r"(bytes), "r"(sm_addr(bar))
                : "memory");
+}
+
+// Clusters (a kernel rendered with __cluster_dims__): a block reaches its peers' shared memory
+// through shared::cluster addresses.
+MM_DEVICE int cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return int(r);
+}
+// Every thread of every block of the cluster: what each wrote before is seen by all after.
+MM_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The shared::cluster address of `p` (a shared-memory object of this block) in block `rank`.
+MM_DEVICE u32 peer_addr(const void* p, int rank) {
+  u32 a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(sm_addr(p)), "r"(rank));
+  return a;
+}
+MM_DEVICE void peer_store(u32 addr, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+// One arrival on a peer's barrier, releasing this thread's earlier writes (peer_store) to the
+// threads that wait for it with mbar_wait_cluster.
+MM_DEVICE void peer_arrive(u32 bar_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar_addr) : "memory");
+}
+MM_DEVICE void mbar_wait_cluster(u64* bar, u32 parity) {
+  const u32 a = sm_addr(bar);
+  u32 done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, "
+        "p;\n}\n"
+        : "=r"(done)
+        : "r"(a), "r"(parity)
+        : "memory");
+  } while (!done);
 }
 
 // A barrier among `threads` threads (whole warps) using hardware barrier `id` (0 is __syncthreads).
