@@ -72,11 +72,17 @@ MM_DEVICE void peer_store(u32 addr, float v) {
 MM_DEVICE void peer_arrive(u32 bar_addr) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar_addr) : "memory");
 }
-// Waits for a phase whose arrivals came from a peer (peer_arrive): polled at the block's scope,
-// then one fence at the cluster's, which makes the peer's released writes visible.
 MM_DEVICE void mbar_wait_cluster(u64* bar, u32 parity) {
-  mbar_wait(bar, parity);
-  asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
+  const u32 a = sm_addr(bar);
+  u32 done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, "
+        "p;\n}\n"
+        : "=r"(done)
+        : "r"(a), "r"(parity)
+        : "memory");
+  } while (!done);
 }
 
 // A barrier among `threads` threads (whole warps) using hardware barrier `id` (0 is __syncthreads).
