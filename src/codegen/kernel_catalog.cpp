@@ -217,9 +217,9 @@ int hopper_fixed_bytes(int bm, int stage) {
   const int ld = stage == 1 ? kStage1RegionLd : kStage2RegionLd;
   return 1024 + head + bm * ld * 4;
 }
-// The kernels' own __shared__ arrays: the row list (at most 160 x 4 bytes) and Stage1's maxima from
-// its cluster peer (2 x 160 x 4) with their two barriers.
-constexpr int kHopperStaticBytes = 2048;
+// The kernels' own __shared__ arrays: the row list (at most 160 x 4 bytes), and in Stage1 the row
+// maxima, its own and its cluster peer's (3 x 160 x 4), with two barriers.
+int hopper_static_bytes(int stage) { return stage == 1 ? 3072 : 1024; }
 }  // namespace
 
 int hopper_bm(int config_bm, int stage) { return std::min(config_bm, stage == 1 ? kHopperMaxBm1 : kHopperMaxBm2); }
@@ -229,7 +229,7 @@ int hopper_blocks_per_sm(int bm) { return bm <= 48 ? 2 : 1; }
 int hopper_stages(int bm, int stage) {
   // An SM's 228 KB, less 1 KB the system keeps per block, shared by its blocks.
   const int limit = hopper_blocks_per_sm(bm) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
-  const int room = limit - kHopperStaticBytes - hopper_fixed_bytes(bm, stage);
+  const int room = limit - hopper_static_bytes(stage) - hopper_fixed_bytes(bm, stage);
   return std::clamp(room / hopper_stage_bytes(bm), 2, 12);
 }
 

@@ -51,13 +51,6 @@ MM_DEVICE void store_routed_piece(const RoutedPiece& q, int piece, int chunk, in
   if (piece == 0) scales[routed_scale_index(chunk, p, r16, rows_pad)] = q.scale;
 }
 
-// Max |v| over the 64 values a half warp holds (4 per lane). Every lane of the warp must call it.
-MM_DEVICE float half_amax(const float (&v)[4]) {
-  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-  for (int m = 8; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
-  return amax;
-}
-
 // Stores half `half` (64 values) of chunk `chunk` of routed row p in fp8 with the chunk's block
 // exponent e (mm_fp8_block_exponent of the amax over both halves), by a half warp: lane16 0..15
 // holds values 4 lane16 .. 4 lane16 + 3 of the half. with_scale: this half warp also stores the

@@ -28,12 +28,14 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
   using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
   extern __shared__ u8 smem_raw[];
   __shared__ int a_rows[BN];  // tile_rows' row of x per column: unused, x comes routed
-  // The cluster peer's maxima per token row of the tile (two tiles in turn), and the barriers its
-  // storers arrive on once they are written (src/codegen/kernel_catalog.cpp's static bytes).
-  __shared__ float pair_amax[2][BN];
+  // The tile's maxima per token row over its 64 columns of h: the block's own, and the cluster
+  // peer's (two tiles in turn) with the barriers its storers arrive on once they are written
+  // (src/codegen/kernel_catalog.cpp's static bytes).
+  __shared__ float own_amax[BN], pair_amax[2][BN];
   __shared__ u64 pair_full[2];
   int* scratch = a_rows;  // the lambdas below capture by value: a pointer, not the array
   float* peer_amax = &pair_amax[0][0];
+  float* row_amax = own_amax;
   u64* peer_full = pair_full;
   u8* smem = Gemm::align(smem_raw);
   if (threadIdx.x == 0)
@@ -59,47 +61,40 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
                                                        lane);
         },
         [=, it = 0](const TileInfo<BN>& ti, const float* o, int stid) mutable {
-          // A half warp per tile row, two rows at a time where registers allow (their shuffles and
-          // stores overlap): the tile's 64 columns of h, half col_tile % 2 of Stage2's chunk
-          // col_tile / 2. First every row's maximum goes to the peer, which holds the chunk's
-          // other half; then each row is quantized with the chunk's exponent and stored routed.
-          constexpr int kHalves = Gemm::kStorers / 16;
+          // The tile's 64 columns of h are half col_tile % 2 of Stage2's chunk col_tile / 2, whose
+          // other half the peer holds. First a thread per row takes the row's maximum (16-byte
+          // loads, no shuffles: rows 68 floats apart fall in distinct banks) and sends it to the
+          // peer; then a half warp per row quantizes it with the chunk's exponent and stores it
+          // routed.
           const int lane16 = stid & 15, b = it & 1;
           const u32 phase = u32(it >> 1) & 1;
           ++it;
-          // With two blocks per SM the storers have 32 registers: one row at a time.
-          constexpr int kRowsPerPass = kBlocksPerSM == 1 ? 2 : 1;
-          auto load = [&](int n, float (&v)[4]) {
-            const float4 h = n < ti.rows ? *reinterpret_cast<const float4*>(o + n * kLd + 4 * lane16)
-                                         : make_float4(0.f, 0.f, 0.f, 0.f);
-            v[0] = h.x, v[1] = h.y, v[2] = h.z, v[3] = h.w;
-          };
           const u32 to_peer = peer_addr(peer_amax + b * BN, peer);
 #pragma unroll 1
-          for (int r0 = 0; r0 < ti.rows; r0 += kRowsPerPass * kHalves) {
-            float v[kRowsPerPass][4], amax[kRowsPerPass];
-            for (int i = 0; i < kRowsPerPass; ++i) load(r0 + i * kHalves + stid / 16, v[i]);
-            for (int i = 0; i < kRowsPerPass; ++i) amax[i] = half_amax(v[i]);
-            for (int i = 0; i < kRowsPerPass; ++i) {
-              const int n = r0 + i * kHalves + stid / 16;
-              if (lane16 == 0 && n < ti.rows) peer_store(to_peer + 4 * n, amax[i]);
+          for (int n = stid; n < ti.rows; n += Gemm::kStorers) {
+            const float4* row = reinterpret_cast<const float4*>(o + n * kLd);
+            float m[4] = {0.f, 0.f, 0.f, 0.f};
+            for (int q = 0; q < 16; ++q) {
+              const float4 h = row[q];
+              m[q & 3] = fmaxf(m[q & 3], fmaxf(fmaxf(fabsf(h.x), fabsf(h.y)), fmaxf(fabsf(h.z), fabsf(h.w))));
             }
+            const float amax = fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3]));
+            row_amax[n] = amax;
+            peer_store(to_peer + 4 * n, amax);
           }
+          named_barrier(1, Gemm::kStorers);  // row_amax for every storer
           peer_arrive(peer_addr(peer_full + b, peer));
           mbar_wait_cluster(peer_full + b, phase);
+          constexpr int kHalves = Gemm::kStorers / 16;
 #pragma unroll 1
-          for (int r0 = 0; r0 < ti.rows; r0 += kRowsPerPass * kHalves) {
-            float v[kRowsPerPass][4], amax[kRowsPerPass];
-            for (int i = 0; i < kRowsPerPass; ++i) load(r0 + i * kHalves + stid / 16, v[i]);
-            for (int i = 0; i < kRowsPerPass; ++i) amax[i] = half_amax(v[i]);
-            for (int i = 0; i < kRowsPerPass; ++i) {
-              const int n = r0 + i * kHalves + stid / 16;
-              const int out = n < ti.rows ? ti.out[n] : -1;
-              if (out < 0) continue;
-              const int e = mm_fp8_block_exponent(fmaxf(amax[i], peer_amax[b * BN + n]));
-              store_routed_half(v[i], lane16, ti.col_tile & 1, ti.col_tile / 2, out, n & 15, rows_pad, e, rank == 0,
-                                h_q, h_scales);
-            }
+          for (int n = stid / 16; n < ti.rows; n += kHalves) {
+            const int out = ti.out[n];
+            if (out < 0) continue;
+            const float4 h = *reinterpret_cast<const float4*>(o + n * kLd + 4 * lane16);
+            const float v[4] = {h.x, h.y, h.z, h.w};
+            const int e = mm_fp8_block_exponent(fmaxf(row_amax[n], peer_amax[b * BN + n]));
+            store_routed_half(v, lane16, ti.col_tile & 1, ti.col_tile / 2, out, n & 15, rows_pad, e, rank == 0, h_q,
+                              h_scales);
           }
         });
   } else {
