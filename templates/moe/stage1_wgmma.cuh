@@ -84,7 +84,7 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
           }
           named_barrier(1, Gemm::kStorers);  // row_amax for every storer
           peer_arrive(peer_addr(peer_full + b, peer));
-          mbar_wait_cluster(peer_full + b, phase);
+          mbar_wait<true>(peer_full + b, phase);
           constexpr int kHalves = Gemm::kStorers / 16;
 #pragma unroll 1
           for (int n = stid / 16; n < ti.rows; n += kHalves) {

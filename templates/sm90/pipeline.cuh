@@ -26,16 +26,20 @@ MM_DEVICE void mbar_arrive(u64* bar) {
 MM_DEVICE void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(sm_addr(bar)), "r"(bytes) : "memory");
 }
-// Waits until the phase of parity `parity` has completed.
+// One try of a parity wait; sem: the ordering it acquires ("" is the block's scope).
+#define MM_MBAR_TRY_WAIT(sem) \
+  "{\n.reg .pred p;\nmbarrier.try_wait.parity" sem ".shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+// Waits until the phase of parity `parity` has completed; kClusterScope: the arrivals came from a
+// cluster peer (peer_arrive), whose released writes the wait then acquires.
+template <bool kClusterScope = false>
 MM_DEVICE void mbar_wait(u64* bar, u32 parity) {
   const u32 a = sm_addr(bar);
   u32 done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(a), "r"(parity)
-        : "memory");
+    if constexpr (kClusterScope)
+      asm volatile(MM_MBAR_TRY_WAIT(".acquire.cluster") : "=r"(done) : "r"(a), "r"(parity) : "memory");
+    else
+      asm volatile(MM_MBAR_TRY_WAIT("") : "=r"(done) : "r"(a), "r"(parity) : "memory");
   } while (!done);
 }
 
@@ -68,23 +72,10 @@ MM_DEVICE void peer_store(u32 addr, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 }
 // One arrival on a peer's barrier, releasing this thread's earlier writes (peer_store) to the
-// threads that wait for it with mbar_wait_cluster.
+// threads that wait for it with mbar_wait<true>.
 MM_DEVICE void peer_arrive(u32 bar_addr) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar_addr) : "memory");
 }
-MM_DEVICE void mbar_wait_cluster(u64* bar, u32 parity) {
-  const u32 a = sm_addr(bar);
-  u32 done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, "
-        "p;\n}\n"
-        : "=r"(done)
-        : "r"(a), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
 // A barrier among `threads` threads (whole warps) using hardware barrier `id` (0 is __syncthreads).
 MM_DEVICE void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
