@@ -47,7 +47,7 @@ KernelSpec combine_spec(CombineWire wire);
 // The tensor-core kernels' token tile: the config's BM rounded up to a power of two, at most 128;
 // 128 weight rows per block.
 inline constexpr int kTensorCoreWeightRows = 128;
-inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K (x and h; h on Hopper)
+inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K (x and h)
 inline constexpr int kHopperScaleBlock = 128;  // x's and h's scale block on the Hopper path: one promotion per chunk
 int tensor_core_bm(int config_bm);
 inline constexpr int kMaxTokenTile = 160;  // the largest token tile of any path
@@ -68,8 +68,7 @@ inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an s
 // The Hopper token tile: the config's BM (a multiple of 16), capped at 160.
 inline constexpr int kHopperMaxBm1 = 160, kHopperMaxBm2 = 160;
 int hopper_bm(int config_bm, int stage);
-// Blocks per SM of a Hopper kernel: 2 for token tiles up to 48: more warps to hide
-// latencies.
+// Blocks per SM of a Hopper kernel: 2 for token tiles up to 48 (more warps to hide latencies).
 int hopper_blocks_per_sm(int bm);
 int hopper_stages(int bm, int stage);
 int hopper_smem(int bm, int stage);
