@@ -222,7 +222,7 @@ int hopper_fixed_bytes(int bm, int stage) {
 int hopper_static_bytes(int stage) { return stage == 1 ? 3072 : 1024; }
 }  // namespace
 
-int hopper_bm(int config_bm, int stage) { return std::min(config_bm, stage == 1 ? kHopperMaxBm1 : kHopperMaxBm2); }
+int hopper_bm(int config_bm) { return std::min(config_bm, kHopperMaxBm); }
 
 int hopper_blocks_per_sm(int bm) { return bm <= 48 ? 2 : 1; }
 
@@ -357,7 +357,7 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     k.stage1 = stage1_mma_spec(config.activation, k.bm1, config.model.model_dim, b.bounds_check);
     k.stage2 = stage2_mma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
   } else if (path == KernelPath::hopper) {
-    k.bm1 = hopper_bm(b.stage1.bm, 1), k.bm2 = hopper_bm(b.stage2.bm, 2);
+    k.bm1 = hopper_bm(b.stage1.bm), k.bm2 = hopper_bm(b.stage2.bm);
     k.x_block = k.h_block = kHopperScaleBlock;
     k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, b.bounds_check);
     k.stage2 = stage2_wgmma_spec(k.bm2, b.combine_wire, b.bounds_check);

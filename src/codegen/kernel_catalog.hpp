@@ -66,8 +66,8 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
 // Stage2 132 floats of output).
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
 // The Hopper token tile: the config's BM (a multiple of 16), capped at 160.
-inline constexpr int kHopperMaxBm1 = 160, kHopperMaxBm2 = 160;
-int hopper_bm(int config_bm, int stage);
+inline constexpr int kHopperMaxBm = 160;
+int hopper_bm(int config_bm);
 // Blocks per SM of a Hopper kernel: 2 for token tiles up to 48 (more warps to hide latencies).
 int hopper_blocks_per_sm(int bm);
 int hopper_stages(int bm, int stage);

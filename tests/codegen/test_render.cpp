@@ -115,9 +115,9 @@ TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM t
   const Activation act{ActivationKind::situv2, 4.f, 25.f, 0.f};
   for (int bm = 16; bm <= 256; bm += 16) {
     INFO("config bm " << bm);
-    const int bm1 = hopper_bm(bm, 1), bm2 = hopper_bm(bm, 2);
-    CHECK(bm1 == std::min(bm, kHopperMaxBm1));
-    CHECK(bm2 == std::min(bm, kHopperMaxBm2));
+    const int bm1 = hopper_bm(bm), bm2 = hopper_bm(bm);
+    CHECK(bm1 == std::min(bm, kHopperMaxBm));
+    CHECK(bm2 == std::min(bm, kHopperMaxBm));
     for (const KernelSpec& spec : {stage1_wgmma_spec(act, bm1, false), stage2_wgmma_spec(bm2, CombineWire::bf16, true)}) {
       INFO(spec.name());
       const int tile = spec.family == "stage1_wgmma" ? bm1 : bm2;
