@@ -22,14 +22,14 @@ struct RuntimeOptions {
 };
 
 // Expert weights on the device, in the layout the runtime's kernels read (docs/layer.md):
-// v1 (checkpoint layout) for the portable path, v2 for the tensor-core and Hopper paths.
+// v1 (checkpoint layout) for the portable path, v3 for the tensor-core and Hopper paths.
 class PreparedWeights {
  public:
   KernelPath path = KernelPath::portable;
   int experts = 0, model_dim = 0, inter_dim = 0;
   DeviceBuffer w1_packed, w1_scales, w2_packed, w2_scales;                 // v1
-  DeviceBuffer w1_words, w1_exps, w1_row_scale, w2_words, w2_exps, w2_row_scale;  // v2
-  std::size_t flushed_blocks = 0;  // v2: MX blocks too far below their row's largest, zeroed
+  DeviceBuffer w1_units, w1_row_scale, w2_units, w2_row_scale;  // v3
+  std::size_t flushed_blocks = 0;  // v3: MX blocks too far below their row's largest, zeroed
 };
 
 struct StageTimes {

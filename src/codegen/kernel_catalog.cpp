@@ -152,12 +152,12 @@ int tensor_core_stages(int bm) { return bm <= 16 ? 8 : bm <= 32 ? 6 : bm <= 64 ?
 namespace {
 std::string tensor_core_params(bool stage1) {
   return stage1 ? "const megamoe::u8* x_q, const megamoe::u8* x_scales, const int* expert_offsets, "
-                  "const int* tile_offsets, const int* row_token, const megamoe::u8* w1_words, "
-                  "const signed char* w1_exps, const float* w1_row_scale, int experts, int model_dim, int inter_dim, "
+                  "const int* tile_offsets, const int* row_token, const megamoe::u8* w1_units, "
+                  "const float* w1_row_scale, int experts, int model_dim, int inter_dim, "
                   "megamoe::u8* h_q, megamoe::u8* h_scales, int rows_capacity, int tokens, int* errors"
                 : "const megamoe::u8* h_q, const megamoe::u8* h_scales, const int* expert_offsets, "
-                  "const int* tile_offsets, const int* row_slot, const float* row_weight, const megamoe::u8* w2_words, "
-                  "const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim, int inter_dim, "
+                  "const int* tile_offsets, const int* row_slot, const float* row_weight, const megamoe::u8* w2_units, "
+                  "const float* w2_row_scale, int experts, int model_dim, int inter_dim, "
                   "void* wire, megamoe::u8* wire_scales, int rows_capacity, int slots, int* errors";
 }
 // Shared memory of MmaGemm<bm, stages> for a K (stages of activations, weight words and
@@ -178,8 +178,8 @@ KernelSpec stage1_mma_spec(const Activation& act, int bm, int model_dim, bool bo
   s.preamble = a.preamble;
   s.params = tensor_core_params(true);
   s.body = fmt::format(
-      "megamoe::stage1_mma<{}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, w1_words, "
-      "w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors);",
+      "megamoe::stage1_mma<{}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, w1_units, "
+      "w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors);",
       a.type, bm, tensor_core_stages(bm), bounds_check ? "true" : "false");
   s.threads = 256;
   s.shared_bytes = tensor_core_smem(bm, model_dim, 64);
@@ -195,7 +195,7 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
   s.params = tensor_core_params(false);
   s.body = fmt::format(
       "megamoe::stage2_mma<{}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, row_weight, "
-      "w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_capacity, slots, "
+      "w2_units, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_capacity, slots, "
       "errors);",
       bm, tensor_core_stages(bm), wire_code(wire), bounds_check ? "true" : "false");
   s.threads = 256;
@@ -240,12 +240,12 @@ int hopper_smem(int bm, int stage) {
 namespace {
 std::string hopper_params(bool stage1) {
   return stage1 ? "const megamoe::u8* x_q, const float* x_scales, const int* expert_offsets, "
-                  "const int* tile_offsets, const int* row_token, const megamoe::u8* w1_words, "
-                  "const signed char* w1_exps, const float* w1_row_scale, int experts, int model_dim, int inter_dim, "
+                  "const int* tile_offsets, const int* row_token, const megamoe::u8* w1_units, "
+                  "const float* w1_row_scale, int experts, int model_dim, int inter_dim, "
                   "megamoe::u8* h_q, float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors"
                 : "const megamoe::u8* h_q, const float* h_scales, const int* expert_offsets, "
-                  "const int* tile_offsets, const int* row_slot, const float* row_weight, const megamoe::u8* w2_words, "
-                  "const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim, int inter_dim, "
+                  "const int* tile_offsets, const int* row_slot, const float* row_weight, const megamoe::u8* w2_units, "
+                  "const float* w2_row_scale, int experts, int model_dim, int inter_dim, "
                   "void* wire, megamoe::u8* wire_scales, int rows_pad, int rows_capacity, int slots, int* errors";
 }
 }  // namespace
@@ -279,7 +279,7 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
   s.params = hopper_params(true);
   s.body = fmt::format(
       "megamoe::stage1_wgmma<{}, {}, {}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, "
-      "w1_words, w1_exps, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_pad, rows_capacity, "
+      "w1_units, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_pad, rows_capacity, "
       "tokens, errors);",
       a.type, bm, stages, per_sm, hopper_smem(bm, 1), bounds_check ? "true" : "false");
   s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
@@ -300,7 +300,7 @@ KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check) {
   s.params = hopper_params(false);
   s.body = fmt::format(
       "megamoe::stage2_wgmma<{}, {}, {}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, "
-      "row_weight, w2_words, w2_exps, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_pad, "
+      "row_weight, w2_units, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_pad, "
       "rows_capacity, slots, errors);",
       bm, stages, per_sm, hopper_smem(bm, 2), wire_code(wire), bounds_check ? "true" : "false");
   s.threads = 384;

@@ -53,14 +53,14 @@ int tensor_core_bm(int config_bm);
 inline constexpr int kMaxTokenTile = 160;  // the largest token tile of any path
 int tensor_core_stages(int bm);  // pipeline depth, in chunks of 128 k
 
-// stage1_mma(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_words, w1_exps,
-//            w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors)
+// stage1_mma(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_units, w1_row_scale,
+//            experts, model_dim, inter_dim, h_q, h_scales, rows_capacity, tokens, errors)
 KernelSpec stage1_mma_spec(const Activation& act, int bm, int model_dim, bool bounds_check);
-// stage2_mma(h_q, h_scales, expert_offsets, tile_offsets2, row_slot, row_weight, w2_words, w2_exps,
+// stage2_mma(h_q, h_scales, expert_offsets, tile_offsets2, row_slot, row_weight, w2_units,
 //            w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_capacity, slots, errors)
 KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 
-// The Hopper kernels (templates/moe/wgmma_gemm.cuh): 128 weight rows per block in layout v2 as
+// The Hopper kernels (templates/moe/wgmma_gemm.cuh): 128 weight rows per block in layout v3 as
 // the tensor-core ones; x and h routed, their scales f32 (one per 128 k); stages
 // sized to fill shared memory beside the epilogue tile (per token row: Stage1 68 floats of h,
 // Stage2 132 floats of output).

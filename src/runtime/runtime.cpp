@@ -115,11 +115,11 @@ std::unique_ptr<PreparedWeights> Runtime::prepare_weights(const Mxfp4ExpertWeigh
   }
   TensorCoreWeights w1 = to_tensor_core_layout(w.w1_packed.data(), w.w1_scales.data(), w.experts, 2 * w.inter_dim,
                                                w.model_dim, true);
-  p->w1_words = upload(w1.words), p->w1_exps = upload(w1.exps), p->w1_row_scale = upload(w1.row_scale);
+  p->w1_units = upload(w1.units), p->w1_row_scale = upload(w1.row_scale);
   w1 = {};
   TensorCoreWeights w2 = to_tensor_core_layout(w.w2_packed.data(), w.w2_scales.data(), w.experts, w.model_dim,
                                                w.inter_dim, false);
-  p->w2_words = upload(w2.words), p->w2_exps = upload(w2.exps), p->w2_row_scale = upload(w2.row_scale);
+  p->w2_units = upload(w2.units), p->w2_row_scale = upload(w2.row_scale);
   p->flushed_blocks = w1.flushed_blocks + w2.flushed_blocks;
   return p;
 }
@@ -237,13 +237,13 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
     launch(k.quantize, unsigned(std::min<long long>((qblocks + 7) / 8, 16LL * sms)), {&x, &T, &D, &xq, &xs});
   }
   mark(2);
-  if (path_ != KernelPath::portable) {  // tensor_core and hopper: layout v2, one argument list
+  if (path_ != KernelPath::portable) {  // tensor_core and hopper: layout v3, one argument list
     auto per_sm = [](const LoadedKernel& s) { return s.blocks_per_sm > 0 ? s.blocks_per_sm : 2; };
-    const void *w1w = w.w1_words.get(), *w1e = w.w1_exps.get(), *w1r = w.w1_row_scale.get(),
-               *w2w = w.w2_words.get(), *w2e = w.w2_exps.get(), *w2r = w.w2_row_scale.get();
-    std::vector<void*> a1 = {&xq, &xs, &eo, &to1, &rt, &w1w, &w1e, &w1r, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err};
-    std::vector<void*> a2 = {&hq, &hs, &eo, &to2, &rs,  &rw,           &w2w,   &w2e, &w2r,
-                             &E,  &D,  &I,  &wire, &wsc, &rows_capacity, &slots, &err};
+    const void *w1u = w.w1_units.get(), *w1r = w.w1_row_scale.get(), *w2u = w.w2_units.get(),
+               *w2r = w.w2_row_scale.get();
+    std::vector<void*> a1 = {&xq, &xs, &eo, &to1, &rt, &w1u, &w1r, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err};
+    std::vector<void*> a2 = {&hq, &hs, &eo,  &to2, &rs,  &rw,           &w2u,   &w2r,
+                             &E,  &D,  &I,   &wire, &wsc, &rows_capacity, &slots, &err};
     if (path_ == KernelPath::hopper) {  // rows_pad before rows_capacity
       a1.insert(a1.end() - 3, &rows_pad);
       a2.insert(a2.end() - 3, &rows_pad);

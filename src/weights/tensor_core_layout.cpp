@@ -45,18 +45,36 @@ void decode_tensor_core_word(std::uint32_t w, int f, float out[8]) {
   }
 }
 
-std::size_t tensor_core_piece(int slab, int chunk, int slabs, int chunks) {
-  const int group = slab / kSlabGroup, first = group * kSlabGroup;
-  const int size = std::min(kSlabGroup, slabs - first);  // the last group may be short
-  return (std::size_t(first) * chunks + std::size_t(chunk) * size) + slab % kSlabGroup;
+namespace {
+// The start of slab's unit of `chunk` and the slabs in its group (the last group may be short).
+struct Unit {
+  std::size_t at;
+  int size;
+};
+Unit unit_of(int slab, int chunk, int slabs, int chunks) {
+  const int first = slab / kSlabGroup * kSlabGroup, size = std::min(kSlabGroup, slabs - first);
+  const std::size_t units_before = std::size_t(first) * chunks + std::size_t(chunk) * size;  // in slabs' shares
+  return {units_before * (kSlabWordBytes + kSlabExpBytes), size};
+}
+}  // namespace
+
+std::size_t tensor_core_expert_bytes(int rows, int k) { return std::size_t(rows) * k / 2 + std::size_t(rows) * k / 32; }
+
+std::size_t tensor_core_words_at(int slab, int chunk, int slabs, int chunks) {
+  return unit_of(slab, chunk, slabs, chunks).at + std::size_t(slab % kSlabGroup) * kSlabWordBytes;
+}
+
+std::size_t tensor_core_exps_at(int slab, int chunk, int slabs, int chunks) {
+  const Unit u = unit_of(slab, chunk, slabs, chunks);
+  return u.at + std::size_t(u.size) * kSlabWordBytes + std::size_t(slab % kSlabGroup) * kSlabExpBytes;
 }
 
 TensorCoreWeights to_tensor_core_layout(const std::uint8_t* packed, const std::uint8_t* scales, int experts,
                                         int rows, int k, bool interleave) {
   const int slabs = rows / 16, chunks = k / 128, kblocks = k / 32;
+  const std::size_t expert_bytes = tensor_core_expert_bytes(rows, k);
   TensorCoreWeights out;
-  out.words.assign(std::size_t(experts) * rows * k / 2, 0);
-  out.exps.assign(std::size_t(experts) * rows * kblocks, 0);
+  out.units.assign(std::size_t(experts) * expert_bytes, 0);
   out.row_scale.assign(std::size_t(experts) * rows, 0.f);
   // Experts are independent and write disjoint ranges: one worker per core takes them in turn.
   std::atomic<int> next{0};
@@ -65,6 +83,7 @@ TensorCoreWeights to_tensor_core_layout(const std::uint8_t* packed, const std::u
     for (int e; (e = next++) < experts;) {
       const std::uint8_t* ep = packed + std::size_t(e) * rows * k / 2;
       const std::uint8_t* es = scales + std::size_t(e) * rows * kblocks;
+      std::uint8_t* eu = out.units.data() + std::size_t(e) * expert_bytes;
       for (int r = 0; r < rows; ++r) {
         const int src = tensor_core_source_row(r, rows, interleave);
         const std::uint8_t* srow = es + std::size_t(src) * kblocks;
@@ -84,8 +103,8 @@ TensorCoreWeights to_tensor_core_layout(const std::uint8_t* packed, const std::u
             flushed += nonzero;
           }
           const int c = b / 4, kb = b % 4;
-          const std::size_t piece = std::size_t(e) * slabs * chunks + tensor_core_piece(slab, c, slabs, chunks);
-          out.exps[piece * 64 + in * 4 + kb] = std::int8_t(f);
+          eu[tensor_core_exps_at(slab, c, slabs, chunks) + in * 4 + kb] = std::uint8_t(std::int8_t(f));
+          std::uint8_t* slab_words = eu + tensor_core_words_at(slab, c, slabs, chunks);
           for (int t = 0; t < 4; ++t) {
             std::uint32_t word = 0;
             for (int i = 0; i < 8; ++i) {
@@ -98,8 +117,7 @@ TensorCoreWeights to_tensor_core_layout(const std::uint8_t* packed, const std::u
               word |= sign << kSignBit[i];
             }
             const int lane = g * 4 + t;
-            const std::size_t at = ((piece * 32 + lane) * 2 + half) * 4 + kb;
-            std::memcpy(out.words.data() + at * 4, &word, 4);
+            std::memcpy(slab_words + ((lane * 2 + half) * 4 + kb) * 4, &word, 4);
           }
         }
       }

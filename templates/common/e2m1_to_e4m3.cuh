@@ -1,5 +1,5 @@
 // The in-register MXFP4 -> e4m3 conversion of the tensor-core kernels (mma.sync and wgmma), for
-// weight layout v2 (src/weights/tensor_core_layout.hpp; decode_tensor_core_word is its host twin).
+// weight layout v3 (src/weights/tensor_core_layout.hpp; decode_tensor_core_word is its host twin).
 #pragma once
 #include "prelude/megamoe_prelude.cuh"
 
@@ -22,7 +22,7 @@ MM_DEVICE u32 mm_prmt(u32 a, u32 b, u32 selector) {
 // nibbles with bit 3 set replicate the chosen byte's sign).
 MM_DEVICE int mm_signed_byte(u32 w, int k) { return int(mm_prmt(w, 0u, 0x8880u + u32(k) * 0x1111u)); }
 
-// e4m3 of 8 e2m1 values of a layout-v2 word, times 2^f (f in [-5, 6]); lo holds k 4t..4t+3,
+// e4m3 of 8 e2m1 values of a layout-v3 word, times 2^f (f in [-5, 6]); lo holds k 4t..4t+3,
 // hi holds k 16+4t..16+4t+3.
 MM_DEVICE void mm_e2m1x8_to_e4m3(u32 w, int f, u32& lo, u32& hi) {
   const u32 f8 = u32(f * 8);

@@ -1,6 +1,6 @@
 // The tensor-core main loop of both expert GEMMs (NVIDIA sm_89 and later: fp8 mma.sync), in the
 // swapped orientation: the weights are the mma's A (M = weight rows, 16 per warp, 128 per block
-// of 8 warps), the routed rows (tokens) its B (N = BN per block). Weights (layout v2,
+// of 8 warps), the routed rows (tokens) its B (N = BN per block). Weights (layout v3,
 // src/weights/tensor_core_layout.hpp) and activations (fp8, one e8m0 scale per 64 k) are staged
 // in shared memory by cp.async, kStages chunks of 128 k deep; a lane then reads its weights as
 // two 16-byte words and turns 8 values into e4m3 with two byte permutes, the block exponent
@@ -49,8 +49,8 @@ struct MmaGemm {
 
   // rows[n] (shared): the activation row of token column n, or -1. acc[j][0..3]: this warp's
   // weight rows g and g + 8 against token columns 8j + 2t and 8j + 2t + 1.
-  MM_DEVICE static void run(u8* smem, const u8* a_q, const u8* a_scales, const int* rows, int K, const u8* words,
-                            const signed char* exps, int slab0, float (&acc)[NT][4]) {
+  MM_DEVICE static void run(u8* smem, const u8* a_q, const u8* a_scales, const int* rows, int K, const u8* units,
+                            int slab0, float (&acc)[NT][4]) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int chunks = K / 128, kb64 = K / 64;
     float* scale_smem = reinterpret_cast<float*>(smem + kStages * kStageBytes);
@@ -61,9 +61,10 @@ struct MmaGemm {
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
 
-    // Layout v2 keeps a block's 8 slabs together per chunk: 8 KB of words and 512 B of exponents.
+    // Layout v3 keeps a block's 8 slabs together per chunk: 8 KB of words, then 512 B of exponents.
     auto load_stage = [&](int chunk) {
       u8* st = smem + (chunk % kStages) * kStageBytes;
+      const u8* unit = units + ((i64)(slab0 / 8) * chunks + chunk) * (kWarps * (1024 + 64));
       for (int i = tid; i < BN * 8; i += kThreads) {
         const int n = i >> 3, part = i & 7, row = rows[n];
         mm_cp_async16(st + n * kRowBytes + part * 16, a_q + (row >= 0 ? (i64)row * K + chunk * 128 + part * 16 : 0),
@@ -72,12 +73,12 @@ struct MmaGemm {
       for (int i = tid; i < kWarps * 64; i += kThreads) {  // words: 64 x 16 B per slab
         const int w = i >> 6, part = i & 63;
         mm_cp_async16(st + kActBytes + w * 1024 + part * 16,
-                      words + (((i64)slab0 * chunks + chunk * 8 + w) * 1024) + part * 16, true);
+                      unit + w * 1024 + part * 16, true);
       }
       for (int i = tid; i < kWarps * 4; i += kThreads) {  // exponents: 4 x 16 B per slab
         const int w = i >> 2, part = i & 3;
         mm_cp_async16(st + kActBytes + kWarps * 1024 + w * 64 + part * 16,
-                      exps + (((i64)slab0 * chunks + chunk * 8 + w) * 64) + part * 16, true);
+                      unit + kWarps * 1024 + w * 64 + part * 16, true);
       }
     };
 

@@ -11,7 +11,7 @@ namespace megamoe {
 
 template <class Act, int BN, int kStages, bool kCheck>
 MM_DEVICE void stage1_mma(const u8* x_q, const u8* x_scales, const int* expert_offsets, const int* tile_offsets,
-                          const int* row_token, const u8* w1_words, const signed char* w1_exps,
+                          const int* row_token, const u8* w1_units,
                           const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q, u8* h_scales,
                           int rows_capacity, int tokens, int* errors) {
   using Gemm = MmaGemm<BN, kStages>;
@@ -30,8 +30,8 @@ MM_DEVICE void stage1_mma(const u8* x_q, const u8* x_scales, const int* expert_o
     const i64 rows_e = 2LL * inter_dim;
     float acc[Gemm::NT][4];
     const int slab = m_tile * 8 + warp;
-    Gemm::run(smem, x_q, x_scales, a_rows, model_dim, w1_words + e * rows_e * model_dim / 2,
-              w1_exps + e * rows_e * (model_dim / 32), m_tile * 8, acc);
+    Gemm::run(smem, x_q, x_scales, a_rows, model_dim, w1_units + e * (rows_e * model_dim / 2 + rows_e * model_dim / 32),
+              m_tile * 8, acc);
     // Epilogue: row g of the slab is gate column 8 * slab + g, row g + 8 its up.
     const float* row_scale = w1_row_scale + e * rows_e + slab * 16;
     const float sg = row_scale[g], su = row_scale[g + 8];

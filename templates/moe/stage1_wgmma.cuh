@@ -22,7 +22,7 @@ constexpr int kStage1RegionLd = 68;
 // hopper_smem), checked here against what the pipeline and the region take.
 template <class Act, int BN, int kStages, int kBlocksPerSM, int kSharedBytes, bool kCheck>
 MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* expert_offsets, const int* tile_offsets,
-                            const int* row_token, const u8* w1_words, const signed char* w1_exps,
+                            const int* row_token, const u8* w1_units,
                             const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q,
                             float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors) {
   using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
@@ -54,8 +54,7 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
                 "the catalog's shared memory holds the alignment slack, the stages and the region");
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
-        smem, walk, x_q, x_scales, rows_pad, model_dim, w1_words, w1_exps, rows_e * model_dim / 2,
-        rows_e * (model_dim / 32),
+        smem, walk, x_q, x_scales, rows_pad, model_dim, w1_units, rows_e * model_dim / 2 + rows_e * model_dim / 32,
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
           stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_token, rows_capacity, tokens, errors, scratch, ti->out,
                                                        lane);

@@ -10,7 +10,7 @@ namespace megamoe {
 
 template <int BN, int kStages, int kWire, bool kCheck>
 MM_DEVICE void stage2_mma(const u8* h_q, const u8* h_scales, const int* expert_offsets, const int* tile_offsets,
-                          const int* row_slot, const float* row_weight, const u8* w2_words, const signed char* w2_exps,
+                          const int* row_slot, const float* row_weight, const u8* w2_units,
                           const float* w2_row_scale, int experts, int model_dim, int inter_dim, void* wire,
                           u8* wire_scales, int rows_capacity, int slots, int* errors) {
   using Gemm = MmaGemm<BN, kStages>;
@@ -30,8 +30,8 @@ MM_DEVICE void stage2_mma(const u8* h_q, const u8* h_scales, const int* expert_o
     const i64 rows_e = model_dim;
     float acc[Gemm::NT][4];
     const int slab = m_tile * 8 + warp;
-    Gemm::run(smem, h_q, h_scales, a_rows, inter_dim, w2_words + e * rows_e * inter_dim / 2,
-              w2_exps + e * rows_e * (inter_dim / 32), m_tile * 8, acc);
+    Gemm::run(smem, h_q, h_scales, a_rows, inter_dim, w2_units + e * (rows_e * inter_dim / 2 + rows_e * inter_dim / 32),
+              m_tile * 8, acc);
     const float* row_scale = w2_row_scale + e * rows_e + slab * 16;
     const float s0 = row_scale[g], s1 = row_scale[g + 8];
     float* o = reinterpret_cast<float*>(smem);  // [BN][129]

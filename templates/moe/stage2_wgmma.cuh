@@ -17,8 +17,8 @@ constexpr int kStage2RegionLd = 132;
 // hopper_smem), checked here against what the pipeline and the region take.
 template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck>
 MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* expert_offsets, const int* tile_offsets,
-                            const int* row_slot, const float* row_weight, const u8* w2_words,
-                            const signed char* w2_exps, const float* w2_row_scale, int experts, int model_dim,
+                            const int* row_slot, const float* row_weight, const u8* w2_units,
+                            const float* w2_row_scale, int experts, int model_dim,
                             int inter_dim, void* wire, u8* wire_scales, int rows_pad, int rows_capacity, int slots,
                             int* errors) {
   using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
@@ -38,8 +38,7 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
                 "the catalog's shared memory holds the alignment slack, the stages and the region");
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
-        smem, walk, h_q, h_scales, rows_pad, inter_dim, w2_words, w2_exps, rows_e * inter_dim / 2,
-        rows_e * (inter_dim / 32),
+        smem, walk, h_q, h_scales, rows_pad, inter_dim, w2_units, rows_e * inter_dim / 2 + rows_e * inter_dim / 32,
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
           stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, scratch,
                                                        ti->out, ti->weight, lane);

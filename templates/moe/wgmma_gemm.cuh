@@ -2,11 +2,11 @@
 // operand (swap AB: 128 weight rows per block, the routed tokens on N).
 //
 // Warpgroup 0 produces and stores. Per tile its first warp works out the rows' destinations (a
-// four-entry TileInfo ring); per 128-k chunk one thread starts four bulk copies on the stage's
-// `full` mbarrier: the block's weight words and exponents (layout v2: 8 KB and 512 B,
-// contiguous) and the tile's activations and their scales (routed layout, moe/routed_rows.cuh:
+// four-entry TileInfo ring); per 128-k chunk one thread starts three bulk copies on the stage's
+// `full` mbarrier: the block's weight words and exponents (layout v3: 8 KB and 512 B in one
+// unit) and the tile's activations and their scales (routed layout, moe/routed_rows.cuh:
 // BN x 128 B already in the 128-byte swizzle, and BN x 16 B). Warpgroups 1
-// and 2 consume: each owns 64 weight rows (four v2 slabs); while the wgmma of one chunk run they
+// and 2 consume: each owns 64 weight rows (four slabs); while the wgmma of one chunk run they
 // read the next chunk's words and turn them into e4m3 fragments in registers (two byte permutes
 // per 8 values, block exponent folded in). A chunk's partial sums are scaled by the activations'
 // scales (one per 128 k, x's and h's alike) and added to the accumulators (the weights' row
@@ -124,26 +124,26 @@ struct WgmmaGemm {
   }
 
   // One producer thread: stages the K / 128 chunks of a tile whose rows start at routed row p0.
-  // a_q / a_scales: the routed activations (rows_pad rows per chunk); words / exps: the expert's
-  // layout-v2 arrays, slab0 the block's first slab. Only the tile's routed rows, rounded up to
+  // a_q / a_scales: the routed activations (rows_pad rows per chunk); units: the expert's layout-v3
+  // bytes, group the block's group of 8 slabs. Only the tile's routed rows, rounded up to
   // the 8-row swizzle atom, are copied: an expert's rows rarely fill a tile at small batch, and
   // the columns past them are computed from stale shared memory and never stored. For the
   // block's first tile (`first`) the weights of the first stages are requested before the
   // previous kernel, which writes the activations, is waited for (Device::launch's early_start):
   // they stream in meanwhile.
   MM_DEVICE static void produce(u8* smem, const u8* a_q, const float* a_scales, int rows_pad, int p0, int rows,
-                                int K, const u8* words, const signed char* exps, int slab0, Ring<kStages>& ps,
-                                bool first) {
+                                int K, const u8* units, int group, Ring<kStages>& ps, bool first) {
     const int chunks = K / 128;
     const u32 rows8 = u32(min((rows + 7) & ~7, BN)), act_bytes = rows8 * 128, scale_bytes = rows8 * 16;
     auto request_weights = [&](int chunk, const Ring<kStages>& r) {
       mbar_wait(empty(smem, r.index), r.phase ^ 1);
       u8* st = stage(smem, r.index);
       u64* bar = full(smem, r.index);
-      const i64 piece = (i64)slab0 * chunks + chunk * 8;  // layout v2 keeps the block's 8 slabs together
+      // layout v3: the block's words of the chunk, then their exponents, as the stage keeps them
+      static_assert(kExpsAt == kWordsAt + kWordBytes, "a unit lands in one copy");
       mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes + act_bytes + scale_bytes);
-      bulk_copy_g2s(st + kWordsAt, words + piece * 1024, kWordBytes, bar);
-      bulk_copy_g2s(st + kExpsAt, exps + piece * 64, kExpBytes, bar);
+      bulk_copy_g2s(st + kWordsAt, units + ((i64)group * chunks + chunk) * (kWordBytes + kExpBytes),
+                    kWordBytes + kExpBytes, bar);
     };
     int early = 0;
     if (first) {
@@ -303,13 +303,13 @@ struct WgmmaGemm {
 
   // The producer warpgroup (threads 0..127). Warp 0, per tile, once a TileInfo entry is free:
   // fill(tile, info, lane) writes the rows the epilogue needs, the entry is published, and lane 0
-  // stages the tile's chunks of the expert's weights (words and exps advance by expert_words /
-  // expert_exps per expert). Warps 1 to 3, per tile, once the consumers have stashed it:
-  // store(info, region, stid) with stid 0..95, then the region and the entry are handed back.
+  // stages the tile's chunks of the expert's weights (units advance by expert_bytes per expert).
+  // Warps 1 to 3, per tile, once the consumers have stashed it: store(info, region, stid) with
+  // stid 0..95, then the region and the entry are handed back.
   template <class Fill, class Store>
   MM_DEVICE static void run_producer(u8* smem, const TileWalk& walk, const u8* a_q, const float* a_scales,
-                                     int rows_pad, int K, const u8* words, const signed char* exps, i64 expert_words,
-                                     i64 expert_exps, Fill fill, Store store) {
+                                     int rows_pad, int K, const u8* units, i64 expert_bytes, Fill fill,
+                                     Store store) {
     regs_dealloc<kProducerRegs>();
     const int ptid = threadIdx.x;
     Ring<kInfos> ts;
@@ -326,7 +326,7 @@ struct WgmmaGemm {
         mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
         if (ptid == 0)
           produce(smem, a_q, a_scales, rows_pad, rt.p0, min(rt.p_end - rt.p0, BN), K,
-                  words + rt.expert * expert_words, exps + rt.expert * expert_exps, rt.col_tile * 8, ps, first);
+                  units + rt.expert * expert_bytes, rt.col_tile, ps, first);
         __syncwarp();
       }
     } else {
