@@ -5,6 +5,10 @@
 
 namespace megamoe {
 
+// Bytes of one expert's matrix of rows x k values in layout v3: the words (4 bits a value) and
+// the exponents (a byte per 32); tensor_core_expert_bytes is its host twin.
+MM_DEVICE i64 layout_v3_expert_bytes(i64 rows, int k) { return rows * k / 2 + rows * (k / 32); }
+
 // A byte permute the compiler cannot narrow: __byte_perm reads only a selector's low 16 bits,
 // so the compiler masks each selector on its own (w & 0x7777, w & 0x77770000 then a shift) where
 // one mask of the word serves both halves.

@@ -30,7 +30,7 @@ MM_DEVICE void stage1_mma(const u8* x_q, const u8* x_scales, const int* expert_o
     const i64 rows_e = 2LL * inter_dim;
     float acc[Gemm::NT][4];
     const int slab = m_tile * 8 + warp;
-    Gemm::run(smem, x_q, x_scales, a_rows, model_dim, w1_units + e * (rows_e * model_dim / 2 + rows_e * model_dim / 32),
+    Gemm::run(smem, x_q, x_scales, a_rows, model_dim, w1_units + e * layout_v3_expert_bytes(rows_e, model_dim),
               m_tile * 8, acc);
     // Epilogue: row g of the slab is gate column 8 * slab + g, row g + 8 its up.
     const float* row_scale = w1_row_scale + e * rows_e + slab * 16;

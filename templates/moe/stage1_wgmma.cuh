@@ -54,7 +54,7 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
                 "the catalog's shared memory holds the alignment slack, the stages and the region");
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
-        smem, walk, x_q, x_scales, rows_pad, model_dim, w1_units, rows_e * model_dim / 2 + rows_e * model_dim / 32,
+        smem, walk, x_q, x_scales, rows_pad, model_dim, w1_units, layout_v3_expert_bytes(rows_e, model_dim),
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
           stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_token, rows_capacity, tokens, errors, scratch, ti->out,
                                                        lane);

@@ -30,7 +30,7 @@ MM_DEVICE void stage2_mma(const u8* h_q, const u8* h_scales, const int* expert_o
     const i64 rows_e = model_dim;
     float acc[Gemm::NT][4];
     const int slab = m_tile * 8 + warp;
-    Gemm::run(smem, h_q, h_scales, a_rows, inter_dim, w2_units + e * (rows_e * inter_dim / 2 + rows_e * inter_dim / 32),
+    Gemm::run(smem, h_q, h_scales, a_rows, inter_dim, w2_units + e * layout_v3_expert_bytes(rows_e, inter_dim),
               m_tile * 8, acc);
     const float* row_scale = w2_row_scale + e * rows_e + slab * 16;
     const float s0 = row_scale[g], s1 = row_scale[g + 8];

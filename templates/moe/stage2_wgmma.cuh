@@ -38,7 +38,7 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
                 "the catalog's shared memory holds the alignment slack, the stages and the region");
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
-        smem, walk, h_q, h_scales, rows_pad, inter_dim, w2_units, rows_e * inter_dim / 2 + rows_e * inter_dim / 32,
+        smem, walk, h_q, h_scales, rows_pad, inter_dim, w2_units, layout_v3_expert_bytes(rows_e, inter_dim),
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
           stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, scratch,
                                                        ti->out, ti->weight, lane);
