@@ -26,6 +26,17 @@ std::uint32_t byte_perm(std::uint32_t x, std::uint32_t y, std::uint32_t s) {
 // k offsets (within a 32-value block) of the 8 values of lane t's word.
 int word_k(int t, int i) { return i < 4 ? 4 * t + i : 16 + 4 * t + (i - 4); }
 
+// The start of slab's unit of `chunk` and the slabs in its group (the last group may be short).
+struct Unit {
+  std::size_t at;
+  int size;
+};
+Unit unit_of(int slab, int chunk, int slabs, int chunks) {
+  const int first = slab / kSlabGroup * kSlabGroup, size = std::min(kSlabGroup, slabs - first);
+  const std::size_t units_before = std::size_t(first) * chunks + std::size_t(chunk) * size;  // in slabs' shares
+  return {units_before * (kSlabWordBytes + kSlabExpBytes), size};
+}
+
 }  // namespace
 
 int tensor_core_source_row(int r, int rows, bool interleave) {
@@ -44,19 +55,6 @@ void decode_tensor_core_word(std::uint32_t w, int f, float out[8]) {
     out[4 + i] = formats::e4m3_to_float(std::uint8_t(hi >> (8 * i)));
   }
 }
-
-namespace {
-// The start of slab's unit of `chunk` and the slabs in its group (the last group may be short).
-struct Unit {
-  std::size_t at;
-  int size;
-};
-Unit unit_of(int slab, int chunk, int slabs, int chunks) {
-  const int first = slab / kSlabGroup * kSlabGroup, size = std::min(kSlabGroup, slabs - first);
-  const std::size_t units_before = std::size_t(first) * chunks + std::size_t(chunk) * size;  // in slabs' shares
-  return {units_before * (kSlabWordBytes + kSlabExpBytes), size};
-}
-}  // namespace
 
 std::size_t tensor_core_expert_bytes(int rows, int k) { return std::size_t(rows) * k / 2 + std::size_t(rows) * k / 32; }
 

@@ -45,7 +45,7 @@ struct MmaGemm {
   // (1 KB) and exponents (64 B). After kStages stages: the tile's activation scales as floats
   // [BN][K / 64]. src/codegen/kernel_catalog.cpp computes the same sizes on the host.
   static constexpr int kActBytes = BN * kRowBytes;
-  static constexpr int kStageBytes = kActBytes + kWarps * (1024 + 64);
+  static constexpr int kStageBytes = kActBytes + kLayoutV3UnitBytes;
 
   // rows[n] (shared): the activation row of token column n, or -1. acc[j][0..3]: this warp's
   // weight rows g and g + 8 against token columns 8j + 2t and 8j + 2t + 1.
@@ -64,7 +64,7 @@ struct MmaGemm {
     // Layout v3 keeps a block's 8 slabs together per chunk: 8 KB of words, then 512 B of exponents.
     auto load_stage = [&](int chunk) {
       u8* st = smem + (chunk % kStages) * kStageBytes;
-      const u8* unit = units + ((i64)(slab0 / 8) * chunks + chunk) * (kWarps * (1024 + 64));
+      const u8* unit = layout_v3_unit(units, slab0 / 8, chunk, chunks);
       for (int i = tid; i < BN * 8; i += kThreads) {
         const int n = i >> 3, part = i & 7, row = rows[n];
         mm_cp_async16(st + n * kRowBytes + part * 16, a_q + (row >= 0 ? (i64)row * K + chunk * 128 + part * 16 : 0),

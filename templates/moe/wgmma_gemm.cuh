@@ -140,10 +140,10 @@ struct WgmmaGemm {
       u8* st = stage(smem, r.index);
       u64* bar = full(smem, r.index);
       // layout v3: the block's words of the chunk, then their exponents, as the stage keeps them
-      static_assert(kExpsAt == kWordsAt + kWordBytes, "a unit lands in one copy");
+      static_assert(kExpsAt == kWordsAt + kWordBytes && kWordBytes + kExpBytes == kLayoutV3UnitBytes,
+                    "a unit lands in one copy");
       mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes + act_bytes + scale_bytes);
-      bulk_copy_g2s(st + kWordsAt, units + ((i64)group * chunks + chunk) * (kWordBytes + kExpBytes),
-                    kWordBytes + kExpBytes, bar);
+      bulk_copy_g2s(st + kWordsAt, layout_v3_unit(units, group, chunk, chunks), kLayoutV3UnitBytes, bar);
     };
     int early = 0;
     if (first) {
