@@ -1,6 +1,7 @@
 #include "common/workload.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <numeric>
@@ -16,19 +17,24 @@ namespace megamoe::workload {
 
 namespace {
 
-// Fills bytes with a fast generator, in parallel (Kimi-K3 has about 2 GB of weights).
+// Fills bytes with a fast generator: kStreams independent streams, so the bytes depend on the
+// seed alone (not on the machine's cores), run on the cores there are (Kimi-K3 has about 2 GB).
 void fill_random(std::vector<std::uint8_t>& v, std::uint64_t seed) {
-  unsigned n = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  std::size_t chunk = (v.size() / n + 7) & ~std::size_t(7);
-  for (unsigned t = 0; t < n; ++t)
-    pool.emplace_back([&, t] {
+  constexpr unsigned kStreams = 16;
+  const std::size_t chunk = (v.size() / kStreams + 7) & ~std::size_t(7);
+  std::atomic<unsigned> next{0};
+  auto worker = [&] {
+    for (unsigned t; (t = next++) < kStreams;) {
       std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + t + 1;
       for (std::size_t i = t * chunk; i < std::min(v.size(), (t + 1) * chunk); ++i) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;  // xorshift64
         v[i] = std::uint8_t(s >> 24);
       }
-    });
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::min(kStreams, std::max(1u, std::thread::hardware_concurrency())); ++i)
+    pool.emplace_back(worker);
   for (auto& t : pool) t.join();
 }
 
