@@ -36,16 +36,23 @@ enum class CombineWire { bf16, fp8_blockwise_1x32 };
 
 // Which expert-GEMM kernels run: the portable ones (CUDA cores, any GPU), the tensor-core ones
 // (fp8 mma.sync, NVIDIA sm_89 and later) or the Hopper ones (wgmma, warp-specialised, sm_90a);
-// the last two need both GEMMs' K a multiple of 128. automatic picks hopper on sm_90a (not for a
-// config with an fp8 combine wire, docs/layer.md), then tensor_core where it can run, else portable.
+// the last two need both GEMMs' K a multiple of 128. automatic picks hopper on sm_90a, then
+// tensor_core where it can run, else portable.
 enum class KernelPath { automatic, portable, tensor_core, hopper };
 std::string_view to_string(KernelPath path);
 std::string_view to_string(CombineWire wire);
 
-// Values per fp8 scale along K of the activations a path quantizes: x at dispatch, h after the
-// activation. portable 32 and 32, tensor_core 64 and 64, hopper 128 and 64.
-struct ActivationBlocks {
+// How a kernel path's matrix instructions sum. exact: as fp32 sums do, to within about 1e-7 of
+// the exact sum (portable, tensor_core). sm90_fp8_mma: wgmma with e4m3 operands keeps 13 bits per
+// 32-k step (src/reference/fp8_mma_model.hpp), promoted into an fp32 sum once per scale block.
+enum class Accumulation { exact, sm90_fp8_mma };
+
+// How a path rounds, which the emulating reference repeats: values per fp8 scale along K of the
+// activations it quantizes (x at dispatch, h after the activation) and how it sums.
+// portable 32 and 32, tensor_core 64 and 64, both exact; hopper 128 and 128, sm90_fp8_mma.
+struct PathArithmetic {
   int x = 32, h = 32;
+  Accumulation accumulation = Accumulation::exact;
 };
 
 struct TileShape {

@@ -53,7 +53,7 @@ class Runtime {
   const Config& config() const { return config_; }
   const RuntimeOptions& options() const { return options_; }
   KernelPath path() const { return path_; }  // resolved: portable, tensor_core or hopper
-  ActivationBlocks activation_blocks() const;  // values per fp8 scale along K of x and of h
+  PathArithmetic arithmetic() const;  // how this runtime's path rounds and sums (for the references)
   Device& device() { return *device_; }
 
   // Checks the weights' shape against the config and uploads them in the kernels' layout.

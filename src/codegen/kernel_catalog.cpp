@@ -338,14 +338,6 @@ KernelPath resolve_path(KernelPath requested, const ModelShape& m, BackendKind b
   return requested;
 }
 
-KernelPath resolve_path(KernelPath requested, const Config& config, BackendKind backend, const std::string& arch) {
-  KernelPath p = resolve_path(requested, config.model, backend, arch);
-  const bool fp8_wire = std::any_of(config.buckets.begin(), config.buckets.end(),
-                                    [](const BucketConfig& b) { return b.combine_wire != CombineWire::bf16; });
-  if (requested == KernelPath::automatic && p == KernelPath::hopper && fp8_wire) p = KernelPath::tensor_core;
-  return p;
-}
-
 LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
   LayerKernels k;
   k.route_count = route_count_spec();

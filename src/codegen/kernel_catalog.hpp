@@ -86,11 +86,6 @@ KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check);
 bool path_runs(KernelPath path, const ModelShape& shape, BackendKind backend, const std::string& arch);
 // automatic resolved for a backend and arch; a path that cannot run there is an Error.
 KernelPath resolve_path(KernelPath requested, const ModelShape& shape, BackendKind backend, const std::string& arch);
-// The same for a whole config, which automatic also reads for its combine wire: with an fp8 wire
-// in any bucket it takes the tensor-core kernels over the Hopper ones, whose fp8 wgmma sums each
-// 32-k step with fewer bits than fp32 and, through the wire's extra rounding, miss the emulating
-// reference's bar (docs/layer.md, Accuracy).
-KernelPath resolve_path(KernelPath requested, const Config& config, BackendKind backend, const std::string& arch);
 
 struct LayerKernels {
   KernelSpec route_count, route, quantize, stage1, stage2, combine;

@@ -7,6 +7,7 @@
 
 #include "formats/formats.hpp"
 #include "reference/activation_ref.hpp"
+#include "reference/fp8_mma_model.hpp"
 
 namespace megamoe::reference {
 
@@ -42,13 +43,33 @@ void dot_rows(const float* w, const float* const* v, int len, double* out) {
   for (int r = 0; r < R; ++r) out[r] = (acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]);
 }
 
-// The same for the 2 n vectors of n pairs (n <= kPairBlock).
-void dot_pairs(int n, const float* w, const float* const* v, int len, double* out) {
-  switch (n) {
-    case 1: return dot_rows<2>(w, v, len, out);
-    case 2: return dot_rows<4>(w, v, len, out);
-    case 3: return dot_rows<6>(w, v, len, out);
+// The same for any count of vectors up to kDotRows.
+void dot_vectors(int count, const float* w, const float* const* v, int len, double* out) {
+  switch (count) {
+    case 1: return dot_rows<1>(w, v, len, out);
+    case 2: return dot_rows<2>(w, v, len, out);
+    case 3: return dot_rows<3>(w, v, len, out);
+    case 4: return dot_rows<4>(w, v, len, out);
+    case 5: return dot_rows<5>(w, v, len, out);
+    case 6: return dot_rows<6>(w, v, len, out);
+    case 7: return dot_rows<7>(w, v, len, out);
     default: return dot_rows<8>(w, v, len, out);
+  }
+}
+
+// A block of n pairs' sums against one weight row: v holds each pair's exact vector, then its
+// emulated one (2 n vectors). The exact ones are summed in double; the emulated ones as the
+// path sums: in double too, or as fp8 MMA chunks of `chunk` values added into an fp32 sum.
+void pair_sums(int n, const float* w, const float* const* v, int len, Accumulation acc, int chunk, double* out) {
+  if (acc == Accumulation::exact) return dot_vectors(2 * n, w, v, len, out);
+  const float* exact[kDotRows] = {};
+  double exact_out[kPairBlock];
+  for (int j = 0; j < n; ++j) exact[j] = v[2 * j];
+  dot_vectors(n, w, exact, len, exact_out);
+  for (int j = 0; j < n; ++j) {
+    float s = 0.f;
+    for (int k = 0; k < len; k += chunk) s += fp8_mma_chunk(w + k, v[2 * j + 1] + k, chunk);
+    out[2 * j] = exact_out[j], out[2 * j + 1] = s;
   }
 }
 
@@ -103,8 +124,8 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
         }
         double gate[kDotRows], up[kDotRows];
         for (int i = 0; i < I; ++i) {
-          dot_pairs(n, w1.data() + std::size_t(i) * D, xs, D, gate);
-          dot_pairs(n, w1.data() + std::size_t(I + i) * D, xs, D, up);
+          pair_sums(n, w1.data() + std::size_t(i) * D, xs, D, in.accumulation, in.x_block, gate);
+          pair_sums(n, w1.data() + std::size_t(I + i) * D, xs, D, in.accumulation, in.x_block, up);
           for (int j = 0; j < n; ++j) {
             h_exact[j][i] = activation(in.activation, float(gate[2 * j]), float(up[2 * j]));
             h_emul[j][i] = activation(in.activation, float(gate[2 * j + 1]), float(up[2 * j + 1]));
@@ -116,7 +137,7 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
         for (int j = 0; j < n; ++j) hs[2 * j] = h_exact[j].data(), hs[2 * j + 1] = hq[j].data();
         double out[kDotRows];
         for (int d = 0; d < D; ++d) {
-          dot_pairs(n, w2.data() + std::size_t(d) * I, hs, I, out);
+          pair_sums(n, w2.data() + std::size_t(d) * I, hs, I, in.accumulation, in.h_block, out);
           for (int j = 0; j < n; ++j) {
             const Pair& p = pairs[p0 + j];
             pair_exact[p.out_row * D + d] = float(out[2 * j]) * p.weight;

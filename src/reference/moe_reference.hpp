@@ -4,7 +4,8 @@
 //  - emulated: the same with the op's own quantizers at the op's points: x in fp8 blocks of
 //              x_block values (dispatch), the intermediate in blocks of h_block, the route-weighted Stage2 row on
 //              the combine wire (bf16, or fp8 1x32 blocks), the k rows summed in fp32 in k order,
-//              and y rounded to bf16.
+//              and y rounded to bf16; the two GEMMs summed as the path's matrix instructions sum
+//              (exact, or sm_90's fp8 MMA promoted per scale block: fp8_mma_model.hpp).
 // Slots with id -1, or any id outside [0, experts), contribute nothing.
 #pragma once
 #include <cstdint>
@@ -19,7 +20,8 @@ struct LayerInputs {
   const Mxfp4ExpertWeights* weights = nullptr;
   Activation activation;
   CombineWire wire = CombineWire::bf16;
-  int x_block = 32, h_block = 32;  // values per fp8 scale of x and of the intermediate (Runtime::activation_blocks)
+  int x_block = 32, h_block = 32;  // values per fp8 scale of x and of the intermediate (Runtime::arithmetic)
+  Accumulation accumulation = Accumulation::exact;  // how the emulated GEMMs sum (Runtime::arithmetic)
   int topk = 0;
   const std::uint16_t* x = nullptr;   // [tokens][model_dim] bf16
   const int* ids = nullptr;           // [tokens][topk]

@@ -42,7 +42,7 @@ struct Runtime::Workspace {
 
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
     : config_(std::move(config)), options_(options), device_(std::move(device)) {
-  path_ = resolve_path(options_.path, config_, device_->kind(), device_->arch());
+  path_ = resolve_path(options_.path, config_.model, device_->kind(), device_->arch());
   if (options_.max_tokens < 1 || options_.max_tokens > kMaxBucket)
     throw Error(fmt::format("megamoe: RuntimeOptions.max_tokens = {}, expected 1..{}", options_.max_tokens, kMaxBucket));
   const std::size_t T = options_.max_tokens, K = config_.model.topk, E = config_.model.experts_per_rank,
@@ -157,11 +157,11 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
 
 void Runtime::prepare(std::int64_t tokens) { kernels_for(tokens); }
 
-ActivationBlocks Runtime::activation_blocks() const {
+PathArithmetic Runtime::arithmetic() const {
   switch (path_) {
-    case KernelPath::portable: return {32, 32};
-    case KernelPath::hopper: return {kHopperScaleBlock, kHopperScaleBlock};
-    default: return {kTensorCoreBlock, kTensorCoreBlock};
+    case KernelPath::portable: return {32, 32, Accumulation::exact};
+    case KernelPath::hopper: return {kHopperScaleBlock, kHopperScaleBlock, Accumulation::sm90_fp8_mma};
+    default: return {kTensorCoreBlock, kTensorCoreBlock, Accumulation::exact};
   }
 }
 

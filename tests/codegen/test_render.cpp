@@ -171,13 +171,3 @@ TEST_CASE("the kernel path follows the backend, the arch and the shape", "[codeg
   CHECK_THROWS_WITH(resolve_path(KernelPath::tensor_core, odd, BackendKind::cuda, "sm_90a"),
                     Catch::Contains("model_dim 192"));
 }
-
-TEST_CASE("automatic keeps an fp8 combine wire off the Hopper kernels", "[codegen]") {
-  test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
-  Config c = load_config("kimi_k3_a8w4");
-  CHECK(resolve_path(KernelPath::automatic, c, BackendKind::cuda, "sm_90a") == KernelPath::hopper);
-  c.buckets.back().combine_wire = CombineWire::fp8_blockwise_1x32;
-  CHECK(resolve_path(KernelPath::automatic, c, BackendKind::cuda, "sm_90a") == KernelPath::tensor_core);
-  CHECK(resolve_path(KernelPath::hopper, c, BackendKind::cuda, "sm_90a") == KernelPath::hopper);  // asked for
-  CHECK(resolve_path(KernelPath::automatic, c, BackendKind::cuda, "sm_80") == KernelPath::portable);
-}

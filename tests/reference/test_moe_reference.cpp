@@ -103,6 +103,34 @@ TEST_CASE("reference layer: an expert's pairs computed in blocks give what one a
   CHECK(norm > 0);  // the tokens' outputs are not all zero
 }
 
+TEST_CASE("reference layer: the emulated GEMMs sum as the path's matrix instructions do", "[reference]") {
+  // x = (1, -1, s, ..., s), s = 1.875 * 2^-14: in an fp8 MMA step the 30 small products fall
+  // below the 13 bits kept under the large ones and are lost, so the sums are 0, as they are
+  // for x = (1, -1, 0, ..., 0) summed exactly; summed exactly, x's small values do count.
+  static const Mxfp4ExpertWeights w = hand_weights();
+  std::vector<std::uint16_t> x(32, formats::float_to_bf16(1.875f * std::ldexp(1.f, -14))), x1(32, 0);
+  x[0] = x1[0] = formats::float_to_bf16(1.f);
+  x[1] = x1[1] = formats::float_to_bf16(-1.f);
+  std::vector<int> ids = {0, 1};
+  std::vector<float> weights = {0.25f, 0.75f};
+  auto layer = [&](const std::vector<std::uint16_t>& in_x, Accumulation acc) {
+    reference::LayerInputs in;
+    in.weights = &w;
+    in.activation = {ActivationKind::silu};
+    in.accumulation = acc;
+    in.topk = 2;
+    in.x = in_x.data();
+    in.ids = ids.data();
+    in.route_weights = weights.data();
+    return reference::reference_layer(in, {0}, 1);
+  };
+  auto mma = layer(x, Accumulation::sm90_fp8_mma), one = layer(x1, Accumulation::exact);
+  CHECK(mma.emulated == one.emulated);
+  CHECK(layer(x, Accumulation::exact).emulated != one.emulated);
+  CHECK(mma.exact != one.exact);  // the small values do count in the exact reference
+  CHECK(mma.exact == layer(x, Accumulation::exact).exact);  // which the accumulation leaves alone
+}
+
 TEST_CASE("rel_l2", "[reference]") {
   float a[2] = {3, 4}, b[2] = {3, 4}, c[2] = {0, 0};
   CHECK(reference::rel_l2(a, b, 2) == 0.0);

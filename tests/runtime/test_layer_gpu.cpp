@@ -1,12 +1,16 @@
-// The MoE layer on one GPU against the CPU references (relL2 <= 0.06 against the exact one,
-// <= 5e-3 against the quantizer-emulating one), for each activation at the Kimi-K3 shape, for
-// the generic config, and under uneven routings, bad ids, T = 0 and the checked build.
+// The MoE layer on one GPU against the CPU references (the bars of common/workload.hpp: relL2
+// <= 0.06 against the exact one; against the one that emulates the path's quantizers and sums,
+// <= 1e-3 over a call and <= 5e-3 per token), for each activation at the Kimi-K3 shape, for the
+// generic config, and under uneven routings, bad ids, T = 0 and the checked build. Each check
+// prints its numbers.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <map>
 #include <cstring>
 #include <random>
+
+#include <fmt/format.h>
 
 #include "common/workload.hpp"
 #include "formats/formats.hpp"
@@ -18,8 +22,6 @@
 using namespace megamoe;
 
 namespace {
-
-constexpr double kExactBar = 0.06, kEmulatedBar = 5e-3;
 
 // One of runtime/test_config_variants.hpp's configs, written to a folder of the run; its path.
 std::string variant(const std::string& name) {
@@ -80,12 +82,14 @@ void run_cases(const std::string& config, const std::vector<Case>& cases, Kernel
     std::size_t nan = 0;
     for (auto v : y) nan += (v & 0x7fff) > 0x7f80;
     CHECK(nan == 0);  // every element written, none NaN
-    workload::CheckResult res = workload::check_layer(cfg, w, x, r, y, 64, rng, rt->activation_blocks());
-    UNSCOPED_INFO("relL2 exact " << res.rel_l2_exact << ", emulated " << res.rel_l2_emulated << " (worst token "
-                                 << res.worst_token_emulated << ") over " << res.checked_tokens << " tokens");
+    workload::CheckResult res = workload::check_layer(cfg, w, x, r, y, 64, rng, rt->arithmetic());
+    fmt::print("  {} {} path, {} tokens ({}): relL2 exact {:.3e}, emulated {:.3e}, worst token {:.3e} over {}\n",
+               cfg.name, to_string(rt->path()), c.tokens, c.route, res.rel_l2_exact, res.rel_l2_emulated,
+               res.worst_token_emulated, res.checked_tokens);
     CHECK(res.unwritten == 0);
-    CHECK(res.rel_l2_exact <= kExactBar);
-    CHECK(res.rel_l2_emulated <= kEmulatedBar);
+    CHECK(res.rel_l2_exact <= workload::kExactBar);
+    CHECK(res.rel_l2_emulated <= workload::kEmulatedBar);
+    CHECK(res.worst_token_emulated <= workload::kEmulatedTokenBar);
   }
 }
 
@@ -139,8 +143,8 @@ TEST_CASE("the Hopper and tensor-core paths agree with the portable one on the s
     std::vector<float> a(x.size());
     for (std::size_t j = 0; j < x.size(); ++j) a[j] = formats::bf16_to_float(y[i][j]);
     double rel = reference::rel_l2(a.data(), b.data(), a.size());
-    UNSCOPED_INFO("relL2(" << to_string(paths[i]) << ", portable) = " << rel);
-    CHECK(rel <= 5e-3);
+    fmt::print("  relL2({}, portable) = {:.3e} over {} tokens\n", to_string(paths[i]), rel, tokens);
+    CHECK(rel <= 5e-3);  // issue 4: the fast and portable paths agree to 5e-3
   }
 }
 
@@ -163,7 +167,8 @@ TEST_CASE("bad ids are skipped and reported, nothing else changes", "[gpu][situv
 }
 
 TEST_CASE("fp8 blockwise combine wire", "[gpu][situv2]") {
-  run_cases(variant("kimi_fp8wire"), {{8}, {1024}});
+  run_cases(variant("kimi_fp8wire"), {{8}, {1024}});  // automatic: the Hopper kernels on sm_90
+  run_cases(variant("kimi_fp8wire"), {{8}, {1024}}, KernelPath::tensor_core);
 }
 
 TEST_CASE("the checked build gives the same results and reports no violation", "[gpu][situv2]") {

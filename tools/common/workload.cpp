@@ -159,7 +159,7 @@ void write_routing(const Routing& r, const std::string& path) {
 
 CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
                         const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
-                        std::mt19937_64& rng, ActivationBlocks blocks) {
+                        std::mt19937_64& rng, PathArithmetic arithmetic) {
   const int D = config.model.model_dim;
   std::vector<std::int64_t> tokens(r.tokens);
   std::iota(tokens.begin(), tokens.end(), 0);
@@ -175,7 +175,8 @@ CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const
   in.weights = &w;
   in.activation = config.activation;
   in.wire = config.bucket_for_tokens(r.tokens).combine_wire;
-  in.x_block = blocks.x, in.h_block = blocks.h;
+  in.x_block = arithmetic.x, in.h_block = arithmetic.h;
+  in.accumulation = arithmetic.accumulation;
   in.topk = r.topk;
   in.x = x.data();
   in.ids = r.ids.data();

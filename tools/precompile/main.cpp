@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
       for (KernelPath p : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper})
         if (path_runs(p, config.model, backend, arch)) paths.push_back(p);
     } else {
-      paths.push_back(resolve_path(cli::parse_path("megamoe-precompile", args.path), config, backend, arch));
+      paths.push_back(resolve_path(cli::parse_path("megamoe-precompile", args.path), config.model, backend, arch));
     }
 
     // One job per distinct key: buckets that share a kernel compile it once.
