@@ -250,38 +250,48 @@ std::string hopper_params(bool stage1) {
 }
 }  // namespace
 
-KernelSpec dispatch_rows_spec(bool bounds_check) {
+int hopper_x_block(int model_dim) {
+  for (int b : {512, 256}) if (model_dim % b == 0) return b;
+  return 128;
+}
+
+KernelSpec dispatch_rows_spec(int x_block, bool bounds_check) {
   KernelSpec s;
   s.family = "dispatch_rows";
-  s.name_parts = {fmt::format("fp8x{}f", kHopperScaleBlock), bc_tag(bounds_check)};
+  s.name_parts = {fmt::format("fp8x{}f", x_block), bc_tag(bounds_check)};
   s.includes = {"moe/dispatch_rows.cuh"};
   s.params =
       "const megamoe::u16* x, const int* ids, const int* slot_row, const int* expert_offsets, int tokens, int topk, "
       "int experts, int model_dim, int rows_pad, int rows_capacity, megamoe::u8* xr, float* xs, int* errors";
   s.body = fmt::format(
-      "megamoe::dispatch_rows<{}>(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, rows_pad, "
+      "megamoe::dispatch_rows<{}, {}>(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, rows_pad, "
       "rows_capacity, xr, xs, errors);",
-      bounds_check ? "true" : "false");
+      x_block, bounds_check ? "true" : "false");
   s.threads = 256;  // kDispatchThreads
   return s;
 }
 
-KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check) {
+KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int x_block, bool bounds_check) {
   ActivationCode a = activation_code(act);
   const int stages = hopper_stages(bm, 1);
   KernelSpec s;
   s.family = "stage1_wgmma";
   const int per_sm = hopper_blocks_per_sm(bm);
-  s.name_parts = {a.tag,  fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
-                  fmt::format("s{}", stages), fmt::format("b{}", per_sm), bc_tag(bounds_check)};
+  s.name_parts = {a.tag,
+                  fmt::format("bm{}", bm),
+                  fmt::format("bw{}", kTensorCoreWeightRows),
+                  fmt::format("s{}", stages),
+                  fmt::format("b{}", per_sm),
+                  fmt::format("x{}", x_block),
+                  bc_tag(bounds_check)};
   s.includes = {"moe/stage1_wgmma.cuh"};
   s.preamble = a.preamble;
   s.params = hopper_params(true);
   s.body = fmt::format(
-      "megamoe::stage1_wgmma<{}, {}, {}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, "
+      "megamoe::stage1_wgmma<{}, {}, {}, {}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, "
       "w1_units, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_pad, rows_capacity, "
       "tokens, errors);",
-      a.type, bm, stages, per_sm, hopper_smem(bm, 1), bounds_check ? "true" : "false");
+      a.type, bm, stages, per_sm, x_block, hopper_smem(bm, 1), bounds_check ? "true" : "false");
   s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
   s.min_blocks = per_sm;
   s.shared_bytes = hopper_smem(bm, 1);
@@ -350,15 +360,16 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     k.stage2 = stage2_mma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
   } else if (path == KernelPath::hopper) {
     k.bm1 = hopper_bm(b.stage1.bm), k.bm2 = hopper_bm(b.stage2.bm);
-    k.x_block = k.h_block = kHopperScaleBlock;
-    k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, b.bounds_check);
+    k.x_block = hopper_x_block(config.model.model_dim), k.h_block = kHopperHBlock;
+    k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, k.x_block, b.bounds_check);
     k.stage2 = stage2_wgmma_spec(k.bm2, b.combine_wire, b.bounds_check);
   } else {
     k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm);
     k.stage1 = stage1_portable_spec(config.activation, k.bm1, b.bounds_check);
     k.stage2 = stage2_portable_spec(k.bm2, b.combine_wire, b.bounds_check);
   }
-  k.quantize = path == KernelPath::hopper ? dispatch_rows_spec(b.bounds_check) : quantize_rows_spec(k.x_block);
+  k.quantize =
+      path == KernelPath::hopper ? dispatch_rows_spec(k.x_block, b.bounds_check) : quantize_rows_spec(k.x_block);
   return k;
 }
 

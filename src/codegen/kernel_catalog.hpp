@@ -48,7 +48,12 @@ KernelSpec combine_spec(CombineWire wire);
 // 128 weight rows per block.
 inline constexpr int kTensorCoreWeightRows = 128;
 inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K (x and h)
-inline constexpr int kHopperScaleBlock = 128;  // x's and h's scale block on the Hopper path: one promotion per chunk
+// The Hopper path's activation scale blocks along K: h in blocks of 128 (one promotion per
+// chunk); x in the largest of 512, 256 and 128 that divides model_dim (one promotion per block:
+// the fp8 wgmma keep 13 bits per 32-k step over it, which leaves the relL2 to the exact reference
+// where it is: docs/layer.md).
+inline constexpr int kHopperHBlock = 128;
+int hopper_x_block(int model_dim);
 int tensor_core_bm(int config_bm);
 inline constexpr int kMaxTokenTile = 160;  // the largest token tile of any path
 int tensor_core_stages(int bm);  // pipeline depth, in chunks of 128 k
@@ -76,10 +81,10 @@ int hopper_smem(int bm, int stage);
 //               rows_capacity, xr, xs, errors):
 // x quantized per routed row into the routed layout (templates/moe/routed_rows.cuh); it takes
 // quantize_rows' place on the Hopper path.
-KernelSpec dispatch_rows_spec(bool bounds_check);
+KernelSpec dispatch_rows_spec(int x_block, bool bounds_check);
 // The tensor-core kernels' parameters with x and h routed (x_q, x_scales, h_q, h_scales in the
 // routed layout, scales f32) and rows_pad, the routed layout's rows per chunk, before rows_capacity.
-KernelSpec stage1_wgmma_spec(const Activation& act, int bm, bool bounds_check);
+KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int x_block, bool bounds_check);
 KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check);
 
 // Whether a (resolved) path's kernels can run for a backend and arch.

@@ -160,7 +160,8 @@ void Runtime::prepare(std::int64_t tokens) { kernels_for(tokens); }
 PathArithmetic Runtime::arithmetic() const {
   switch (path_) {
     case KernelPath::portable: return {32, 32, Accumulation::exact};
-    case KernelPath::hopper: return {kHopperScaleBlock, kHopperScaleBlock, Accumulation::sm90_fp8_mma};
+    case KernelPath::hopper:
+      return {hopper_x_block(config_.model.model_dim), kHopperHBlock, Accumulation::sm90_fp8_mma};
     default: return {kTensorCoreBlock, kTensorCoreBlock, Accumulation::exact};
   }
 }

@@ -1,8 +1,10 @@
 // Dispatch on one GPU for the Hopper kernels: each token's row of x (bf16) is read once,
-// quantized to fp8 in blocks of 128, and written routed (moe/routed_rows.cuh) to every routed row
-// of its slots (route's slot_row; -1 for an empty or bad slot). One warp per token and four
+// quantized to fp8 in blocks of kXBlock (128, 256 or 512), and written routed
+// (moe/routed_rows.cuh) to every routed row of its slots (route's slot_row; -1 for an empty or bad
+// slot); each 128-value chunk's scale entry holds its block's scale. One warp per token and four
 // 128-value chunks, spread grid-wide: 8 lanes a chunk, each lane 16 values, so that every load
-// and store is 16 bytes wide. The checked build refuses, and counts, rows outside the workspace.
+// and store is 16 bytes wide, and a block's chunks are in one warp. The checked build refuses,
+// and counts, rows outside the workspace.
 #pragma once
 #include "moe/route.cuh"
 #include "moe/routed_rows.cuh"
@@ -11,7 +13,7 @@ namespace megamoe {
 
 enum : int { kDispatchThreads = 256, kDispatchChunks = 4 };
 
-template <bool kCheck>
+template <int kXBlock, bool kCheck>
 MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, const int* expert_offsets, int tokens,
                              int topk, int experts, int model_dim, int rows_pad, int rows_capacity, u8* xr, float* xs,
                              int* errors) {
@@ -30,7 +32,7 @@ MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, 
     float v[16];
     const u32 w[8] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w, raw[1].x, raw[1].y, raw[1].z, raw[1].w};
     for (int i = 0; i < 8; ++i) v[2 * i] = mm_bf16_to_f32(u16(w[i])), v[2 * i + 1] = mm_bf16_to_f32(u16(w[i] >> 16));
-    const RoutedPiece q = quantize_piece(v);
+    const RoutedPiece q = quantize_piece<kXBlock / 16>(v);
     // x is the caller's: it was read and quantized while route (launched before, Device::launch's
     // early_start) may still run; its rows are needed from here on.
     if (!waited) {

@@ -1,6 +1,7 @@
 // The Hopper kernels' activations, one row per routed row p (dispatch writes x this way, Stage1
 // writes h this way): fp8 in [K / 128 chunk][rows_pad][128 bytes] and f32 scales in
-// [K / 128][rows_pad][4], one scale per 128 k for x and for h. Row p's 16-byte piece q is
+// [K / 128][rows_pad][4], an entry per 128 k (h's block is 128 k; x's block of up to 512 k has
+// its scale repeated in each of its chunks' entries). Row p's 16-byte piece q is
 // stored at piece q ^ (r % 8), r = p - first row of p's expert: every tile starts at a multiple of
 // 16 rows into its expert, so a tile's chunk is one contiguous copy that lands in shared memory
 // already in the 128-byte swizzle wgmma reads. The scales of the 16 rows of a pair of 8-row
@@ -27,12 +28,15 @@ struct RoutedPiece {
   float scale;
 };
 
-// Quantizes a chunk held by 8 consecutive lanes (16 values each, lane l % 8 holding values
-// 16 (l % 8) .. + 15) into one fp8 block. Every lane of the warp must call it.
+// Quantizes the values of kLanes consecutive lanes (8, 16 or 32: one, two or four chunks, 16
+// values a lane, lane l % 8 holding values 16 (l % 8) .. + 15 of its chunk) into one fp8 block.
+// Every lane of the warp must call it.
+template <int kLanes>
 MM_DEVICE RoutedPiece quantize_piece(const float (&v)[16]) {
+  static_assert(kLanes == 8 || kLanes == 16 || kLanes == 32, "a block of one, two or four chunks");
   float amax = 0.f;
   for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
-  for (int m = 4; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
+  for (int m = kLanes / 2; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
   const int e = mm_fp8_block_exponent(amax);
   const float inv = mm_pow2(-e);
   u32 w[4];

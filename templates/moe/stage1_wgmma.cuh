@@ -5,7 +5,8 @@
 // in clusters of two blocks that take the two tiles of a block side by side (the persistent walk
 // hands block 2c + r the tiles 2u + r, and a token tile's column tiles are consecutive), and
 // each block's storers send the other their rows' maxima over 64 columns before both quantize.
-// x comes routed from dispatch. A persistent grid walks the tiles routing laid out.
+// x comes routed from dispatch, in scale blocks of kXBlock (128 k per chunk: kXBlock / 128 chunks
+// per promotion). A persistent grid walks the tiles routing laid out.
 #pragma once
 #include "common/activation.cuh"
 #include "moe/route.cuh"
@@ -20,12 +21,12 @@ constexpr int kStage1RegionLd = 68;
 
 // kSharedBytes: the dynamic shared memory the launch gives (src/codegen/kernel_catalog.cpp's
 // hopper_smem), checked here against what the pipeline and the region take.
-template <class Act, int BN, int kStages, int kBlocksPerSM, int kSharedBytes, bool kCheck>
+template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck>
 MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* expert_offsets, const int* tile_offsets,
                             const int* row_token, const u8* w1_units,
                             const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q,
                             float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
+  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, kXBlock / 128>;
   extern __shared__ u8 smem_raw[];
   __shared__ int a_rows[BN];  // tile_rows' row of x per column: unused, x comes routed
   // The tile's maxima per token row over its 64 columns of h: the block's own, and the cluster

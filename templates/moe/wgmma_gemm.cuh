@@ -8,9 +8,9 @@
 // BN x 128 B already in the 128-byte swizzle, and BN x 16 B). Warpgroups 1
 // and 2 consume: each owns 64 weight rows (four slabs); while the wgmma of one chunk run they
 // read the next chunk's words and turn them into e4m3 fragments in registers (two byte permutes
-// per 8 values, block exponent folded in). A chunk's partial sums are scaled by the activations'
-// scales (one per 128 k, x's and h's alike) and added to the accumulators (the weights' row
-// scales are left to the epilogue);
+// per 8 values, block exponent folded in). The partial sums of an activation scale block (one
+// chunk for h, kScaleChunks chunks for x) are scaled by the activations' scales and added to
+// the accumulators (the weights' row scales are left to the epilogue);
 // `empty` barriers hand the stages back. At the end of a tile the consumers stash their sums (scaled; Stage1's with the
 // activation applied) in the shared output region and go on to the next tile; warpgroup 0's
 // other three warps (the storers) finish the epilogue from there (quantization, stores),
@@ -55,8 +55,10 @@ struct TileInfo {
 };
 
 // kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
-// the latencies of a chunk, with the registers and shared memory halved.
-template <int BN, int kStages, int kBlocksPerSM>
+// the latencies of a chunk, with the registers and shared memory halved. kScaleChunks: chunks of
+// 128 k per activation scale block (1, or an even count: the wgmma of a block's chunks sum into
+// one set of partial sums, promoted once per block).
+template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks = 1>
 struct WgmmaGemm {
   static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128;
   static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
@@ -73,7 +75,8 @@ struct WgmmaGemm {
   // Small tiles at one block per SM also keep two chunks' wgmma in flight, where the registers
   // hold a second set of partial sums: the older chunk is promoted while the newer one runs
   // (consume_pairs; groups left in flight across the loop's back edge made ptxas serialise them).
-  static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN <= 80;
+  static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN <= 80 && kScaleChunks == 1;
+  static_assert(kScaleChunks == 1 || kScaleChunks % 2 == 0, "scale blocks of one chunk or of an even count");
   // (Two sets of fragments beside the sums and one set of partial sums: 232 registers hold them
   // up to 160 tokens.)
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 160, "BN: a multiple of 16 tokens up to 160");
@@ -123,6 +126,10 @@ struct WgmmaGemm {
     __syncthreads();
   }
 
+  // Whether a chunk's stage holds the scales: the last chunk of each scale block (the block's
+  // scales are repeated in each of its chunks' entries; one copy of them is enough).
+  MM_DEVICE static bool has_scales(int chunk) { return chunk % kScaleChunks == kScaleChunks - 1; }
+
   // One producer thread: stages the K / 128 chunks of a tile whose rows start at routed row p0.
   // a_q / a_scales: the routed activations (rows_pad rows per chunk); units: the expert's layout-v3
   // bytes, group the block's group of 8 slabs. Only the tile's routed rows, rounded up to
@@ -142,7 +149,7 @@ struct WgmmaGemm {
       // layout v3: the block's words of the chunk, then their exponents, as the stage keeps them
       static_assert(kExpsAt == kWordsAt + kWordBytes && kWordBytes + kExpBytes == kLayoutV3UnitBytes,
                     "a unit lands in one copy");
-      mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes + act_bytes + scale_bytes);
+      mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes + act_bytes + (has_scales(chunk) ? scale_bytes : 0u));
       bulk_copy_g2s(st + kWordsAt, layout_v3_unit(units, group, chunk, chunks), kLayoutV3UnitBytes, bar);
     };
     int early = 0;
@@ -157,7 +164,7 @@ struct WgmmaGemm {
       u8* st = stage(smem, ps.index);
       u64* bar = full(smem, ps.index);
       bulk_copy_g2s(st, a_q + ((i64)chunk * rows_pad + p0) * 128, act_bytes, bar);
-      bulk_copy_g2s(st + kScalesAt, a_scales + ((i64)chunk * rows_pad + p0) * 4, scale_bytes, bar);
+      if (has_scales(chunk)) bulk_copy_g2s(st + kScalesAt, a_scales + ((i64)chunk * rows_pad + p0) * 4, scale_bytes, bar);
     }
   }
 
@@ -193,12 +200,12 @@ struct WgmmaGemm {
     }
   }
 
-  // Starts the four wgmma of a stage, 32 k each, into p.
-  MM_DEVICE static void issue(const u8* st, const u32 (&a)[4][4], float (&p)[NT][4]) {
+  // Starts the four wgmma of a stage, 32 k each, into p (added to what p holds with accumulate).
+  MM_DEVICE static void issue(const u8* st, const u32 (&a)[4][4], float (&p)[NT][4], bool accumulate = false) {
     const u64 desc = wg_desc_sw128(st);  // + 2 per 32 k: the address field counts 16 bytes
     wg_fence_acc(p);
     wg_fence();
-    for (int kb = 0; kb < 4; ++kb) WgmmaE4m3<BN>::mma(p, a[kb], desc + 2 * kb, kb);
+    for (int kb = 0; kb < 4; ++kb) WgmmaE4m3<BN>::mma(p, a[kb], desc + 2 * kb, accumulate || kb > 0);
     wg_commit();
     wg_fence_acc(p);
   }
@@ -246,7 +253,9 @@ struct WgmmaGemm {
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
     u32 a0[4][4], a1[4][4];
     fetch(smem, ps, warp, lane, a0);
-    if constexpr (kTwoInFlight) {
+    if constexpr (kScaleChunks > 1) {
+      consume_blocks(smem, warp, lane, chunks, ps, a0, a1, acc);
+    } else if constexpr (kTwoInFlight) {
       consume_pairs(smem, warp, lane, chunks, ps, a0, a1, acc);
       if (chunks % 2) step(smem, warp, lane, false, ps, a0, a1, acc);  // the last chunk of an odd count
     } else {
@@ -254,6 +263,37 @@ struct WgmmaGemm {
         step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
         if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
       }
+    }
+  }
+
+  // kScaleChunks > 1: each chunk's wgmma start before the previous chunk's are waited for and sum
+  // into the block's partial sums; once they are, the previous chunk's fragments and stage are
+  // free (the next chunk is converted into those fragments); at a block's last chunk all are
+  // waited for and the sums promoted. Chunks go in pairs so that the fragment buffers alternate
+  // in registers; a block holds whole pairs. a0 holds the first chunk's fragments on entry.
+  MM_DEVICE static void consume_blocks(u8* smem, int warp, int lane, int chunks, Ring<kStages>& ps, u32 (&a0)[4][4],
+                                       u32 (&a1)[4][4], float (&acc)[NT][4]) {
+    float p[NT][4];
+    auto chunk_step = [&](int chunk, Ring<kStages>& prev, u32 (&a)[4][4], u32 (&a_next)[4][4]) {
+      const bool block_start = chunk % kScaleChunks == 0, block_end = has_scales(chunk);
+      u8* st = stage(smem, ps.index);
+      issue(st, a, p, !block_start);
+      wg_wait<1>();  // the previous chunk's wgmma are done: its fragments and stage are free
+      if (!block_start) release(smem, lane, prev.index);
+      Ring<kStages> next = ps;
+      next.advance();
+      if (chunk + 1 < chunks) fetch(smem, next, warp, lane, a_next);
+      if (block_end) {
+        wg_wait<0>();
+        retire(smem, lane, st, ps.index, p, acc);
+      }
+      prev = ps;
+      ps = next;
+    };
+    Ring<kStages> prev = ps;
+    for (int chunk = 0; chunk < chunks; chunk += 2) {
+      chunk_step(chunk, prev, a0, a1);
+      chunk_step(chunk + 1, prev, a1, a0);
     }
   }
 

@@ -1,6 +1,7 @@
 // The MoE layer on one GPU against the CPU references (the bars of common/workload.hpp: relL2
 // <= 0.06 against the exact one; against the one that emulates the path's quantizers and sums,
-// <= 1e-3 over a call and <= 5e-3 per token), for each activation at the Kimi-K3 shape, for the
+// <= 1e-3 over a call and <= 5e-3 per token, with an fp8 combine wire 2.5e-3 and 2e-2), for each
+// activation at the Kimi-K3 shape, for the
 // generic config, and under uneven routings, bad ids, T = 0 and the checked build. Each check
 // prints its numbers.
 #include <catch2/catch.hpp>
@@ -88,8 +89,8 @@ void run_cases(const std::string& config, const std::vector<Case>& cases, Kernel
                res.worst_token_emulated, res.checked_tokens);
     CHECK(res.unwritten == 0);
     CHECK(res.rel_l2_exact <= workload::kExactBar);
-    CHECK(res.rel_l2_emulated <= workload::kEmulatedBar);
-    CHECK(res.worst_token_emulated <= workload::kEmulatedTokenBar);
+    CHECK(res.rel_l2_emulated <= res.bars.call);
+    CHECK(res.worst_token_emulated <= res.bars.token);
   }
 }
 

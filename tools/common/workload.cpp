@@ -157,6 +157,12 @@ void write_routing(const Routing& r, const std::string& path) {
   if (!out) throw Error(fmt::format("megamoe: cannot write routing file {}", path));
 }
 
+EmulatedBars emulated_bars(CombineWire wire) {
+  // Measured on the H200 (docs/perf-notes.md, twelfth session), all paths: bf16 wire up to
+  // 4.1e-4 over a call and 2.5e-3 for one token; fp8 wire up to 1.25e-3 and 8.6e-3.
+  return wire == CombineWire::bf16 ? EmulatedBars{1e-3, 5e-3} : EmulatedBars{2.5e-3, 2e-2};
+}
+
 CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
                         const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
                         std::mt19937_64& rng, PathArithmetic arithmetic) {
@@ -175,6 +181,7 @@ CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const
   in.weights = &w;
   in.activation = config.activation;
   in.wire = config.bucket_for_tokens(r.tokens).combine_wire;
+  c.bars = emulated_bars(in.wire);
   in.x_block = arithmetic.x, in.h_block = arithmetic.h;
   in.accumulation = arithmetic.accumulation;
   in.topk = r.topk;

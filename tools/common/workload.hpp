@@ -39,8 +39,15 @@ Routing read_routing(const std::string& path);
 void write_routing(const Routing& r, const std::string& path);
 
 // The bars of a check (docs/layer.md, accuracy): relL2 against the exact reference over the
-// call; against the emulating one over the call, and over each token's row alone.
-inline constexpr double kExactBar = 0.06, kEmulatedBar = 1e-3, kEmulatedTokenBar = 5e-3;
+// call; against the emulating one over the call, and over each token's row alone. An fp8
+// combine wire rounds each pair's output to e4m3 once more, which turns the paths' last-bit
+// differences into whole e4m3 steps now and then: its bars against the emulating reference are
+// wider.
+inline constexpr double kExactBar = 0.06;
+struct EmulatedBars {
+  double call, token;
+};
+EmulatedBars emulated_bars(CombineWire wire);
 
 struct CheckResult {
   double rel_l2_exact = 0, rel_l2_emulated = 0;
@@ -48,9 +55,10 @@ struct CheckResult {
   std::size_t unwritten = 0;  // NaN (poison) elements left in y among the checked tokens
   std::size_t checked_tokens = 0;
   bool subset = false;  // the references covered a random subset of the tokens
+  EmulatedBars bars{};   // for the call's combine wire
   bool pass() const {
-    return unwritten == 0 && rel_l2_exact <= kExactBar && rel_l2_emulated <= kEmulatedBar &&
-           worst_token_emulated <= kEmulatedTokenBar;
+    return unwritten == 0 && rel_l2_exact <= kExactBar && rel_l2_emulated <= bars.call &&
+           worst_token_emulated <= bars.token;
   }
 };
 

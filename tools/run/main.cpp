@@ -31,6 +31,7 @@ bf16 inputs and random MXFP4 weights, the output poisoned (NaN) before each call
   --check           compare with the CPU references: relL2 against the exact (dequantized
                     weights, fp32) one must be <= 0.06; against the one that emulates the path's
                     quantizers and sums, <= 1e-3 over the call and <= 5e-3 for every token
+                    (with an fp8 combine wire: 2.5e-3 and 2e-2)
   --ref-tokens N    references over at most N random tokens of a call (default 256: all of
                     a call up to bucket 256, as SPEC.md's relL2 is over the whole output)
   --path P          expert-GEMM kernels: auto (default), portable, tensor_core, hopper
