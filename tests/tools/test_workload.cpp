@@ -60,3 +60,14 @@ TEST_CASE("routing files: write, read back exactly, and name what is wrong", "[w
   CHECK_THROWS_WITH(workload::read_routing((dir.path() / "short").string()), Catch::Contains("token 1"));
   CHECK_THROWS_WITH(workload::read_routing((dir.path() / "missing").string()), Catch::Contains("cannot read"));
 }
+
+TEST_CASE("a call's inputs come from the seed, its size and its draw alone", "[workload]") {
+  auto first = [](std::uint64_t seed, std::int64_t tokens, int draw) {
+    std::mt19937_64 rng = workload::inputs_rng(seed, tokens, draw);
+    return rng();
+  };
+  CHECK(first(123, 8, 0) == first(123, 8, 0));
+  std::set<std::uint64_t> distinct = {first(123, 8, 0), first(123, 8, 1), first(123, 9, 0), first(124, 8, 0),
+                                      first(123, 8LL << 32, 0)};
+  CHECK(distinct.size() == 5);
+}

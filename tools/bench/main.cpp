@@ -34,7 +34,8 @@ rate) with both ceilings measured in the same run, and time / floor.
   --config C   built-in config name, or a path ending in .json
   --bs LIST    default 1,8,32,64,128,256,512,1024,2048,4096,8192
   --reps N     timed repetitions per measurement (default 20); medians are reported
-  --seed S     routing and input seed (default 123)
+  --seed S     weights, routing and input seed (default 123); a size's inputs come from it and
+               the size alone
   --json FILE  also write the results as JSON
 Exit status: 0 on success, 1 on error, 2 on bad usage, 3 when no GPU is present.
 )";
@@ -96,7 +97,6 @@ int main(int argc, char** argv) {
     const double bytes_per_expert = values_per_expert * 4.25 / 8;              // MXFP4 with its scales
     auto prepared = rt->prepare_weights(workload::random_weights(m, seed));
     StreamHandle stream = dev.create_stream();
-    std::mt19937_64 rng(seed);
     std::vector<Row> rows;
     fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "bs", "sets", "experts", "stage1_ms",
                "stage2_ms", "total_ms", "floor_ms", "time/floor");
@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
         DeviceBuffer x, ids, w, y;
       };
       std::vector<Set> sets;
+      std::mt19937_64 rng = workload::inputs_rng(seed, bs);
       std::set<int> touched;
       long long pairs = 0;
       for (int i = 0; i < row.input_sets; ++i) {

@@ -75,6 +75,12 @@ Mxfp4ExpertWeights random_weights(const ModelShape& m, std::uint64_t seed) {
   return w;
 }
 
+std::mt19937_64 inputs_rng(std::uint64_t seed, std::int64_t tokens, int draw) {
+  std::seed_seq seq{std::uint32_t(seed), std::uint32_t(seed >> 32), std::uint32_t(tokens), std::uint32_t(tokens >> 32),
+                    std::uint32_t(draw)};
+  return std::mt19937_64(seq);
+}
+
 std::vector<std::uint16_t> random_bf16(std::int64_t tokens, int dim, std::mt19937_64& rng) {
   std::normal_distribution<float> n(0.f, 1.f);
   std::vector<std::uint16_t> v(std::size_t(tokens) * dim);

@@ -16,6 +16,11 @@ namespace megamoe::workload {
 // that each GEMM's outputs are of order 1 for inputs of order 1.
 Mxfp4ExpertWeights random_weights(const ModelShape& shape, std::uint64_t seed);
 
+// The random sequence of one call's inputs (routing, x, the check's token subset): from the seed,
+// the call's token count and which draw of that count it is, so that a size's inputs do not
+// depend on the sizes a tool was given before it.
+std::mt19937_64 inputs_rng(std::uint64_t seed, std::int64_t tokens, int draw = 0);
+
 // [tokens][dim] bf16 values drawn from N(0, 1).
 std::vector<std::uint16_t> random_bf16(std::int64_t tokens, int dim, std::mt19937_64& rng);
 

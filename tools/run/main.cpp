@@ -3,6 +3,7 @@
 // CPU references (docs/layer.md, accuracy): PASS/FAIL per batch size.
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,7 +28,8 @@ bf16 inputs and random MXFP4 weights, the output poisoned (NaN) before each call
   --route KIND      uniform (default), single, sparse, holes, bad
   --routing-file F  replay a routing (ids and weights) from a file; its token count is the size
   --save-routing F  write the routing of the last size to F (replay it with --routing-file)
-  --seed S          random seed (default 123)
+  --seed S          random seed (default 123): the weights come from it, each call's inputs from
+                    it, the call's size and how many calls of that size came before
   --check           compare with the CPU references: relL2 against the exact (dequantized
                     weights, fp32) one must be <= 0.06; against the one that emulates the path's
                     quantizers and sums, <= 1e-3 over the call and <= 5e-3 for every token
@@ -101,9 +103,10 @@ int main(int argc, char** argv) {
     fmt::print("{:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>10} {:>10} {:>7} {:>6}\n", "tokens",
                "bucket", "route_us", "quant_us", "stage1_us", "stage2_us", "combine_us", "total_us", "relL2_ref",
                "relL2_emu", "worst_tok", "checked", "result");
-    std::mt19937_64 rng(seed);
     int failures = 0;
+    std::map<std::int64_t, int> draws;  // a size listed again gets fresh inputs
     for (std::int64_t tokens : sizes) {
+      std::mt19937_64 rng = workload::inputs_rng(seed, tokens, draws[tokens]++);
       workload::Routing r = routing_file.empty() ? workload::make_routing(route, tokens, m.topk, m.experts_per_rank, rng)
                                                  : replay;
       std::vector<std::uint16_t> x = workload::random_bf16(tokens, m.model_dim, rng);
