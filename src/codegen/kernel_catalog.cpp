@@ -251,8 +251,7 @@ std::string hopper_params(bool stage1) {
 }  // namespace
 
 int hopper_x_block(int model_dim) {
-  for (int b : {512, 256}) if (model_dim % b == 0) return b;
-  return 128;
+  return model_dim % 256 == 0 ? 256 : 128;
 }
 
 KernelSpec dispatch_rows_spec(int x_block, bool bounds_check) {

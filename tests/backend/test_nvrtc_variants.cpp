@@ -45,8 +45,8 @@ void compile_activation(Activation act) {
       BuildReport r = b.build(stage1_mma_spec(act, bm, 3584, bc));
       CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
     }
-    for (int bm : {16, kHopperMaxBm})  // the Hopper token tiles' ends, x in blocks of one and of four chunks
-      for (int x_block : {128, 512}) {
+    for (int bm : {16, kHopperMaxBm})  // the Hopper token tiles' ends, x in blocks of one and of two chunks
+      for (int x_block : {128, 256}) {
         BuildReport r = b.build(stage1_wgmma_spec(act, bm, x_block, bc));
         CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
       }
@@ -78,7 +78,7 @@ TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asy
   KernelBuilder b(compiler, "sm_90a", {});
   const Activation act{ActivationKind::situv2, 4.f, 25.f, 0.f};
   std::vector<KernelSpec> specs;
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_wgmma_spec(act, bm, 512, false));
+  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_wgmma_spec(act, bm, 256, false));
   for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_wgmma_spec(act, bm, 128, false));  // x per chunk
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage2_wgmma_spec(bm, CombineWire::bf16, false));
   for (const KernelSpec& spec : specs) {

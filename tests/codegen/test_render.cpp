@@ -31,13 +31,12 @@ TEST_CASE("kernel names spell the specialisation (golden)", "[codegen]") {
   CHECK(quantize_rows_spec().name() == "megamoe_quantize_rows_fp8x32");
   CHECK(quantize_rows_spec(64).name() == "megamoe_quantize_rows_fp8x64");
   CHECK(dispatch_rows_spec(128, false).name() == "megamoe_dispatch_rows_fp8x128f_bc0");
-  CHECK(dispatch_rows_spec(512, true).name() == "megamoe_dispatch_rows_fp8x512f_bc1");
-  CHECK(stage1_wgmma_spec(situv2(), 160, 512, false).name().find("_x512_bc0") != std::string::npos);
-  CHECK(hopper_x_block(3584) == 512);
-  CHECK(hopper_x_block(1536) == 512);
+  CHECK(dispatch_rows_spec(256, true).name() == "megamoe_dispatch_rows_fp8x256f_bc1");
+  CHECK(stage1_wgmma_spec(situv2(), 160, 256, false).name().find("_x256_bc0") != std::string::npos);
+  CHECK(hopper_x_block(3584) == 256);
+  CHECK(hopper_x_block(768) == 256);
   CHECK(hopper_x_block(384) == 128);
   CHECK(hopper_x_block(640) == 128);
-  CHECK(hopper_x_block(768) == 256);
   CHECK(stage1_mma_spec(situv2(), 16, 3584, false).name() == "megamoe_stage1_mma_situv2_bm16_bw128_s8_bc0");
   CHECK(stage2_mma_spec(128, 3072, CombineWire::fp8_blockwise_1x32, true).name() ==
         "megamoe_stage2_mma_bm128_bw128_s4_fp8x32_bc1");
@@ -94,8 +93,8 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
                                  "megamoe_stage2_mma_bm128_bw128_s4_bf16_bc0", "megamoe_combine_bf16"});
   // Hopper: as many stages as fit beside the scale/epilogue region.
   CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::hopper)) ==
-        std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8x512f_bc0",
-                                 "megamoe_stage1_wgmma_situv2_bm16_bw128_s9_b2_x512_bc0",
+        std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8x256f_bc0",
+                                 "megamoe_stage1_wgmma_situv2_bm16_bw128_s9_b2_x256_bc0",
                                  "megamoe_stage2_wgmma_bm16_bw128_s9_b2_bf16_bc0", "megamoe_combine_bf16"});
   for (int b : {8, 4096}) {
     for (auto& spec : kernels_for_bucket(k, k.bucket(b), KernelPath::hopper)) {

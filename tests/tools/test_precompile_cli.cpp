@@ -62,7 +62,7 @@ TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
   Result both = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path all");
   CHECK(count(both.out, "\nmegamoe_") == 30);  // route_count, route, combine shared; 3 quantizers, 6 + 8 + 10 stages
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_mma_situv2_bm128_bw128_s4_bc0"));
-  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_wgmma_situv2_bm160_bw128_s5_b1_x512_bc0"));
+  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_wgmma_situv2_bm160_bw128_s5_b1_x256_bc0"));
   CHECK(precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path fast").status == 2);
   CHECK_FALSE(std::filesystem::exists(dir.path() / "v1"));
 }
