@@ -347,20 +347,27 @@ KernelPath resolve_path(KernelPath requested, const ModelShape& m, BackendKind b
   return requested;
 }
 
+PathArithmetic path_arithmetic(KernelPath path, const ModelShape& m) {
+  switch (path) {
+    case KernelPath::hopper: return {hopper_x_block(m.model_dim), kHopperHBlock, Accumulation::sm90_fp8_mma};
+    case KernelPath::tensor_core: return {kTensorCoreBlock, kTensorCoreBlock, Accumulation::exact};
+    default: return {32, 32, Accumulation::exact};
+  }
+}
+
 LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
   LayerKernels k;
+  k.arithmetic = path_arithmetic(path, config.model);
   k.route_count = route_count_spec();
   k.route = route_spec();
   k.combine = combine_spec(b.combine_wire);
   if (path == KernelPath::tensor_core) {
     k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm);
-    k.x_block = k.h_block = kTensorCoreBlock;
     k.stage1 = stage1_mma_spec(config.activation, k.bm1, config.model.model_dim, b.bounds_check);
     k.stage2 = stage2_mma_spec(k.bm2, config.model.inter_dim, b.combine_wire, b.bounds_check);
   } else if (path == KernelPath::hopper) {
     k.bm1 = hopper_bm(b.stage1.bm), k.bm2 = hopper_bm(b.stage2.bm);
-    k.x_block = hopper_x_block(config.model.model_dim), k.h_block = kHopperHBlock;
-    k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, k.x_block, b.bounds_check);
+    k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check);
     k.stage2 = stage2_wgmma_spec(k.bm2, b.combine_wire, b.bounds_check);
   } else {
     k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm);
@@ -368,7 +375,7 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     k.stage2 = stage2_portable_spec(k.bm2, b.combine_wire, b.bounds_check);
   }
   k.quantize =
-      path == KernelPath::hopper ? dispatch_rows_spec(k.x_block, b.bounds_check) : quantize_rows_spec(k.x_block);
+      path == KernelPath::hopper ? dispatch_rows_spec(k.arithmetic.x, b.bounds_check) : quantize_rows_spec(k.arithmetic.x);
   return k;
 }
 

@@ -93,10 +93,14 @@ bool path_runs(KernelPath path, const ModelShape& shape, BackendKind backend, co
 // automatic resolved for a backend and arch; a path that cannot run there is an Error.
 KernelPath resolve_path(KernelPath requested, const ModelShape& shape, BackendKind backend, const std::string& arch);
 
+// How a (resolved) path rounds and sums: its x and h scale blocks and its matrix instructions'
+// accumulation (Runtime::arithmetic(); the emulating reference repeats it).
+PathArithmetic path_arithmetic(KernelPath path, const ModelShape& shape);
+
 struct LayerKernels {
   KernelSpec route_count, route, quantize, stage1, stage2, combine;
   int bm1 = 0, bm2 = 0;  // token rows per Stage1 / Stage2 tile
-  int x_block = 32, h_block = 32;  // activation scale blocks along K
+  PathArithmetic arithmetic;  // the scale blocks the kernels were rendered for
   std::vector<KernelSpec> all() const { return {route_count, route, quantize, stage1, stage2, combine}; }
 };
 LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path);

@@ -157,14 +157,7 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
 
 void Runtime::prepare(std::int64_t tokens) { kernels_for(tokens); }
 
-PathArithmetic Runtime::arithmetic() const {
-  switch (path_) {
-    case KernelPath::portable: return {32, 32, Accumulation::exact};
-    case KernelPath::hopper:
-      return {hopper_x_block(config_.model.model_dim), kHopperHBlock, Accumulation::sm90_fp8_mma};
-    default: return {kTensorCoreBlock, kTensorCoreBlock, Accumulation::exact};
-  }
-}
+PathArithmetic Runtime::arithmetic() const { return path_arithmetic(path_, config_.model); }
 
 void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, const float* route_weights, void* y,
                       std::int64_t tokens, StreamHandle stream) {

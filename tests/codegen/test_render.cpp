@@ -177,3 +177,28 @@ TEST_CASE("the kernel path follows the backend, the arch and the shape", "[codeg
   CHECK_THROWS_WITH(resolve_path(KernelPath::tensor_core, odd, BackendKind::cuda, "sm_90a"),
                     Catch::Contains("model_dim 192"));
 }
+
+TEST_CASE("each path's arithmetic is what its kernels are rendered for", "[codegen]") {
+  test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
+  const Config k = load_config("kimi_k3_a8w4");
+  const PathArithmetic hopper = path_arithmetic(KernelPath::hopper, k.model);
+  CHECK(hopper.x == 256);
+  CHECK(hopper.h == 128);
+  CHECK(hopper.accumulation == Accumulation::sm90_fp8_mma);
+  const PathArithmetic tc = path_arithmetic(KernelPath::tensor_core, k.model);
+  CHECK((tc.x == 64 && tc.h == 64 && tc.accumulation == Accumulation::exact));
+  const PathArithmetic portable = path_arithmetic(KernelPath::portable, k.model);
+  CHECK((portable.x == 32 && portable.h == 32 && portable.accumulation == Accumulation::exact));
+  const PathArithmetic odd = path_arithmetic(KernelPath::hopper, ModelShape{4, 384, 640, 2});
+  CHECK(odd.x == 128);  // 384 is not a multiple of 256
+  for (KernelPath p : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper}) {
+    const LayerKernels lk = layer_kernels(k, k.bucket(64), p);
+    INFO(to_string(p));
+    const PathArithmetic a = path_arithmetic(p, k.model);
+    CHECK(lk.arithmetic.x == a.x);
+    CHECK(lk.arithmetic.h == a.h);
+    // the x quantizer's name spells its block
+    CHECK(lk.quantize.name().find("fp8x" + std::to_string(a.x)) != std::string::npos);
+  }
+  CHECK(layer_kernels(k, k.bucket(64), KernelPath::hopper).stage1.name().find("_x256_") != std::string::npos);
+}
