@@ -118,12 +118,14 @@ void quantize_mxfp4(const float* v, std::size_t n, std::uint8_t* packed, std::ui
 void dequantize_mxfp4(const std::uint8_t* packed, const std::uint8_t* scales, std::size_t n, float* out) {
   float value[16];  // by table, and one scale per block: the CPU references dequantize 2 GB at a time
   for (int c = 0; c < 16; ++c) value[c] = e2m1_to_float(std::uint8_t(c));
-  float scale = 0.f;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i % kBlock == 0) scale = e8m0_to_float(scales[i / kBlock]);
-    const std::uint8_t byte = packed[i / 2];
-    out[i] = value[i % 2 ? byte >> 4 : byte & 15] * scale;
+  for (std::size_t b = 0; b < n / kBlock; ++b) {
+    const float scale = e8m0_to_float(scales[b]);
+    const std::uint8_t* bytes = packed + b * (kBlock / 2);
+    float* o = out + b * kBlock;
+    for (int j = 0; j < kBlock / 2; ++j) o[2 * j] = value[bytes[j] & 15] * scale, o[2 * j + 1] = value[bytes[j] >> 4] * scale;
   }
+  for (std::size_t i = n / kBlock * kBlock; i < n; ++i)  // a last, partial block
+    out[i] = value[i % 2 ? packed[i / 2] >> 4 : packed[i / 2] & 15] * e8m0_to_float(scales[i / kBlock]);
 }
 
 }  // namespace megamoe::formats
