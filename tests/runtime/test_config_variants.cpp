@@ -20,6 +20,11 @@ const std::vector<ConfigVariant>& config_variants() {
       {"small_odd_chunks", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
            "buckets": {"1": {"stage1": {"bm": 16}, "stage2": {"bm": 16}}}})"},
+      // model_dim 768: six chunks, x in blocks of 256 on Hopper, so the dispatch's second group
+      // of four chunks holds one block and two chunks past the row.
+      {"small_x256_partial", "generic_a8w4",
+       R"({"model": {"experts_per_rank": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
+           "buckets": {"1": {"stage1": {"bm": 16}, "stage2": {"bm": 16}}}})"},
   };
   return v;
 }

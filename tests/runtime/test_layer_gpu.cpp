@@ -181,6 +181,11 @@ TEST_CASE("odd chunk counts: model_dim 384 and inter_dim 640 (3 and 5 chunks of 
   run_cases(variant("small_odd_chunks"), {{1}, {64}, {1000}});
 }
 
+// x in blocks of 256 where a dispatch warp's last group of chunks is not full.
+TEST_CASE("model_dim 768: x in blocks of 256 over six chunks", "[gpu][silu]") {
+  run_cases(variant("small_x256_partial"), {{1}, {64}, {1000}});
+}
+
 TEST_CASE("prepared weights hold the checkpoint bytes (layout v1)", "[gpu]") {
   RuntimeOptions o;
   o.path = KernelPath::portable;

@@ -91,8 +91,9 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   std::string out;
   REQUIRE(test::run_command("'" MEGAMOE_GPU_TESTS_EXE "' --write-configs '" + dir.path().string() + "/cfg'", out) == 0);
   INFO(out);
-  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 5);
-  for (const char* name : {"kimi_silu", "kimi_swiglu", "kimi_fp8wire", "kimi_checked", "small_odd_chunks"}) {
+  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 6);
+  for (const char* name :
+       {"kimi_silu", "kimi_swiglu", "kimi_fp8wire", "kimi_checked", "small_odd_chunks", "small_x256_partial"}) {
     const std::string path = dir.path().string() + "/cfg/" + name + ".json";
     Result list = precompile(dir.path().string(), "--config '" + path + "' --all --list --path hopper");
     INFO(list.out);
@@ -109,4 +110,7 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
                           "--config '" + dir.path().string() + "/cfg/small_odd_chunks.json' --bucket 64 --list");
   CHECK_THAT(odd.out, Catch::Contains("megamoe_stage1_wgmma_silu_bm64_bw128_s"));
   CHECK_THAT(odd.out, Catch::Contains("_b1_x128_bc0"));  // model_dim 384: x per chunk
+  Result partial = precompile(dir.path().string(),
+                              "--config '" + dir.path().string() + "/cfg/small_x256_partial.json' --bucket 1 --list");
+  CHECK_THAT(partial.out, Catch::Contains("megamoe_dispatch_rows_fp8x256f_bc0"));
 }
