@@ -43,16 +43,15 @@ void dot_rows(const float* w, const float* const* v, int len, double* out) {
   for (int r = 0; r < R; ++r) out[r] = (acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]);
 }
 
-// The same for any count of vectors up to kDotRows.
+// The same for the counts pair_sums asks for: a block's n pairs (1 to 4) or both vectors of each
+// (2 n).
 void dot_vectors(int count, const float* w, const float* const* v, int len, double* out) {
   switch (count) {
     case 1: return dot_rows<1>(w, v, len, out);
     case 2: return dot_rows<2>(w, v, len, out);
     case 3: return dot_rows<3>(w, v, len, out);
     case 4: return dot_rows<4>(w, v, len, out);
-    case 5: return dot_rows<5>(w, v, len, out);
     case 6: return dot_rows<6>(w, v, len, out);
-    case 7: return dot_rows<7>(w, v, len, out);
     default: return dot_rows<8>(w, v, len, out);
   }
 }
