@@ -2,7 +2,9 @@
 // the physical floor computed from the card's own ceilings measured in the same run.
 //   total: median over graph replays of a captured burst of calls, each call on its own input
 //          set (rotated so that the L2 holds none of them between calls);
-//   stages: median over direct calls with events between the launches.
+//   stages: median over direct calls with events between the launches;
+//   call: median over single calls, each waited for before the next (an isolated call's time,
+//         beside the burst's).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -43,7 +45,7 @@ Exit status: 0 on success, 1 on error, 2 on bad usage, 3 when no GPU is present.
 struct Row {
   std::int64_t bs = 0;
   int input_sets = 0, experts_touched = 0;
-  double stage1_ms = 0, stage2_ms = 0, total_ms = 0, floor_ms = 0, bytes_ms = 0, flops_ms = 0;
+  double stage1_ms = 0, stage2_ms = 0, call_ms = 0, total_ms = 0, floor_ms = 0, bytes_ms = 0, flops_ms = 0;
 };
 
 }  // namespace
@@ -98,8 +100,8 @@ int main(int argc, char** argv) {
     auto prepared = rt->prepare_weights(workload::random_weights(m, seed));
     StreamHandle stream = dev.create_stream();
     std::vector<Row> rows;
-    fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "bs", "sets", "experts", "stage1_ms",
-               "stage2_ms", "total_ms", "floor_ms", "time/floor");
+    fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "bs", "sets", "experts", "stage1_ms",
+               "stage2_ms", "call_ms", "total_ms", "floor_ms", "time/floor");
     for (std::int64_t bs : sizes) {
       Row row;
       row.bs = bs;
@@ -148,6 +150,8 @@ int main(int argc, char** argv) {
       std::nth_element(s1.begin(), s1.begin() + s1.size() / 2, s1.end());
       std::nth_element(s2.begin(), s2.begin() + s2.size() / 2, s2.end());
       row.stage1_ms = s1[s1.size() / 2], row.stage2_ms = s2[s2.size() / 2];
+      std::size_t next = 0;
+      row.call_ms = bench::median_ms(dev, stream, 3, reps, [&] { call(sets[next++ % sets.size()]); });
       // Total: one graph of a call per input set, replayed.
       dev.begin_capture(stream);
       for (const Set& s : sets) call(s);
@@ -156,9 +160,9 @@ int main(int argc, char** argv) {
       dev.destroy_graph(graph);
       CallErrors errors = rt->take_errors();
       if (errors.any()) throw Error(fmt::format("megamoe-bench: the kernels reported {} bad ids", errors.bad_ids));
-      fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}\n", bs, row.input_sets,
-                 row.experts_touched, row.stage1_ms, row.stage2_ms, row.total_ms, row.floor_ms,
-                 row.total_ms / row.floor_ms);
+      fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}\n", bs,
+                 row.input_sets, row.experts_touched, row.stage1_ms, row.stage2_ms, row.call_ms, row.total_ms,
+                 row.floor_ms, row.total_ms / row.floor_ms);
       rows.push_back(row);
     }
     dev.destroy_stream(stream);
@@ -169,13 +173,15 @@ int main(int argc, char** argv) {
                           {"fp8_tflop_per_s", tflops}, {"fp8_measured", fp8.measured}, {"fp8_how", fp8.how}};
       for (const Row& r : rows)
         j["buckets"].push_back({{"bs", r.bs}, {"input_sets", r.input_sets}, {"experts_touched", r.experts_touched},
-                                {"stage1_ms", r.stage1_ms}, {"stage2_ms", r.stage2_ms}, {"total_ms", r.total_ms},
+                                {"stage1_ms", r.stage1_ms}, {"stage2_ms", r.stage2_ms}, {"call_ms", r.call_ms},
+                                {"total_ms", r.total_ms},
                                 {"floor_ms", r.floor_ms}, {"floor_bytes_ms", r.bytes_ms},
                                 {"floor_flops_ms", r.flops_ms}, {"time_over_floor", r.total_ms / r.floor_ms}});
       std::ofstream(json_path) << j.dump(2) << "\n";
     }
-    fmt::print("stages: median of {} direct calls; total: median of {} graph replays over the input sets\n", reps,
-               reps);
+    fmt::print("stages: median of {} direct calls; call: median of {} single calls, each waited for; total: median "
+               "of {} graph replays over the input sets\n",
+               reps, reps, reps);
     return 0;
   } catch (const NoGpuError& e) {
     fmt::print(stderr, "{}\n", e.what());

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "backend/compiler.hpp"
+#include "common/env.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {
@@ -105,7 +106,8 @@ class CudaDevice final : public Device {
     check(d.cuDeviceGetAttribute(&sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_), "cuDeviceGetAttribute");
     // Hopper's wgmma and setmaxnreg need the arch-specific target.
     arch_ = fmt::format("sm_{}{}{}", major, minor, major == 9 ? "a" : "");
-    early_start_ = major >= 9;  // programmatic dependent launch is sm_90's
+    // Programmatic dependent launch is sm_90's; MEGAMOE_NO_PDL=1 turns it off, to measure what it gives.
+    early_start_ = major >= 9 && !env_flag("MEGAMOE_NO_PDL");
   }
 
   BackendKind kind() const override { return BackendKind::cuda; }
