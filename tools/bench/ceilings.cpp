@@ -14,10 +14,10 @@ Ceiling measure_copy_bandwidth(Device& dev, std::size_t bytes) {
   DeviceBuffer a(dev, bytes), b(dev, bytes);
   dev.fill_bytes(a.get(), 0x5A, bytes);
   StreamHandle s = dev.create_stream();
-  float ms = median_ms(dev, s, 3, 10, [&] { dev.copy_device_async(b.get(), a.get(), bytes, s); });
+  RunTimes t = burst_and_sustained_ms(dev, s, 1.0, [&] { dev.copy_device_async(b.get(), a.get(), bytes, s); });
   dev.destroy_stream(s);
-  return {2.0 * double(bytes) / (ms * 1e-3) / 1e12, true,
-          fmt::format("device-to-device copy of {} MiB, median of 10", bytes >> 20)};
+  auto tbps = [&](float ms) { return 2.0 * double(bytes) / (ms * 1e-3) / 1e12; };
+  return {tbps(t.sustained_ms), tbps(t.burst_ms), true, fmt::format("device-to-device copies of {} MiB", bytes >> 20)};
 }
 
 namespace {
@@ -37,14 +37,14 @@ struct Lt {
 }  // namespace
 
 Ceiling measure_fp8_rate(Device& dev, int n) {
-  if (dev.kind() != BackendKind::cuda) return {0, false, "not measured: cuBLASLt is NVIDIA-only"};
+  if (dev.kind() != BackendKind::cuda) return {0, 0, false, "not measured: cuBLASLt is NVIDIA-only"};
   void* lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
   if (!lib) lib = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return {0, false, fmt::format("not measured: libcublasLt could not be loaded ({})", dlerror())};
+  if (!lib) return {0, 0, false, fmt::format("not measured: libcublasLt could not be loaded ({})", dlerror())};
   Lt lt;
 #define X(name)                                                                   \
   lt.name = reinterpret_cast<decltype(lt.name)>(dlsym(lib, #name));               \
-  if (!lt.name) return {0, false, "not measured: libcublasLt lacks " #name};
+  if (!lt.name) return {0, 0, false, "not measured: libcublasLt lacks " #name};
   MEGAMOE_LT_FUNCTIONS(X)
 #undef X
 
@@ -62,7 +62,7 @@ Ceiling measure_fp8_rate(Device& dev, int n) {
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
   auto fail = [&](const char* what, cublasStatus_t st) {
-    return Ceiling{0, false, fmt::format("not measured: {} returned cuBLAS status {}", what, int(st))};
+    return Ceiling{0, 0, false, fmt::format("not measured: {} returned cuBLAS status {}", what, int(st))};
   };
   cublasStatus_t st;
   if ((st = lt.cublasLtCreate(&handle))) return fail("cublasLtCreate", st);
@@ -85,15 +85,16 @@ Ceiling measure_fp8_rate(Device& dev, int n) {
     StreamHandle s = dev.create_stream();
     float alpha = 1.f, beta = 0.f;
     cublasStatus_t run_status = CUBLAS_STATUS_SUCCESS;
-    float ms = median_ms(dev, s, 3, 10, [&] {
+    RunTimes times = burst_and_sustained_ms(dev, s, 1.0, [&] {
       cublasStatus_t r = lt.cublasLtMatmul(handle, desc, &alpha, a.get(), la, b.get(), lb, &beta, d.get(), ld, d.get(),
                                            ld, &heuristic.algo, workspace.get(), ws, static_cast<cudaStream_t>(s));
       if (r) run_status = r;
     });
     dev.destroy_stream(s);
     if (run_status) { result = fail("cublasLtMatmul", run_status); break; }
-    result = {2.0 * double(n) * n * n / (ms * 1e-3) / 1e12, true,
-              fmt::format("cuBLASLt e4m3 x e4m3 -> bf16, {0}x{0}x{0}, random data, median of 10", n)};
+    auto tflops = [&](float ms) { return 2.0 * double(n) * n * n / (ms * 1e-3) / 1e12; };
+    result = {tflops(times.sustained_ms), tflops(times.burst_ms), true,
+              fmt::format("cuBLASLt e4m3 x e4m3 -> bf16, {0}x{0}x{0}, random data", n)};
   } while (false);
   if (pref) lt.cublasLtMatmulPreferenceDestroy(pref);
   if (la) lt.cublasLtMatrixLayoutDestroy(la);

@@ -1,6 +1,8 @@
 // The card's two ceilings, measured in the same run as the layer (docs/perf-notes.md): the
 // device copy bandwidth (bytes read plus bytes written per second) and the dense fp8 matrix
-// rate (cuBLASLt, e4m3 inputs, bf16 output, loaded at run time).
+// rate (cuBLASLt, e4m3 inputs, bf16 output, loaded at run time). Each is measured sustained,
+// after a second of back-to-back runs, as the layer's bursts run (an H200 under load holds its
+// power limit by lowering its clock), and in a short burst on a rested card.
 #pragma once
 #include <string>
 
@@ -9,7 +11,8 @@
 namespace megamoe::bench {
 
 struct Ceiling {
-  double value = 0;   // TB/s for the copy, TFLOP/s for fp8
+  double value = 0;   // TB/s for the copy, TFLOP/s for fp8: sustained
+  double burst = 0;   // the same over a short burst (median of 10 single runs)
   bool measured = false;
   std::string how;    // what was run, or why nothing was
 };
@@ -20,6 +23,14 @@ Ceiling measure_fp8_rate(Device& dev, int n);
 // Median of the elapsed times (ms) of `reps` runs of `work` on `stream`, after `warmup` runs.
 template <class Work>
 float median_ms(Device& dev, StreamHandle stream, int warmup, int reps, Work&& work);
+
+// The ms of one run of `work`: over a short burst (median of 10 single runs), and sustained
+// (after `warm_s` seconds of back-to-back runs, the median of 10 batches of about 50 ms each).
+struct RunTimes {
+  float burst_ms = 0, sustained_ms = 0;
+};
+template <class Work>
+RunTimes burst_and_sustained_ms(Device& dev, StreamHandle stream, double warm_s, Work&& work);
 
 }  // namespace megamoe::bench
 

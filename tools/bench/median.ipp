@@ -1,5 +1,6 @@
 // Event-timed median of repeated work (included by ceilings.hpp).
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace megamoe::bench {
@@ -20,6 +21,20 @@ float median_ms(Device& dev, StreamHandle stream, int warmup, int reps, Work&& w
   dev.destroy_event(stop);
   std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
   return ms[ms.size() / 2];
+}
+
+template <class Work>
+RunTimes burst_and_sustained_ms(Device& dev, StreamHandle stream, double warm_s, Work&& work) {
+  RunTimes t;
+  t.burst_ms = median_ms(dev, stream, 3, 10, work);
+  const int warm = int(std::min(1e6, std::ceil(warm_s * 1e3 / t.burst_ms)));
+  const int batch = int(std::clamp(std::ceil(50.0 / t.burst_ms), 1.0, 1e6));
+  for (int i = 0; i < warm; ++i) work();
+  t.sustained_ms = median_ms(dev, stream, 0, 10, [&] {
+                     for (int i = 0; i < batch; ++i) work();
+                   }) /
+                   batch;
+  return t;
 }
 
 }  // namespace megamoe::bench
