@@ -19,6 +19,85 @@ namespace megamoe {
 // kernel_catalog.cpp mirrors it).
 constexpr int kStage1RegionLd = 68;
 
+// Shared memory of Stage1's storers beside the pipeline: the tile's maxima per token row over its
+// 64 columns of h, the block's own and the cluster peer's (two tiles in turn), with the
+// barriers the peer's storers arrive on once they are written (src/codegen/kernel_catalog.cpp's
+// static bytes).
+template <int BN>
+struct Stage1PairShared {
+  float own_amax[BN], pair_amax[2][BN];
+  u64 pair_full[2];
+  int a_rows[BN];  // tile_rows' row of x per column: unused, x comes routed
+};
+
+// Stage1's storers (warpgroup 0's warps 1 to 3) for one tile: the tile's 64 columns of h are half
+// col_tile % 2 of Stage2's chunk col_tile / 2, whose other half the cluster peer holds. First a
+// thread per row takes the row's maximum (16-byte loads, no shuffles: rows kLd floats apart fall
+// in distinct banks) and sends it to the peer; then a half warp per row quantizes it with the
+// chunk's exponent and stores it routed. Called once per Stage1 tile, in order (`it` alternates
+// the peer's buffers).
+template <int BN, int kStorers, int kLd>
+struct Stage1Storer {
+  Stage1PairShared<BN>* sh;
+  int rank, peer, rows_pad;
+  u8* h_q;
+  float* h_scales;
+  int it = 0;
+
+  MM_DEVICE void operator()(const TileInfo<BN>& ti, const float* o, int stid) {
+    const int lane16 = stid & 15, b = it & 1;
+    const u32 phase = u32(it >> 1) & 1;
+    ++it;
+    float* row_amax = sh->own_amax;
+    const float* peer_amax = sh->pair_amax[b];
+    const u32 to_peer = peer_addr(sh->pair_amax[b], peer);
+#pragma unroll 1
+    for (int n = stid; n < ti.rows; n += kStorers) {
+      const float4* row = reinterpret_cast<const float4*>(o + n * kLd);
+      float m[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int q = 0; q < 16; ++q) {
+        const float4 h = row[q];
+        m[q & 3] = fmaxf(m[q & 3], fmaxf(fmaxf(fabsf(h.x), fabsf(h.y)), fmaxf(fabsf(h.z), fabsf(h.w))));
+      }
+      const float amax = fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3]));
+      row_amax[n] = amax;
+      peer_store(to_peer + 4 * n, amax);
+    }
+    named_barrier(1, kStorers);  // row_amax for every storer
+    peer_arrive(peer_addr(sh->pair_full + b, peer));
+    mbar_wait<true>(sh->pair_full + b, phase);
+    constexpr int kHalves = kStorers / 16;
+#pragma unroll 1
+    for (int n = stid / 16; n < ti.rows; n += kHalves) {
+      const int out = ti.out[n];
+      if (out < 0) continue;
+      const float4 h = *reinterpret_cast<const float4*>(o + n * kLd + 4 * lane16);
+      const float v[4] = {h.x, h.y, h.z, h.w};
+      const int e = mm_fp8_block_exponent(fmaxf(row_amax[n], peer_amax[n]));
+      store_routed_half(v, lane16, ti.col_tile & 1, ti.col_tile / 2, out, n & 15, rows_pad, e, rank == 0, h_q,
+                        h_scales);
+    }
+  }
+};
+
+// Stage1's consumers take the activation: each thread holds a gate sum and its up sum (rows g and
+// g + 8 of its warp's slab), so h needs no trip through shared memory in between, and the
+// storers, which the consumers wait for at every tile, keep only the quantization. The region
+// holds h of the tile's 64 columns per token row at 8 * warp + g (the rows' scales applied).
+template <class Act, class Gemm, int kLd>
+MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBN>& ti, const float (&acc)[Gemm::NT][4], int ctid, float* o,
+                            const float* w1_row_scale, i64 rows_e) {
+  const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
+  const float* rs = w1_row_scale + ti.expert * rows_e + (ti.col_tile * 8 + warp) * 16;
+  const float s_gate = rs[g], s_up = rs[g + 8];
+#pragma unroll  // acc stays in registers
+  for (int j = 0; j < Gemm::NT; ++j) {
+    if (8 * j >= ti.rows) break;  // columns past the routed rows are never stored
+    for (int c = 0; c < 2; ++c)
+      o[(8 * j + 2 * t + c) * kLd + 8 * warp + g] = Act::apply(acc[j][c] * s_gate, acc[j][2 + c] * s_up);
+  }
+}
+
 // kSharedBytes: the dynamic shared memory the launch gives (src/codegen/kernel_catalog.cpp's
 // hopper_smem), checked here against what the pipeline and the region take.
 template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck>
@@ -28,28 +107,20 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
                             float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors) {
   using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, kXBlock / 128>;
   extern __shared__ u8 smem_raw[];
-  __shared__ int a_rows[BN];  // tile_rows' row of x per column: unused, x comes routed
-  // The tile's maxima per token row over its 64 columns of h: the block's own, and the cluster
-  // peer's (two tiles in turn) with the barriers its storers arrive on once they are written
-  // (src/codegen/kernel_catalog.cpp's static bytes).
-  __shared__ float own_amax[BN], pair_amax[2][BN];
-  __shared__ u64 pair_full[2];
-  int* scratch = a_rows;  // the lambdas below capture by value: a pointer, not the array
-  float* peer_amax = &pair_amax[0][0];
-  float* row_amax = own_amax;
-  u64* peer_full = pair_full;
+  __shared__ Stage1PairShared<BN> pair;
+  Stage1PairShared<BN>* sh = &pair;  // the lambdas below capture by value: a pointer
+  int* scratch = pair.a_rows;
   u8* smem = Gemm::align(smem_raw);
   if (threadIdx.x == 0)
-    for (int b = 0; b < 2; ++b) mbar_init(&pair_full[b], Gemm::kStorers);  // fenced in Gemm::init
+    for (int b = 0; b < 2; ++b) mbar_init(&pair.pair_full[b], Gemm::kStorers);  // fenced in Gemm::init
   Gemm::init(smem);
   cluster_sync();  // the peer's barriers are initialised before any arrival on them
   const int rank = cluster_rank(), peer = rank ^ 1;
   const i64 rows_e = 2LL * inter_dim;
   const TileWalk walk{tile_offsets[experts] * int(rows_e / Gemm::kRows), int(rows_e / Gemm::kRows), tile_offsets,
                       expert_offsets, experts};
-  // The output region: [BN][kLd] floats, h of the tile's 64 columns per token row (the rows'
-  // scales applied), at 8 * warp + g for a consumer warp's slab (moe/wgmma_gemm.cuh); 68 keeps
-  // the consumers' writes free of bank conflicts and the storers' rows 16-byte aligned.
+  // The output region: [BN][kLd] floats; 68 keeps the consumers' writes free of bank conflicts
+  // and the storers' rows 16-byte aligned.
   constexpr int kLd = kStage1RegionLd;
   static_assert(1023 + Gemm::kPipelineBytes + BN * kLd * 4 <= kSharedBytes,
                 "the catalog's shared memory holds the alignment slack, the stages and the region");
@@ -60,59 +131,11 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
           stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_token, rows_capacity, tokens, errors, scratch, ti->out,
                                                        lane);
         },
-        [=, it = 0](const TileInfo<BN>& ti, const float* o, int stid) mutable {
-          // The tile's 64 columns of h are half col_tile % 2 of Stage2's chunk col_tile / 2, whose
-          // other half the peer holds. First a thread per row takes the row's maximum (16-byte
-          // loads, no shuffles: rows 68 floats apart fall in distinct banks) and sends it to the
-          // peer; then a half warp per row quantizes it with the chunk's exponent and stores it
-          // routed.
-          const int lane16 = stid & 15, b = it & 1;
-          const u32 phase = u32(it >> 1) & 1;
-          ++it;
-          const u32 to_peer = peer_addr(peer_amax + b * BN, peer);
-#pragma unroll 1
-          for (int n = stid; n < ti.rows; n += Gemm::kStorers) {
-            const float4* row = reinterpret_cast<const float4*>(o + n * kLd);
-            float m[4] = {0.f, 0.f, 0.f, 0.f};
-            for (int q = 0; q < 16; ++q) {
-              const float4 h = row[q];
-              m[q & 3] = fmaxf(m[q & 3], fmaxf(fmaxf(fabsf(h.x), fabsf(h.y)), fmaxf(fabsf(h.z), fabsf(h.w))));
-            }
-            const float amax = fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3]));
-            row_amax[n] = amax;
-            peer_store(to_peer + 4 * n, amax);
-          }
-          named_barrier(1, Gemm::kStorers);  // row_amax for every storer
-          peer_arrive(peer_addr(peer_full + b, peer));
-          mbar_wait<true>(peer_full + b, phase);
-          constexpr int kHalves = Gemm::kStorers / 16;
-#pragma unroll 1
-          for (int n = stid / 16; n < ti.rows; n += kHalves) {
-            const int out = ti.out[n];
-            if (out < 0) continue;
-            const float4 h = *reinterpret_cast<const float4*>(o + n * kLd + 4 * lane16);
-            const float v[4] = {h.x, h.y, h.z, h.w};
-            const int e = mm_fp8_block_exponent(fmaxf(row_amax[n], peer_amax[b * BN + n]));
-            store_routed_half(v, lane16, ti.col_tile & 1, ti.col_tile / 2, out, n & 15, rows_pad, e, rank == 0, h_q,
-                              h_scales);
-          }
-        });
+        Stage1Storer<BN, Gemm::kStorers, kLd>{sh, rank, peer, rows_pad, h_q, h_scales});
   } else {
-    // The consumers take the activation: each thread holds a gate sum and its up sum (rows g and
-    // g + 8 of its warp's slab), so h needs no trip through shared memory in between, and the
-    // storers, which the consumers wait for at every tile, keep only the quantization.
     Gemm::run_consumers(smem, walk.total, model_dim,
                         [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                          const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
-                          const float* rs = w1_row_scale + ti.expert * rows_e + (ti.col_tile * 8 + warp) * 16;
-                          const float s_gate = rs[g], s_up = rs[g + 8];
-#pragma unroll  // acc stays in registers
-                          for (int j = 0; j < Gemm::NT; ++j) {
-                            if (8 * j >= ti.rows) break;  // columns past the routed rows are never stored
-                            for (int c = 0; c < 2; ++c)
-                              o[(8 * j + 2 * t + c) * kLd + 8 * warp + g] =
-                                  Act::apply(acc[j][c] * s_gate, acc[j][2 + c] * s_up);
-                          }
+                          stage1_stash<Act, Gemm, kLd>(ti, acc, ctid, o, w1_row_scale, rows_e);
                         });
   }
   cluster_sync();  // neither block leaves while its peer may still write to its shared memory

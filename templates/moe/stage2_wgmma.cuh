@@ -13,6 +13,30 @@ namespace megamoe {
 // padding (src/codegen/kernel_catalog.cpp mirrors it).
 constexpr int kStage2RegionLd = 132;
 
+// Stage2's storers (warpgroup 0's warps 1 to 3) for one tile: the region's rows (the tile's 128
+// output columns, kLd floats apart) onto the wire at each row's slot.
+template <int BN, int kStorers, int kLd, int kWire>
+MM_DEVICE void stage2_store(const TileInfo<BN>& ti, const float* o, int stid, void* wire, u8* wire_scales,
+                            int model_dim) {
+  constexpr int kCols = 128;
+  const int col0 = ti.col_tile * kCols;
+  if (kWire == 0) {  // four values per thread and step: one 16-byte load, one 8-byte store
+    u16* out = static_cast<u16*>(wire);
+    for (int i = stid; i < ti.rows * (kCols / 4); i += kStorers) {
+      const int n = i / (kCols / 4), c = 4 * (i % (kCols / 4)), slot = ti.out[n];
+      if (slot >= 0) {
+        const float4 v = *reinterpret_cast<const float4*>(o + n * kLd + c);
+        *reinterpret_cast<uint2*>(out + (i64)slot * model_dim + col0 + c) =
+            make_uint2(u32(mm_f32_to_bf16(v.x)) | (u32(mm_f32_to_bf16(v.y)) << 16),
+                       u32(mm_f32_to_bf16(v.z)) | (u32(mm_f32_to_bf16(v.w)) << 16));
+      }
+    }
+  } else {
+    store_tile_fp8<BN, kCols, 32, kStorers>(o, kLd, ti.out, static_cast<u8*>(wire), model_dim, wire_scales,
+                                            model_dim / 32, col0, stid);
+  }
+}
+
 // kSharedBytes: the dynamic shared memory the launch gives (src/codegen/kernel_catalog.cpp's
 // hopper_smem), checked here against what the pipeline and the region take.
 template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck>
@@ -44,22 +68,7 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
                                                        ti->out, ti->weight, lane);
         },
         [=](const TileInfo<BN>& ti, const float* o, int stid) {
-          const int col0 = ti.col_tile * Gemm::kRows;
-          if (kWire == 0) {  // four values per thread and step: one 16-byte load, one 8-byte store
-            u16* out = static_cast<u16*>(wire);
-            for (int i = stid; i < ti.rows * (Gemm::kRows / 4); i += Gemm::kStorers) {
-              const int n = i / (Gemm::kRows / 4), c = 4 * (i % (Gemm::kRows / 4)), slot = ti.out[n];
-              if (slot >= 0) {
-                const float4 v = *reinterpret_cast<const float4*>(o + n * kLd + c);
-                *reinterpret_cast<uint2*>(out + (i64)slot * model_dim + col0 + c) =
-                    make_uint2(u32(mm_f32_to_bf16(v.x)) | (u32(mm_f32_to_bf16(v.y)) << 16),
-                               u32(mm_f32_to_bf16(v.z)) | (u32(mm_f32_to_bf16(v.w)) << 16));
-              }
-            }
-          } else {
-            store_tile_fp8<BN, 128, 32, Gemm::kStorers>(o, kLd, ti.out, static_cast<u8*>(wire), model_dim,
-                                                        wire_scales, model_dim / 32, col0, stid);
-          }
+          stage2_store<BN, Gemm::kStorers, kLd, kWire>(ti, o, stid, wire, wire_scales, model_dim);
         });
     return;
   }

@@ -60,7 +60,7 @@ struct TileInfo {
 // one set of partial sums, promoted once per block).
 template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks = 1>
 struct WgmmaGemm {
-  static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128;
+  static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128, kBN = BN;
   static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
   // TileInfo entries: the filler (and so the producer's copies) runs up to three tiles ahead of
   // the storers; with two it waited for the storers at every tile and the consumers then waited
