@@ -71,6 +71,9 @@ struct BucketConfig {
   TileShape stage1, stage2;
   DispatchOptions dispatch;
   bool stage2_two_stage_b = false;
+  // Hopper path: Stage1 and Stage2 in one persistent kernel (no launch boundary between them);
+  // needs stage1.bm == stage2.bm.
+  bool fused_stages = false;
   CombineWire combine_wire = CombineWire::bf16;
   bool bounds_check = false;
 };

@@ -50,6 +50,12 @@ class Device {
   // reads or writes.
   virtual void launch(void* function, Dim3 grid, Dim3 block, std::size_t shared_bytes,
                       StreamHandle stream, void** args, bool early_start = false) = 0;
+  // How many blocks of `function` (launched in clusters of `cluster`, as it was compiled) can be
+  // resident at once on the whole device; 0 where the backend cannot say.
+  virtual int resident_blocks(void* function, Dim3 block, std::size_t shared_bytes, int cluster) {
+    (void)function, (void)block, (void)shared_bytes, (void)cluster;
+    return 0;
+  }
 
   virtual StreamHandle create_stream() = 0;
   virtual void destroy_stream(StreamHandle stream) = 0;

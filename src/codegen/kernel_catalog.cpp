@@ -214,12 +214,12 @@ int hopper_fixed_bytes(int bm, int stage) {
   // The epilogue region [bm][ld] floats: templates/moe/stage1_wgmma.cuh's kStage1RegionLd (h) and
   // stage2_wgmma.cuh's kStage2RegionLd (the output rows).
   constexpr int kStage1RegionLd = 68, kStage2RegionLd = 132;
-  const int ld = stage == 1 ? kStage1RegionLd : kStage2RegionLd;
+  const int ld = stage == 1 ? kStage1RegionLd : kStage2RegionLd;  // stage 3 (both): Stage2's, the longer
   return 1024 + head + bm * ld * 4;
 }
-// The kernels' own __shared__ arrays: the row list (at most 160 x 4 bytes), and in Stage1 the row
-// maxima, its own and its cluster peer's (3 x 160 x 4), with two barriers.
-int hopper_static_bytes(int stage) { return stage == 1 ? 3072 : 1024; }
+// The kernels' own __shared__ arrays: the row list (at most 160 x 4 bytes), and with Stage1 the
+// row maxima, its own and its cluster peer's (3 x 160 x 4), with two barriers.
+int hopper_static_bytes(int stage) { return stage == 2 ? 1024 : 3072; }
 }  // namespace
 
 int hopper_bm(int config_bm) { return std::min(config_bm, kHopperMaxBm); }
@@ -261,10 +261,11 @@ KernelSpec dispatch_rows_spec(int x_block, bool bounds_check) {
   s.includes = {"moe/dispatch_rows.cuh"};
   s.params =
       "const megamoe::u16* x, const int* ids, const int* slot_row, const int* expert_offsets, int tokens, int topk, "
-      "int experts, int model_dim, int rows_pad, int rows_capacity, megamoe::u8* xr, float* xs, int* errors";
+      "int experts, int model_dim, int rows_pad, int rows_capacity, megamoe::u8* xr, float* xs, int* expert_done, "
+      "int* errors";
   s.body = fmt::format(
       "megamoe::dispatch_rows<{}, {}>(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, rows_pad, "
-      "rows_capacity, xr, xs, errors);",
+      "rows_capacity, xr, xs, expert_done, errors);",
       x_block, bounds_check ? "true" : "false");
   s.threads = 256;  // kDispatchThreads
   return s;
@@ -295,6 +296,41 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int x_block, bool bo
   s.min_blocks = per_sm;
   s.shared_bytes = hopper_smem(bm, 1);
   s.cluster = 2;  // the two tiles of a 128-column block of h side by side
+  return s;
+}
+
+KernelSpec stages_wgmma_spec(const Activation& act, int bm, int x_block, CombineWire wire, bool bounds_check) {
+  ActivationCode a = activation_code(act);
+  const int stages = hopper_stages(bm, 3);
+  KernelSpec s;
+  s.family = "stages_wgmma";
+  const int per_sm = hopper_blocks_per_sm(bm);
+  s.name_parts = {a.tag,
+                  fmt::format("bm{}", bm),
+                  fmt::format("bw{}", kTensorCoreWeightRows),
+                  fmt::format("s{}", stages),
+                  fmt::format("b{}", per_sm),
+                  fmt::format("x{}", x_block),
+                  wire_tag(wire),
+                  bc_tag(bounds_check)};
+  s.includes = {"moe/stages_wgmma.cuh"};
+  s.preamble = a.preamble;
+  s.params =
+      "const megamoe::u8* x_q, const float* x_scales, const int* expert_offsets, const int* tile_offsets1, "
+      "const int* tile_offsets2, const int* row_token, const int* row_slot, const float* row_weight, "
+      "const megamoe::u8* w1_units, const float* w1_row_scale, const megamoe::u8* w2_units, const float* w2_row_scale, "
+      "int experts, int model_dim, int inter_dim, megamoe::u8* h_q, float* h_scales, void* wire, "
+      "megamoe::u8* wire_scales, int* expert_done, int rows_pad, int rows_capacity, int tokens, int slots, int* errors";
+  s.body = fmt::format(
+      "megamoe::stages_wgmma<{}, {}, {}, {}, {}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets1, "
+      "tile_offsets2, row_token, row_slot, row_weight, w1_units, w1_row_scale, w2_units, w2_row_scale, experts, "
+      "model_dim, inter_dim, h_q, h_scales, wire, wire_scales, expert_done, rows_pad, rows_capacity, tokens, slots, "
+      "errors);",
+      a.type, bm, stages, per_sm, x_block, hopper_smem(bm, 3), wire_code(wire), bounds_check ? "true" : "false");
+  s.threads = 384;
+  s.min_blocks = per_sm;
+  s.shared_bytes = hopper_smem(bm, 3);
+  s.cluster = 2;  // Stage1's two tiles of a 128-column block of h side by side
   return s;
 }
 
@@ -369,6 +405,8 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     k.bm1 = hopper_bm(b.stage1.bm), k.bm2 = hopper_bm(b.stage2.bm);
     k.stage1 = stage1_wgmma_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check);
     k.stage2 = stage2_wgmma_spec(k.bm2, b.combine_wire, b.bounds_check);
+    k.fused = b.fused_stages;
+    if (k.fused) k.stages = stages_wgmma_spec(config.activation, k.bm1, k.arithmetic.x, b.combine_wire, b.bounds_check);
   } else {
     k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm);
     k.stage1 = stage1_portable_spec(config.activation, k.bm1, b.bounds_check);

@@ -87,6 +87,9 @@ KernelSpec dispatch_rows_spec(int x_block, bool bounds_check);
 // routed layout, scales f32) and rows_pad, the routed layout's rows per chunk, before rows_capacity.
 KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int x_block, bool bounds_check);
 KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check);
+// Both stages in one persistent kernel (templates/moe/stages_wgmma.cuh): Stage1's and Stage2's
+// parameters, tile_offsets1 and tile_offsets2, and expert_done (dispatch zeroes it).
+KernelSpec stages_wgmma_spec(const Activation& act, int bm, int x_block, CombineWire wire, bool bounds_check);
 
 // Whether a (resolved) path's kernels can run for a backend and arch.
 bool path_runs(KernelPath path, const ModelShape& shape, BackendKind backend, const std::string& arch);
@@ -99,9 +102,16 @@ PathArithmetic path_arithmetic(KernelPath path, const ModelShape& shape);
 
 struct LayerKernels {
   KernelSpec route_count, route, quantize, stage1, stage2, combine;
+  // Hopper with the bucket's fused_stages: both stages in one kernel, launched instead of stage1
+  // and stage2.
+  KernelSpec stages;
+  bool fused = false;
   int bm1 = 0, bm2 = 0;  // token rows per Stage1 / Stage2 tile
   PathArithmetic arithmetic;  // the scale blocks the kernels were rendered for
-  std::vector<KernelSpec> all() const { return {route_count, route, quantize, stage1, stage2, combine}; }
+  std::vector<KernelSpec> all() const {
+    if (fused) return {route_count, route, quantize, stages, combine};
+    return {route_count, route, quantize, stage1, stage2, combine};
+  }
 };
 LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path);
 

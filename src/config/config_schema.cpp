@@ -163,11 +163,12 @@ void check_dispatch(ObjectReader r) {
 
 // Checks the fields present in a (partial) bucket entry.
 void check_bucket_entry(ObjectReader r) {
-  r.also_known({"stage1", "stage2", "dispatch", "stage2_two_stage_b", "combine_wire", "bounds_check"});
+  r.also_known({"stage1", "stage2", "dispatch", "stage2_two_stage_b", "fused_stages", "combine_wire", "bounds_check"});
   if (r.has("stage1")) check_tile(r.object("stage1"));
   if (r.has("stage2")) check_tile(r.object("stage2"));
   if (r.has("dispatch")) check_dispatch(r.object("dispatch"));
   if (r.has("stage2_two_stage_b")) r.boolean("stage2_two_stage_b");
+  if (r.has("fused_stages")) r.boolean("fused_stages");
   if (r.has("combine_wire")) r.one_of("combine_wire", {"bf16", "fp8_blockwise_1x32"});
   if (r.has("bounds_check")) r.boolean("bounds_check");
   r.no_unknown_fields();
@@ -199,6 +200,7 @@ BucketConfig read_merged_bucket(const json& merged, int bucket, const std::strin
   b.dispatch = {get(d, "cus", "dispatch").get<int>(), get(d, "persistent", "dispatch").get<bool>(),
                 get(d, "stride", "dispatch").get<int>()};
   b.stage2_two_stage_b = get(merged, "stage2_two_stage_b", "").get<bool>();
+  b.fused_stages = merged.value("fused_stages", false);  // optional
   b.combine_wire = get(merged, "combine_wire", "").get<std::string>() == "bf16"
                        ? CombineWire::bf16
                        : CombineWire::fp8_blockwise_1x32;
@@ -216,6 +218,11 @@ void check_tiles_fit(const BucketConfig& b, const ModelShape& m, const std::stri
   if (m.model_dim % b.stage2.bn)
     throw ConfigError(file, path + ".stage2.bn", std::to_string(b.stage2.bn),
                       fmt::format("a divisor of model.model_dim ({})", m.model_dim));
+  if (b.fused_stages && b.stage1.bm != b.stage2.bm)
+    throw ConfigError(file, path + ".fused_stages", "true",
+                      fmt::format("false where stage1.bm ({}) and stage2.bm ({}) differ: both stages then share one "
+                                  "token tile",
+                                  b.stage1.bm, b.stage2.bm));
 }
 
 }  // namespace

@@ -31,12 +31,16 @@ struct Runtime::BucketKernels {
   const BucketConfig* bucket = nullptr;
   int bm1 = 0, bm2 = 0;
   LoadedKernel route_count, route, quantize, stage1, stage2, combine;
+  LoadedKernel stages;  // both stages in one kernel (a bucket's fused_stages), launched instead
+  bool fused = false;
+  unsigned stages_grid_cap = 0;  // the blocks of `stages` that can be resident at once
 };
 
 // Device buffers sized for max_tokens (docs/layer.md, Workspace, lists them).
 struct Runtime::Workspace {
   DeviceBuffer route_counts, expert_offsets, tile_offsets1, tile_offsets2, row_token, row_slot, row_weight,
-      slot_row, x_q, x_scales, h_q, h_scales, wire, wire_scales, errors;
+      slot_row, x_q, x_scales, h_q, h_scales, wire, wire_scales, errors,
+      expert_done;  // the fused stages' count of Stage1 tiles stored, by expert
   int rows_pad = 0;  // the routed layout's rows per chunk (Hopper): every routed row and a last tile's overhang
 };
 
@@ -70,6 +74,7 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
   ws_->wire = DeviceBuffer(d, R * D * 2);  // bf16, or fp8 in its first half
   ws_->wire_scales = DeviceBuffer(d, R * D / 32);
   ws_->errors = DeviceBuffer(d, kErrorWords * 4);
+  ws_->expert_done = DeviceBuffer(d, E * 4);  // zeroed by dispatch in each call that uses it
   int init[kErrorWords] = {0, kNoBadSlot, 0, 0};
   d.copy_to_device(ws_->errors.get(), init, sizeof init);
   for (auto& e : events_) e = d.create_event();
@@ -147,8 +152,18 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
     b->route_count = load(specs.route_count);
     b->route = load(specs.route);
     b->quantize = load(specs.quantize);
-    b->stage1 = load(specs.stage1);
-    b->stage2 = load(specs.stage2);
+    b->fused = specs.fused;
+    if (specs.fused) {
+      b->stages = load(specs.stages);
+      // Stage2's tiles wait for Stage1's on other blocks: every block must be resident at once.
+      const int resident = device_->resident_blocks(b->stages.function, {unsigned(specs.stages.threads)},
+                                                    std::size_t(specs.stages.shared_bytes), b->stages.cluster);
+      const int planned = specs.stages.min_blocks * device_->multiprocessors();
+      b->stages_grid_cap = unsigned(resident > 0 ? std::min(resident, planned) : planned);
+    } else {
+      b->stage1 = load(specs.stage1);
+      b->stage2 = load(specs.stage2);
+    }
     b->combine = load(specs.combine);
     slot = std::move(b);
   }
@@ -222,16 +237,27 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
          route_grid > 1);
   mark(1);
   int rows_pad = ws_->rows_pad;
+  void* done = k.fused ? ws_->expert_done.get() : nullptr;
   if (hopper) {  // one warp per token and 4 x 128 values
     long long tasks = (long long)T * ((D / 128 + 3) / 4);
     launch(k.quantize, unsigned(std::min<long long>((tasks + 7) / 8, 16LL * sms)),
-           {&x, &ids, &sr, &eo, &T, &K, &E, &D, &rows_pad, &rows_capacity, &xq, &xs, &err}, true);
+           {&x, &ids, &sr, &eo, &T, &K, &E, &D, &rows_pad, &rows_capacity, &xq, &xs, &done, &err}, true);
   } else {
     long long qblocks = (long long)T * D / 32;
     launch(k.quantize, unsigned(std::min<long long>((qblocks + 7) / 8, 16LL * sms)), {&x, &T, &D, &xq, &xs});
   }
   mark(2);
-  if (path_ != KernelPath::portable) {  // tensor_core and hopper: layout v3, one argument list
+  if (k.fused) {  // Hopper, both stages in one kernel: its time is reported as Stage1's
+    const void *w1u = w.w1_units.get(), *w1r = w.w1_row_scale.get(), *w2u = w.w2_units.get(),
+               *w2r = w.w2_row_scale.get();
+    const long long tiles = ((slots + bm1 - 1) / bm1 + E) * (2LL * I + D) / kTensorCoreWeightRows;
+    const unsigned grid = unsigned(std::max<long long>(std::min<long long>(tiles, k.stages_grid_cap) / 2 * 2, 2));
+    launch(k.stages, grid,
+           {&xq, &xs, &eo, &to1, &to2, &rt, &rs, &rw, &w1u, &w1r, &w2u, &w2r, &E, &D, &I, &hq, &hs, &wire, &wsc, &done,
+            &rows_pad, &rows_capacity, &T, &slots, &err},
+           true);
+    mark(3);
+  } else if (path_ != KernelPath::portable) {  // tensor_core and hopper: layout v3, one argument list
     auto per_sm = [](const LoadedKernel& s) { return s.blocks_per_sm > 0 ? s.blocks_per_sm : 2; };
     const void *w1u = w.w1_units.get(), *w1r = w.w1_row_scale.get(), *w2u = w.w2_units.get(),
                *w2r = w.w2_row_scale.get();

@@ -4,7 +4,9 @@
 // slot); each 128-value chunk's scale entry holds its block's scale. One warp per token and four
 // 128-value chunks, spread grid-wide: 8 lanes a chunk, each lane 16 values, so that every load
 // and store is 16 bytes wide, and a block's chunks are in one warp. The checked build refuses,
-// and counts, rows outside the workspace.
+// and counts, rows outside the workspace. expert_done (or null): the counters by expert that the
+// kernel running both stages (moe/stages_wgmma.cuh) counts Stage1's tiles on, zeroed here for
+// this call (the previous call's kernels have all finished before this one starts).
 #pragma once
 #include "moe/route.cuh"
 #include "moe/routed_rows.cuh"
@@ -16,7 +18,9 @@ enum : int { kDispatchThreads = 256, kDispatchChunks = 4 };
 template <int kXBlock, bool kCheck>
 MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, const int* expert_offsets, int tokens,
                              int topk, int experts, int model_dim, int rows_pad, int rows_capacity, u8* xr, float* xs,
-                             int* errors) {
+                             int* expert_done, int* errors) {
+  if (expert_done && blockIdx.x == 0)
+    for (int e = threadIdx.x; e < experts; e += kDispatchThreads) expert_done[e] = 0;
   const int chunks = model_dim / 128, groups = (chunks + kDispatchChunks - 1) / kDispatchChunks;
   const int lane = threadIdx.x & 31, warps = kDispatchThreads / 32, piece = lane & 7;
   const i64 tasks = (i64)tokens * groups;

@@ -134,12 +134,14 @@ struct WgmmaGemm {
   // a_q / a_scales: the routed activations (rows_pad rows per chunk); units: the expert's layout-v3
   // bytes, group the block's group of 8 slabs. Only the tile's routed rows, rounded up to
   // the 8-row swizzle atom, are copied: an expert's rows rarely fill a tile at small batch, and
-  // the columns past them are computed from stale shared memory and never stored. For the
-  // block's first tile (`first`) the weights of the first stages are requested before the
-  // previous kernel, which writes the activations, is waited for (Device::launch's early_start):
-  // they stream in meanwhile.
+  // the columns past them are computed from stale shared memory and never stored. With `early`
+  // the weights of the first stages are requested before wait_inputs() is called, which waits
+  // for whatever writes the activations (for a block's first tile, the previous kernel:
+  // Device::launch's early_start): they stream in meanwhile.
+  template <class WaitInputs>
   MM_DEVICE static void produce(u8* smem, const u8* a_q, const float* a_scales, int rows_pad, int p0, int rows,
-                                int K, const u8* units, int group, Ring<kStages>& ps, bool first) {
+                                int K, const u8* units, int group, Ring<kStages>& ps, bool early,
+                                WaitInputs wait_inputs) {
     const int chunks = K / 128;
     const u32 rows8 = u32(min((rows + 7) & ~7, BN)), act_bytes = rows8 * 128, scale_bytes = rows8 * 16;
     auto request_weights = [&](int chunk, const Ring<kStages>& r) {
@@ -152,20 +154,25 @@ struct WgmmaGemm {
       mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes + act_bytes + (has_scales(chunk) ? scale_bytes : 0u));
       bulk_copy_g2s(st + kWordsAt, layout_v3_unit(units, group, chunk, chunks), kLayoutV3UnitBytes, bar);
     };
-    int early = 0;
-    if (first) {
+    int requested = 0;
+    if (early) {
       Ring<kStages> r = ps;
-      for (; early < chunks && early < kStages; ++early, r.advance()) request_weights(early, r);
-      mm_wait_prior_grid();
-      mm_release_dependents();
+      for (; requested < chunks && requested < kStages; ++requested, r.advance()) request_weights(requested, r);
+      wait_inputs();
     }
     for (int chunk = 0; chunk < chunks; ++chunk, ps.advance()) {
-      if (chunk >= early) request_weights(chunk, ps);
+      if (chunk >= requested) request_weights(chunk, ps);
       u8* st = stage(smem, ps.index);
       u64* bar = full(smem, ps.index);
       bulk_copy_g2s(st, a_q + ((i64)chunk * rows_pad + p0) * 128, act_bytes, bar);
       if (has_scales(chunk)) bulk_copy_g2s(st + kScalesAt, a_scales + ((i64)chunk * rows_pad + p0) * 4, scale_bytes, bar);
     }
+  }
+
+  // A block's first tile waits for the previous kernel here, and lets the next one be scheduled.
+  MM_DEVICE static void wait_previous_kernel() {
+    mm_wait_prior_grid();
+    mm_release_dependents();
   }
 
   // The e4m3 fragments of the warp's slab for the four 32-k steps of a stage.
@@ -366,7 +373,7 @@ struct WgmmaGemm {
         mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
         if (ptid == 0)
           produce(smem, a_q, a_scales, rows_pad, rt.p0, min(rt.p_end - rt.p0, BN), K,
-                  units + rt.expert * expert_bytes, rt.col_tile, ps, first);
+                  units + rt.expert * expert_bytes, rt.col_tile, ps, first, [] { wait_previous_kernel(); });
         __syncwarp();
       }
     } else {

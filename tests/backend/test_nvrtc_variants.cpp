@@ -81,6 +81,7 @@ TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asy
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_wgmma_spec(act, bm, 256, false));
   for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_wgmma_spec(act, bm, 128, false));  // x per chunk
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage2_wgmma_spec(bm, CombineWire::bf16, false));
+  for (int bm : {16, 32, 48, 64, 160}) specs.push_back(stages_wgmma_spec(act, bm, 256, CombineWire::bf16, false));
   for (const KernelSpec& spec : specs) {
     PlannedKernel p = b.plan(spec);
     CompileInput in{p.rendered.name, p.rendered.source, p.rendered.headers, p.options};

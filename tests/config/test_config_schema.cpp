@@ -53,6 +53,14 @@ TEST_CASE("a valid config parses with defaults merged under bucket overrides", "
   CHECK(b8.dispatch.persistent);  // from defaults
   CHECK(c.bucket(16).stage1.bm == 64);
   CHECK(c.bucket(32768).combine_wire == CombineWire::bf16);
+  CHECK_FALSE(b8.fused_stages);  // optional: off unless a bucket says otherwise
+
+  json fused = valid();
+  fused["buckets"]["8"]["stage2"] = {{"bm", 16}};
+  fused["buckets"]["8"]["fused_stages"] = true;
+  Config f = parse_config(fused.dump(), "cfg/t.json");
+  CHECK(f.bucket(8).fused_stages);
+  CHECK_FALSE(f.bucket(16).fused_stages);
 }
 
 TEST_CASE("the built-in configs load", "[config]") {
@@ -150,6 +158,12 @@ TEST_CASE("config errors: impossible values", "[config]") {
   CHECK(path_of([](json& d) { d["activation"]["kind"] = "gelu"; }).json_path == "$.activation.kind");
   CHECK(path_of([](json& d) { d["bucket_defaults"]["combine_wire"] = "fp4"; }).json_path ==
         "$.bucket_defaults.combine_wire");
+  // Both stages in one kernel share a token tile: stage1.bm 16 against stage2.bm 64 at bucket 8.
+  ConfigError fused = path_of([](json& d) { d["buckets"]["8"]["fused_stages"] = true; });
+  CHECK(fused.json_path == "$.buckets.8.fused_stages");
+  CHECK_THAT(fused.expected, Catch::Contains("stage1.bm (16)") && Catch::Contains("stage2.bm (64)"));
+  CHECK(path_of([](json& d) { d["bucket_defaults"]["fused_stages"] = 1; }).json_path ==
+        "$.bucket_defaults.fused_stages");
   // A tile that does not divide the GEMM's N: inter_dim 128 is not a multiple of 96.
   ConfigError fit = path_of([](json& d) { d["buckets"]["8"]["stage1"]["bn"] = 96; });
   CHECK(fit.json_path == "$.buckets.8.stage1.bn");

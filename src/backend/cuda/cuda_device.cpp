@@ -21,6 +21,7 @@ namespace {
   X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuMemAlloc)      \
   X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuModuleLoadData)            \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamCreate) \
+  X(cuOccupancyMaxActiveClusters)                                                                \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy)              \
   X(cuEventRecord) X(cuEventElapsedTime) X(cuCtxSynchronize) X(cuFuncSetAttribute) X(cuStreamBeginCapture)     \
   X(cuMemcpyDtoDAsync)                                                                        \
@@ -175,6 +176,21 @@ class CudaDevice final : public Device {
     config.attrs = &attr;
     config.numAttrs = 1;
     check(driver().cuLaunchKernelEx(&config, f, args, nullptr), "cuLaunchKernelEx");
+  }
+
+  int resident_blocks(void* function, Dim3 block, std::size_t shared_bytes, int cluster) override {
+    current();
+    auto f = static_cast<CUfunction>(function);
+    if (shared_bytes > 48 * 1024)
+      check(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_bytes)),
+            "cuFuncSetAttribute");
+    CUlaunchConfig config{};
+    config.gridDimX = unsigned(cluster), config.gridDimY = 1, config.gridDimZ = 1;
+    config.blockDimX = block.x, config.blockDimY = block.y, config.blockDimZ = block.z;
+    config.sharedMemBytes = unsigned(shared_bytes);
+    int clusters = 0;
+    check(driver().cuOccupancyMaxActiveClusters(&clusters, f, &config), "cuOccupancyMaxActiveClusters");
+    return clusters * cluster;
   }
 
   StreamHandle create_stream() override {
