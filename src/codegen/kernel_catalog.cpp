@@ -271,19 +271,30 @@ KernelSpec dispatch_rows_spec(int x_block, bool bounds_check) {
   return s;
 }
 
+namespace {
+// What every Hopper stage kernel of a token tile shares (`stage` as hopper_stages takes it): 384
+// threads (WgmmaGemm::kThreads: a producer and two consumer warpgroups), its blocks per SM and
+// shared memory, and the name parts that spell them.
+KernelSpec hopper_tile_spec(const char* family, int bm, int stage) {
+  KernelSpec s;
+  s.family = family;
+  s.threads = 384;
+  s.min_blocks = hopper_blocks_per_sm(bm);
+  s.shared_bytes = hopper_smem(bm, stage);
+  s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows),
+                  fmt::format("s{}", hopper_stages(bm, stage)), fmt::format("b{}", s.min_blocks)};
+  return s;
+}
+}  // namespace
+
 KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int x_block, bool bounds_check) {
   ActivationCode a = activation_code(act);
   const int stages = hopper_stages(bm, 1);
-  KernelSpec s;
-  s.family = "stage1_wgmma";
-  const int per_sm = hopper_blocks_per_sm(bm);
-  s.name_parts = {a.tag,
-                  fmt::format("bm{}", bm),
-                  fmt::format("bw{}", kTensorCoreWeightRows),
-                  fmt::format("s{}", stages),
-                  fmt::format("b{}", per_sm),
-                  fmt::format("x{}", x_block),
-                  bc_tag(bounds_check)};
+  KernelSpec s = hopper_tile_spec("stage1_wgmma", bm, 1);
+  const int per_sm = s.min_blocks;
+  s.name_parts.insert(s.name_parts.begin(), a.tag);
+  s.name_parts.push_back(fmt::format("x{}", x_block));
+  s.name_parts.push_back(bc_tag(bounds_check));
   s.includes = {"moe/stage1_wgmma.cuh"};
   s.preamble = a.preamble;
   s.params = hopper_params(true);
@@ -291,10 +302,7 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int x_block, bool bo
       "megamoe::stage1_wgmma<{}, {}, {}, {}, {}, {}, {}>(x_q, x_scales, expert_offsets, tile_offsets, row_token, "
       "w1_units, w1_row_scale, experts, model_dim, inter_dim, h_q, h_scales, rows_pad, rows_capacity, "
       "tokens, errors);",
-      a.type, bm, stages, per_sm, x_block, hopper_smem(bm, 1), bounds_check ? "true" : "false");
-  s.threads = 384;  // WgmmaGemm::kThreads: a producer and two consumer warpgroups
-  s.min_blocks = per_sm;
-  s.shared_bytes = hopper_smem(bm, 1);
+      a.type, bm, stages, per_sm, x_block, s.shared_bytes, bounds_check ? "true" : "false");
   s.cluster = 2;  // the two tiles of a 128-column block of h side by side
   return s;
 }
@@ -302,17 +310,11 @@ KernelSpec stage1_wgmma_spec(const Activation& act, int bm, int x_block, bool bo
 KernelSpec stages_wgmma_spec(const Activation& act, int bm, int x_block, CombineWire wire, bool bounds_check) {
   ActivationCode a = activation_code(act);
   const int stages = hopper_stages(bm, 3);
-  KernelSpec s;
-  s.family = "stages_wgmma";
-  const int per_sm = hopper_blocks_per_sm(bm);
-  s.name_parts = {a.tag,
-                  fmt::format("bm{}", bm),
-                  fmt::format("bw{}", kTensorCoreWeightRows),
-                  fmt::format("s{}", stages),
-                  fmt::format("b{}", per_sm),
-                  fmt::format("x{}", x_block),
-                  wire_tag(wire),
-                  bc_tag(bounds_check)};
+  KernelSpec s = hopper_tile_spec("stages_wgmma", bm, 3);
+  const int per_sm = s.min_blocks;
+  s.name_parts.insert(s.name_parts.begin(), a.tag);
+  for (std::string part : {fmt::format("x{}", x_block), wire_tag(wire), bc_tag(bounds_check)})
+    s.name_parts.push_back(part);
   s.includes = {"moe/stages_wgmma.cuh"};
   s.preamble = a.preamble;
   s.params =
@@ -326,31 +328,24 @@ KernelSpec stages_wgmma_spec(const Activation& act, int bm, int x_block, Combine
       "tile_offsets2, row_token, row_slot, row_weight, w1_units, w1_row_scale, w2_units, w2_row_scale, experts, "
       "model_dim, inter_dim, h_q, h_scales, wire, wire_scales, expert_done, rows_pad, rows_capacity, tokens, slots, "
       "errors);",
-      a.type, bm, stages, per_sm, x_block, hopper_smem(bm, 3), wire_code(wire), bounds_check ? "true" : "false");
-  s.threads = 384;
-  s.min_blocks = per_sm;
-  s.shared_bytes = hopper_smem(bm, 3);
+      a.type, bm, stages, per_sm, x_block, s.shared_bytes, wire_code(wire), bounds_check ? "true" : "false");
   s.cluster = 2;  // Stage1's two tiles of a 128-column block of h side by side
   return s;
 }
 
 KernelSpec stage2_wgmma_spec(int bm, CombineWire wire, bool bounds_check) {
   const int stages = hopper_stages(bm, 2);
-  KernelSpec s;
-  s.family = "stage2_wgmma";
-  const int per_sm = hopper_blocks_per_sm(bm);
-  s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kTensorCoreWeightRows), fmt::format("s{}", stages),
-                  fmt::format("b{}", per_sm), wire_tag(wire), bc_tag(bounds_check)};
+  KernelSpec s = hopper_tile_spec("stage2_wgmma", bm, 2);
+  const int per_sm = s.min_blocks;
+  s.name_parts.push_back(wire_tag(wire));
+  s.name_parts.push_back(bc_tag(bounds_check));
   s.includes = {"moe/stage2_wgmma.cuh"};
   s.params = hopper_params(false);
   s.body = fmt::format(
       "megamoe::stage2_wgmma<{}, {}, {}, {}, {}, {}>(h_q, h_scales, expert_offsets, tile_offsets, row_slot, "
       "row_weight, w2_units, w2_row_scale, experts, model_dim, inter_dim, wire, wire_scales, rows_pad, "
       "rows_capacity, slots, errors);",
-      bm, stages, per_sm, hopper_smem(bm, 2), wire_code(wire), bounds_check ? "true" : "false");
-  s.threads = 384;
-  s.min_blocks = per_sm;
-  s.shared_bytes = hopper_smem(bm, 2);
+      bm, stages, per_sm, s.shared_bytes, wire_code(wire), bounds_check ? "true" : "false");
   return s;
 }
 

@@ -28,6 +28,18 @@ struct Stage1PairShared {
   float own_amax[BN], pair_amax[2][BN];
   u64 pair_full[2];
   int a_rows[BN];  // tile_rows' row of x per column: unused, x comes routed
+
+  // All threads, first: the barriers and the pipeline (Gemm's) initialised, in both blocks of the
+  // cluster before any arrival on them. Returns the pipeline's shared memory.
+  template <class Gemm>
+  MM_DEVICE u8* init(u8* smem_raw) {
+    u8* smem = Gemm::align(smem_raw);
+    if (threadIdx.x == 0)
+      for (int b = 0; b < 2; ++b) mbar_init(&pair_full[b], Gemm::kStorers);  // fenced in Gemm::init
+    Gemm::init(smem);
+    cluster_sync();
+    return smem;
+  }
 };
 
 // Stage1's storers (warpgroup 0's warps 1 to 3) for one tile: the tile's 64 columns of h are half
@@ -110,11 +122,7 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
   __shared__ Stage1PairShared<BN> pair;
   Stage1PairShared<BN>* sh = &pair;  // the lambdas below capture by value: a pointer
   int* scratch = pair.a_rows;
-  u8* smem = Gemm::align(smem_raw);
-  if (threadIdx.x == 0)
-    for (int b = 0; b < 2; ++b) mbar_init(&pair.pair_full[b], Gemm::kStorers);  // fenced in Gemm::init
-  Gemm::init(smem);
-  cluster_sync();  // the peer's barriers are initialised before any arrival on them
+  u8* smem = pair.template init<Gemm>(smem_raw);
   const int rank = cluster_rank(), peer = rank ^ 1;
   const i64 rows_e = 2LL * inter_dim;
   const TileWalk walk{tile_offsets[experts] * int(rows_e / Gemm::kRows), int(rows_e / Gemm::kRows), tile_offsets,

@@ -38,11 +38,7 @@ MM_DEVICE void stages_wgmma(const u8* x_q, const float* x_scales, const int* exp
                 "the stages share one pipeline");
   extern __shared__ u8 smem_raw[];
   __shared__ Stage1PairShared<BN> pair;
-  u8* smem = Gemm1::align(smem_raw);
-  if (threadIdx.x == 0)
-    for (int b = 0; b < 2; ++b) mbar_init(&pair.pair_full[b], Gemm1::kStorers);  // fenced in Gemm1::init
-  Gemm1::init(smem);
-  cluster_sync();  // the peer's barriers are initialised before any arrival on them
+  u8* smem = pair.template init<Gemm1>(smem_raw);
   const int rank = cluster_rank(), peer = rank ^ 1;
   const i64 rows1 = 2LL * inter_dim, rows2 = model_dim;
   const int m1 = int(rows1 / Gemm1::kRows), m2 = model_dim / Gemm1::kRows;
