@@ -247,9 +247,10 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
     launch(k.quantize, unsigned(std::min<long long>((qblocks + 7) / 8, 16LL * sms)), {&x, &T, &D, &xq, &xs});
   }
   mark(2);
+  // Layout v3 (tensor_core and hopper; null on the portable path).
+  const void *w1u = w.w1_units.get(), *w1r = w.w1_row_scale.get(), *w2u = w.w2_units.get(),
+             *w2r = w.w2_row_scale.get();
   if (k.fused) {  // Hopper, both stages in one kernel: its time is reported as Stage1's
-    const void *w1u = w.w1_units.get(), *w1r = w.w1_row_scale.get(), *w2u = w.w2_units.get(),
-               *w2r = w.w2_row_scale.get();
     const long long tiles = ((slots + bm1 - 1) / bm1 + E) * (2LL * I + D) / kTensorCoreWeightRows;
     const unsigned grid = unsigned(std::max<long long>(std::min<long long>(tiles, k.stages_grid_cap) / 2 * 2, 2));
     launch(k.stages, grid,
@@ -259,8 +260,6 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
     mark(3);
   } else if (path_ != KernelPath::portable) {  // tensor_core and hopper: layout v3, one argument list
     auto per_sm = [](const LoadedKernel& s) { return s.blocks_per_sm > 0 ? s.blocks_per_sm : 2; };
-    const void *w1u = w.w1_units.get(), *w1r = w.w1_row_scale.get(), *w2u = w.w2_units.get(),
-               *w2r = w.w2_row_scale.get();
     std::vector<void*> a1 = {&xq, &xs, &eo, &to1, &rt, &w1u, &w1r, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err};
     std::vector<void*> a2 = {&hq, &hs, &eo,  &to2, &rs,  &rw,           &w2u,   &w2r,
                              &E,  &D,  &I,   &wire, &wsc, &rows_capacity, &slots, &err};
