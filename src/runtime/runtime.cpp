@@ -159,7 +159,7 @@ const Runtime::BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
       const int resident = device_->resident_blocks(b->stages.function, {unsigned(specs.stages.threads)},
                                                     std::size_t(specs.stages.shared_bytes), b->stages.cluster);
       const int planned = specs.stages.min_blocks * device_->multiprocessors();
-      b->stages_grid_cap = unsigned(resident > 0 ? std::min(resident, planned) : planned);
+      b->stages_grid_cap = unsigned(resident > 0 ? std::min(resident, planned) : planned) / 2 * 2;  // whole clusters
     } else {
       b->stage1 = load(specs.stage1);
       b->stage2 = load(specs.stage2);
@@ -250,16 +250,16 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   // Layout v3 (tensor_core and hopper; null on the portable path).
   const void *w1u = w.w1_units.get(), *w1r = w.w1_row_scale.get(), *w2u = w.w2_units.get(),
              *w2r = w.w2_row_scale.get();
+  auto per_sm = [](const LoadedKernel& s) { return s.blocks_per_sm > 0 ? s.blocks_per_sm : 2; };
   if (k.fused) {  // Hopper, both stages in one kernel: its time is reported as Stage1's
-    const long long tiles = ((slots + bm1 - 1) / bm1 + E) * (2LL * I + D) / kTensorCoreWeightRows;
-    const unsigned grid = unsigned(std::max<long long>(std::min<long long>(tiles, k.stages_grid_cap) / 2 * 2, 2));
+    const unsigned grid = std::min(
+        tile_grid(bm1, (2 * I + D) / kTensorCoreWeightRows, per_sm(k.stages), k.stages.cluster), k.stages_grid_cap);
     launch(k.stages, grid,
            {&xq, &xs, &eo, &to1, &to2, &rt, &rs, &rw, &w1u, &w1r, &w2u, &w2r, &E, &D, &I, &hq, &hs, &wire, &wsc, &done,
             &rows_pad, &rows_capacity, &T, &slots, &err},
            true);
     mark(3);
   } else if (path_ != KernelPath::portable) {  // tensor_core and hopper: layout v3, one argument list
-    auto per_sm = [](const LoadedKernel& s) { return s.blocks_per_sm > 0 ? s.blocks_per_sm : 2; };
     std::vector<void*> a1 = {&xq, &xs, &eo, &to1, &rt, &w1u, &w1r, &E, &D, &I, &hq, &hs, &rows_capacity, &T, &err};
     std::vector<void*> a2 = {&hq, &hs, &eo,  &to2, &rs,  &rw,           &w2u,   &w2r,
                              &E,  &D,  &I,   &wire, &wsc, &rows_capacity, &slots, &err};
