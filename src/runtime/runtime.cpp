@@ -206,8 +206,9 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
     if (options_.profile) d.record(events_[i], stream);
   };
   // early: may start while the previous kernel finishes (Device::launch's early_start); the
-  // kernels launched so wait for it in mm_wait_prior_grid(). The first launch never does: the
-  // caller's work before it is no kernel of ours.
+  // kernels launched so wait for it in mm_wait_prior_grid() before they touch memory. The call's
+  // first launch is one too: after our own combine (a burst of calls) it is scheduled while that
+  // finishes, and after any other kernel its wait is an ordinary stream order.
   auto launch = [&](const LoadedKernel& kernel, unsigned grid, std::vector<void*> args, bool early = false) {
     d.launch(kernel.function, {grid}, {unsigned(kernel.built->threads)}, std::size_t(kernel.shared_bytes), stream,
              args.data(), early);
@@ -230,11 +231,10 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   const unsigned route_grid = unsigned(route_blocks(slots));
   if (route_grid > 1) {  // per-block counts first; one block counts for itself
     counts = ws_->route_counts.get();
-    launch(k.route_count, route_grid, {&ids, &T, &K, &E, &counts, &err});
+    launch(k.route_count, route_grid, {&ids, &T, &K, &E, &counts, &err}, true);
   }
   launch(k.route, route_grid,
-         {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &counts, &eo, &to1, &to2, &rt, &rs, &rw, &sr, &err},
-         route_grid > 1);
+         {&ids, &route_weights, &T, &K, &E, &bm1, &bm2, &counts, &eo, &to1, &to2, &rt, &rs, &rw, &sr, &err}, true);
   mark(1);
   int rows_pad = ws_->rows_pad;
   void* done = k.fused ? ws_->expert_done.get() : nullptr;

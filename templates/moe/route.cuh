@@ -46,28 +46,48 @@ MM_DEVICE void count_block_slots(const int* ids, SlotRange r, int experts, int* 
 // counts[b * experts + e]: block b's rows routed to expert e.
 MM_DEVICE void route_count(const int* ids, int tokens, int topk, int experts, int* counts, int* errors) {
   __shared__ int count[kMaxExperts];
-  mm_wait_prior_grid();  // returns at once: route_count is a call's first launch
+  mm_wait_prior_grid();  // a call's first launch: the caller's kernel before it (Device::launch's early_start)
   mm_release_dependents();  // lets route start early
   count_block_slots(ids, route_slots(tokens * topk), experts, count, errors);
   for (int e = threadIdx.x; e < experts; e += kRouteThreads) counts[blockIdx.x * experts + e] = count[e];
 }
 
-// Inclusive prefix sums of v[0 .. kRouteThreads) in place (Hillis-Steele); all threads call it.
-MM_DEVICE void block_inclusive_scan(int* v) {
-  for (int step = 1; step < kRouteThreads; step *= 2) {
-    const int add = threadIdx.x >= step ? v[threadIdx.x - step] : 0;
-    __syncthreads();
-    v[threadIdx.x] += add;
-    __syncthreads();
-  }
+// Inclusive prefix sums, in thread order over the block, of each thread's three values: a scan
+// within each warp, then one over the warps' totals (two barriers, where a scan of shared memory
+// takes two per step).
+MM_DEVICE void block_inclusive_scan3(int (&v)[3]) {
+  constexpr int kWidth = MEGAMOE_WARP_SIZE, kWarps = kRouteThreads / kWidth;
+  static_assert(kWarps <= kWidth, "one warp scans the warps' totals");
+  __shared__ int totals[3][kWarps];
+  const int lane = threadIdx.x % kWidth, warp = threadIdx.x / kWidth;
+  for (int d = 1; d < kWidth; d *= 2)
+    for (int i = 0; i < 3; ++i) {
+      const int o = mm_shfl_up(v[i], d);
+      if (lane >= d) v[i] += o;
+    }
+  if (lane == kWidth - 1)
+    for (int i = 0; i < 3; ++i) totals[i][warp] = v[i];
+  __syncthreads();
+  if (warp == 0)
+    for (int i = 0; i < 3; ++i) {
+      int t = lane < kWarps ? totals[i][lane] : 0;
+      for (int d = 1; d < kWarps; d *= 2) {
+        const int o = mm_shfl_up(t, d);
+        if (lane >= d) t += o;
+      }
+      if (lane < kWarps) totals[i][lane] = t;
+    }
+  __syncthreads();
+  if (warp > 0)
+    for (int i = 0; i < 3; ++i) v[i] += totals[i][warp - 1];
 }
 
 MM_DEVICE void route(const int* ids, const float* weights, int tokens, int topk, int experts, int bm1, int bm2,
                      const int* counts, int* expert_offsets, int* tile_offsets1, int* tile_offsets2, int* row_token,
                      int* row_slot, float* row_weight, int* slot_row, int* errors) {
-  __shared__ int rows[kRouteThreads], tiles1[kRouteThreads], tiles2[kRouteThreads], cursor[kMaxExperts];
+  __shared__ int cursor[kMaxExperts];
   const SlotRange r = route_slots(tokens * topk);
-  mm_wait_prior_grid();  // Device::launch's early_start
+  mm_wait_prior_grid();  // Device::launch's early_start (with one block, a call's first launch)
   mm_release_dependents();
   // Thread e: expert e's rows in all blocks, and in the blocks before this one.
   const int e = threadIdx.x;
@@ -82,20 +102,18 @@ MM_DEVICE void route(const int* ids, const float* weights, int tokens, int topk,
       before += b < (int)blockIdx.x ? c : 0;
     }
   }
-  rows[e] = total, tiles1[e] = (total + bm1 - 1) / bm1, tiles2[e] = (total + bm2 - 1) / bm2;
-  __syncthreads();
-  block_inclusive_scan(rows);
-  block_inclusive_scan(tiles1);
-  block_inclusive_scan(tiles2);
+  const int tiles1 = (total + bm1 - 1) / bm1, tiles2 = (total + bm2 - 1) / bm2;
+  int ends[3] = {total, tiles1, tiles2};  // expert e's ends: its rows and tiles, and those before it
+  block_inclusive_scan3(ends);
   if (e < experts) {
-    const int first = rows[e] - total;  // exclusive
+    const int first = ends[0] - total;  // exclusive
     cursor[e] = first + before;
     if (blockIdx.x == 0) {
       expert_offsets[e] = first;
-      tile_offsets1[e] = tiles1[e] - (total + bm1 - 1) / bm1;
-      tile_offsets2[e] = tiles2[e] - (total + bm2 - 1) / bm2;
+      tile_offsets1[e] = ends[1] - tiles1;
+      tile_offsets2[e] = ends[2] - tiles2;
       if (e == experts - 1)
-        expert_offsets[experts] = rows[e], tile_offsets1[experts] = tiles1[e], tile_offsets2[experts] = tiles2[e];
+        expert_offsets[experts] = ends[0], tile_offsets1[experts] = ends[1], tile_offsets2[experts] = ends[2];
     }
   }
   __syncthreads();

@@ -31,6 +31,15 @@ MM_DEVICE float mm_shfl_xor(float v, int lane_mask) {
 #endif
 }
 
+// Lane l gets v of lane l - delta (its own v where l < delta).
+MM_DEVICE int mm_shfl_up(int v, int delta) {
+#if MEGAMOE_CUDA
+  return __shfl_up_sync(0xffffffffu, v, delta);
+#else
+  return __shfl_up(v, delta);
+#endif
+}
+
 // Sum over the warp; every lane gets the result.
 MM_DEVICE float mm_warp_sum(float v) {
   for (int m = MEGAMOE_WARP_SIZE / 2; m > 0; m /= 2) v += mm_shfl_xor(v, m);
