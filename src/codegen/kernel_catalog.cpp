@@ -217,9 +217,12 @@ int hopper_fixed_bytes(int bm, int stage) {
   const int ld = stage == 1 ? kStage1RegionLd : kStage2RegionLd;  // stage 3 (both): Stage2's, the longer
   return 1024 + head + bm * ld * 4;
 }
-// The kernels' own __shared__ arrays: the row list (at most 160 x 4 bytes), and with Stage1 the
-// row maxima, its own and its cluster peer's (3 x 160 x 4), with two barriers.
-int hopper_static_bytes(int stage) { return stage == 2 ? 1024 : 3072; }
+// The kernels' static shared memory: Stage1's (and both stages') row maxima, the block's own and
+// its cluster peer's (3 x bm x 4 bytes), with two barriers (templates/moe/stage1_wgmma.cuh's
+// Stage1PairShared); Stage2 has none. Counted with 1 KB more, as the cubins list it (cuobjdump
+// shows 1 KB in every sm_90 kernel that uses shared memory; the driver's own reservation per
+// block is apart from the 227 KB a block may have).
+int hopper_static_bytes(int bm, int stage) { return 1024 + (stage == 2 ? 0 : 3 * bm * 4 + 16); }
 }  // namespace
 
 int hopper_bm(int config_bm) { return std::min(config_bm, kHopperMaxBm); }
@@ -229,7 +232,7 @@ int hopper_blocks_per_sm(int bm) { return bm <= 48 ? 2 : 1; }
 int hopper_stages(int bm, int stage) {
   // An SM's 228 KB, less 1 KB the system keeps per block, shared by its blocks.
   const int limit = hopper_blocks_per_sm(bm) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
-  const int room = limit - hopper_static_bytes(stage) - hopper_fixed_bytes(bm, stage);
+  const int room = limit - hopper_static_bytes(bm, stage) - hopper_fixed_bytes(bm, stage);
   return std::clamp(room / hopper_stage_bytes(bm), 2, 12);
 }
 

@@ -56,7 +56,7 @@ inline constexpr int kTensorCoreBlock = 64;  // activation scale block along K (
 inline constexpr int kHopperHBlock = 128;
 int hopper_x_block(int model_dim);
 int tensor_core_bm(int config_bm);
-inline constexpr int kMaxTokenTile = 160;  // the largest token tile of any path
+inline constexpr int kMaxTokenTile = 176;  // the largest token tile of any path
 int tensor_core_stages(int bm);  // pipeline depth, in chunks of 128 k
 
 // stage1_mma(x_q, x_scales, expert_offsets, tile_offsets1, row_token, w1_units, w1_row_scale,
@@ -71,11 +71,13 @@ KernelSpec stage2_mma_spec(int bm, int inter_dim, CombineWire wire, bool bounds_
 // sized to fill shared memory beside the epilogue tile (per token row: Stage1 68 floats of h,
 // Stage2 132 floats of output).
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
-// The Hopper token tile: the config's BM (a multiple of 16), capped at 160.
-inline constexpr int kHopperMaxBm = 160;
+// The Hopper token tile: the config's BM (a multiple of 16), capped at 176.
+inline constexpr int kHopperMaxBm = 176;
 int hopper_bm(int config_bm);
 // Blocks per SM of a Hopper kernel: 2 for token tiles up to 48 (more warps to hide latencies).
 int hopper_blocks_per_sm(int bm);
+// Pipeline stages and dynamic shared memory of a Hopper kernel: stage 1, 2 or 3 (both in one
+// kernel).
 int hopper_stages(int bm, int stage);
 int hopper_smem(int bm, int stage);
 // dispatch_rows(x, ids, slot_row, expert_offsets, tokens, topk, experts, model_dim, rows_pad,

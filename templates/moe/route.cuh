@@ -160,7 +160,8 @@ MM_DEVICE RoutedTile routed_tile(int tile, int col_tiles, int bm, const int* til
 
 // Stage1's tile rows: each row's token (a_rows) and output row (out_rows), -1 where none. The
 // checked build refuses, and counts, rows whose indices would leave their buffers.
-// Thread tid of kThreads; errors may be null (a second role computing the same rows).
+// Thread tid of kThreads; errors may be null (a second role computing the same rows), and a_rows
+// too (the Hopper kernels, whose activations come routed).
 template <int BM, int kThreads, bool kCheck>
 MM_DEVICE void stage1_tile_rows(const RoutedTile& rt, const int* row_token, int rows_capacity, int tokens, int* errors,
                                 int* a_rows, int* out_rows, int tid) {
@@ -171,12 +172,12 @@ MM_DEVICE void stage1_tile_rows(const RoutedTile& rt, const int* row_token, int 
       if (errors) atomicAdd(&errors[kErrBoundsViolations], 1);
       token = -1;
     }
-    a_rows[n] = token;
+    if (a_rows) a_rows[n] = token;
     out_rows[n] = token >= 0 ? p : -1;
   }
 }
 
-// Stage2's tile rows: each row's routed row (a_rows), slot on the wire and route weight.
+// Stage2's tile rows: each row's routed row (a_rows, or null), slot on the wire and route weight.
 template <int BM, int kThreads, bool kCheck>
 MM_DEVICE void stage2_tile_rows(const RoutedTile& rt, const int* row_slot, const float* row_weight, int rows_capacity,
                                 int slots, int* errors, int* a_rows, int* out_slot, float* weight, int tid) {
@@ -187,7 +188,7 @@ MM_DEVICE void stage2_tile_rows(const RoutedTile& rt, const int* row_slot, const
       if (errors) atomicAdd(&errors[kErrBoundsViolations], 1);
       slot = -1;
     }
-    a_rows[n] = slot >= 0 ? p : -1;
+    if (a_rows) a_rows[n] = slot >= 0 ? p : -1;
     out_slot[n] = slot;
     weight[n] = slot >= 0 ? row_weight[p] : 0.f;
   }

@@ -27,7 +27,6 @@ template <int BN>
 struct Stage1PairShared {
   float own_amax[BN], pair_amax[2][BN];
   u64 pair_full[2];
-  int a_rows[BN];  // tile_rows' row of x per column: unused, x comes routed
 
   // All threads, first: the barriers and the pipeline (Gemm's) initialised, in both blocks of the
   // cluster before any arrival on them. Returns the pipeline's shared memory.
@@ -121,7 +120,6 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
   extern __shared__ u8 smem_raw[];
   __shared__ Stage1PairShared<BN> pair;
   Stage1PairShared<BN>* sh = &pair;  // the lambdas below capture by value: a pointer
-  int* scratch = pair.a_rows;
   u8* smem = pair.template init<Gemm>(smem_raw);
   const int rank = cluster_rank(), peer = rank ^ 1;
   const i64 rows_e = 2LL * inter_dim;
@@ -136,7 +134,7 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
     Gemm::run_producer(
         smem, walk, x_q, x_scales, rows_pad, model_dim, w1_units, layout_v3_expert_bytes(rows_e, model_dim),
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-          stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_token, rows_capacity, tokens, errors, scratch, ti->out,
+          stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_token, rows_capacity, tokens, errors, nullptr, ti->out,
                                                        lane);
         },
         Stage1Storer<BN, Gemm::kStorers, kLd>{sh, rank, peer, rows_pad, h_q, h_scales});

@@ -47,8 +47,6 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
                             int* errors) {
   using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
   extern __shared__ u8 smem_raw[];
-  __shared__ int a_rows[BN];  // tile_rows' routed row per column: unused, the tile's rows are contiguous
-  int* scratch = a_rows;  // the lambdas below capture by value: a pointer, not the array
   u8* smem = Gemm::align(smem_raw);
   Gemm::init(smem);
   const i64 rows_e = model_dim;
@@ -64,7 +62,7 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
     Gemm::run_producer(
         smem, walk, h_q, h_scales, rows_pad, inter_dim, w2_units, layout_v3_expert_bytes(rows_e, inter_dim),
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-          stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, scratch,
+          stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, nullptr,
                                                        ti->out, ti->weight, lane);
         },
         [=](const TileInfo<BN>& ti, const float* o, int stid) {

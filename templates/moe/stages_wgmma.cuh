@@ -62,11 +62,11 @@ MM_DEVICE void stages_wgmma(const u8* x_q, const float* x_scales, const int* exp
                                  : routed_tile(tile - total1, m2, BN, tile_offsets2, expert_offsets, experts);
         TileInfo<BN>* ti = Gemm1::info(smem, ts.index);
         if (s1)
-          stage1_tile_rows<BN, Gemm1::kFillers, kCheck>(rt, row_token, rows_capacity, tokens, errors, pair.a_rows,
+          stage1_tile_rows<BN, Gemm1::kFillers, kCheck>(rt, row_token, rows_capacity, tokens, errors, nullptr,
                                                         ti->out, ptid);
         else
           stage2_tile_rows<BN, Gemm1::kFillers, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors,
-                                                        pair.a_rows, ti->out, ti->weight, ptid);
+                                                        nullptr, ti->out, ti->weight, ptid);
         const int rows = min(rt.p_end - rt.p0, BN);
         if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile, ti->rows = rows;
         mbar_arrive(Gemm1::tile_full(smem, ts.index));  // releases this thread's writes to the entry

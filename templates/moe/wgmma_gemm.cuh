@@ -78,8 +78,8 @@ struct WgmmaGemm {
   static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN <= 80 && kScaleChunks == 1;
   static_assert(kScaleChunks == 1 || kScaleChunks % 2 == 0, "scale blocks of one chunk or of an even count");
   // (Two sets of fragments beside the sums and one set of partial sums: 232 registers hold them
-  // up to 160 tokens.)
-  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 160, "BN: a multiple of 16 tokens up to 160");
+  // up to 176 tokens, with no spills in the chunk loop.)
+  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 176, "BN: a multiple of 16 tokens up to 176");
 
   // Shared memory (from a 1024-aligned base): the barriers (512 bytes) and the TileInfo ring, then kStages
   // stages of [activations BN x 128 B, swizzled][weight words 8 x 1 KB][exponents 8 x 64 B]

@@ -8,7 +8,7 @@ would write (a CPU test)."""
 import pathlib
 import sys
 
-kWidths = list(range(16, 161, 16))  # multiples of 16 up to 160 (src/codegen/kernel_catalog.hpp)
+kWidths = list(range(16, 177, 16))  # multiples of 16 up to 176 (src/codegen/kernel_catalog.hpp)
 
 kSSWidths = [160]  # tools/profile/overlap_rate.cu
 
