@@ -7,6 +7,7 @@
 //         beside the burst's).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <random>
 #include <set>
@@ -169,6 +170,7 @@ int main(int argc, char** argv) {
       fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}\n", bs,
                  row.input_sets, row.experts_touched, row.stage1_ms, row.stage2_ms, row.call_ms, row.total_ms,
                  row.floor_ms, row.total_ms / row.floor_ms);
+      std::fflush(stdout);  // a row as soon as it is measured, also into a pipe
       rows.push_back(row);
     }
     dev.destroy_stream(stream);

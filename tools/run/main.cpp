@@ -3,6 +3,7 @@
 // CPU references (docs/layer.md, accuracy): PASS/FAIL per batch size.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <random>
 #include <string>
@@ -147,6 +148,7 @@ int main(int argc, char** argv) {
       if (errors.any())
         fmt::print("  kernels reported {} bad ids (first at slot {}), {} bounds violations\n", errors.bad_ids,
                    errors.first_bad_slot, errors.bounds_violations);
+      std::fflush(stdout);  // a row as soon as it is known, also into a pipe (a run cut short keeps its rows)
       if (!save_routing.empty()) workload::write_routing(r, save_routing);
     }
     fmt::print("checked: tokens compared with the references (* a random subset); worst_tok: the largest relL2 of\n"
