@@ -152,13 +152,18 @@ class CudaDevice final : public Device {
     check(driver().cuModuleLoadData(&m, binary.data()), "cuModuleLoadData");
     return std::make_unique<CudaModule>(m);
   }
+  // A kernel's dynamic shared memory above 48 KB must be opted into before a launch or an
+  // occupancy query.
+  void allow_shared(CUfunction f, std::size_t shared_bytes) {
+    if (shared_bytes > 48 * 1024)
+      check(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_bytes)),
+            "cuFuncSetAttribute");
+  }
   void launch(void* function, Dim3 grid, Dim3 block, std::size_t shared_bytes, StreamHandle stream,
               void** args, bool early_start) override {
     current();
     auto f = static_cast<CUfunction>(function);
-    if (shared_bytes > 48 * 1024)
-      check(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_bytes)),
-            "cuFuncSetAttribute");
+    allow_shared(f, shared_bytes);
     if (!early_start || !early_start_) {
       check(driver().cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, unsigned(shared_bytes),
                                     static_cast<CUstream>(stream), args, nullptr),
@@ -181,9 +186,7 @@ class CudaDevice final : public Device {
   int resident_blocks(void* function, Dim3 block, std::size_t shared_bytes, int cluster) override {
     current();
     auto f = static_cast<CUfunction>(function);
-    if (shared_bytes > 48 * 1024)
-      check(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_bytes)),
-            "cuFuncSetAttribute");
+    allow_shared(f, shared_bytes);
     CUlaunchConfig config{};
     config.gridDimX = unsigned(cluster), config.gridDimY = 1, config.gridDimZ = 1;
     config.blockDimX = block.x, config.blockDimY = block.y, config.blockDimZ = block.z;
