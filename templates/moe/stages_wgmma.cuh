@@ -117,11 +117,11 @@ MM_DEVICE void stages_wgmma(const u8* x_q, const float* x_scales, const int* exp
       const TileInfo<BN>& ti = *Gemm1::info(smem, ts.index);
       float acc[Gemm1::NT][4];
       if (tile < total1) {
-        Gemm1::consume(smem, ctid, model_dim, ps, acc);
+        Gemm1::consume(smem, ctid, model_dim, ps, acc, ti.rows);
         mbar_wait(Gemm1::out_empty(smem), phase ^ 1);
         stage1_stash<Act, Gemm1, kLd1>(ti, acc, ctid, region, w1_row_scale, rows1);
       } else {
-        Gemm2::consume(smem, ctid, inter_dim, ps, acc);
+        Gemm2::consume(smem, ctid, inter_dim, ps, acc, ti.rows);
         mbar_wait(Gemm1::out_empty(smem), phase ^ 1);
         Gemm2::stash_rows(acc, w2_row_scale + ti.expert * rows2, ti.col_tile, region, kLd2, ctid,
                           [&](int n) { return ti.weight[n]; });  // the route weight

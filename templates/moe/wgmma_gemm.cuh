@@ -14,7 +14,8 @@
 // `empty` barriers hand the stages back. At the end of a tile the consumers stash their sums (scaled; Stage1's with the
 // activation applied) in the shared output region and go on to the next tile; warpgroup 0's
 // other three warps (the storers) finish the epilogue from there (quantization, stores),
-// overlapped with the next tile's wgmma.
+// overlapped with the next tile's wgmma. A tile's wgmma span the narrowest multiple of 16 token
+// columns that holds its routed rows (the main loop exists at every width up to BN).
 // Producer, consumers and storers walk the same tiles and chunks, so one running stage index
 // keeps them in step across tiles, and the producer runs ahead into the next tile.
 #pragma once
@@ -190,10 +191,13 @@ struct WgmmaGemm {
   }
 
   // acc += p x (the chunk's scale of each token column), the scales four at a time in the routed
-  // layout's order (moe/routed_rows.cuh).
-  MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[NT][4], const u8* st, int t) {
+  // layout's order (moe/routed_rows.cuh). p: the first PT of acc's NT column groups (the tile's
+  // width, see consume).
+  template <int PT>
+  MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[PT][4], const u8* st, int t) {
+    static_assert(PT % 2 == 0 && PT <= NT, "whole pairs of column groups within the accumulators");
     const float* scales = reinterpret_cast<const float*>(st + kScalesAt);
-    for (int j = 0; j < NT; j += 2) {
+    for (int j = 0; j < PT; j += 2) {
       // columns 8j + 2t, 8j + 2t + 1 and those of j + 1, whose scales start at row 8j (4 floats
       // per row): one load
       const float4 u = *reinterpret_cast<const float4*>(scales + 4 * 8 * j + 4 * t);
@@ -207,12 +211,14 @@ struct WgmmaGemm {
     }
   }
 
-  // Starts the four wgmma of a stage, 32 k each, into p (added to what p holds with accumulate).
-  MM_DEVICE static void issue(const u8* st, const u32 (&a)[4][4], float (&p)[NT][4], bool accumulate = false) {
+  // Starts the four wgmma of a stage, 32 k each, on the first 8 PT token columns into p (added to
+  // what p holds with accumulate).
+  template <int PT>
+  MM_DEVICE static void issue(const u8* st, const u32 (&a)[4][4], float (&p)[PT][4], bool accumulate = false) {
     const u64 desc = wg_desc_sw128(st);  // + 2 per 32 k: the address field counts 16 bytes
     wg_fence_acc(p);
     wg_fence();
-    for (int kb = 0; kb < 4; ++kb) WgmmaE4m3<BN>::mma(p, a[kb], desc + 2 * kb, accumulate || kb > 0);
+    for (int kb = 0; kb < 4; ++kb) WgmmaE4m3<8 * PT>::mma(p, a[kb], desc + 2 * kb, accumulate || kb > 0);
     wg_commit();
     wg_fence_acc(p);
   }
@@ -230,17 +236,19 @@ struct WgmmaGemm {
 
   // Once the wgmma writing p are waited for: p promoted into acc (the scales from st, stage s),
   // the stage handed back.
-  MM_DEVICE static void retire(u8* smem, int lane, const u8* st, int s, float (&p)[NT][4], float (&acc)[NT][4]) {
+  template <int PT>
+  MM_DEVICE static void retire(u8* smem, int lane, const u8* st, int s, float (&p)[PT][4], float (&acc)[NT][4]) {
     wg_fence_acc(p);
     promote(acc, p, st, lane & 3);
     release(smem, lane, s);
   }
 
   // One chunk in flight: the next chunk's fragments are converted while its wgmma run.
+  template <int N>
   MM_DEVICE static void step(u8* smem, int warp, int lane, bool has_next, Ring<kStages>& ps, const u32 (&a)[4][4],
                              u32 (&a_next)[4][4], float (&acc)[NT][4]) {
     u8* st = stage(smem, ps.index);
-    float p[NT][4];
+    float p[N / 8][4];
     issue(st, a, p);
     Ring<kStages> next = ps;
     next.advance();
@@ -252,23 +260,39 @@ struct WgmmaGemm {
 
   // Consumer thread ctid (0..255): warp ctid / 32 owns slab slab0 + ctid / 32 (rows 16 w .. 16 w
   // + 15 of the block). acc: as MmaGemm's, rows g and g + 8 of the warp's slab against columns
-  // 8j + 2t, 8j + 2t + 1.
-  MM_DEVICE static void consume(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4]) {
-    const int warp = ctid >> 5, lane = ctid & 31;
-    const int chunks = K / 128;
+  // 8j + 2t, 8j + 2t + 1. The wgmma span the narrowest multiple of 16 token columns that holds
+  // the tile's `rows` (an expert's last tile is rarely full, and the wgmma's time and the
+  // promotion's grow with the width); the columns past it stay zero.
+  MM_DEVICE static void consume(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4], int rows) {
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
+    consume_width<BN>(smem, ctid, K, ps, acc, rows);
+  }
+
+  template <int N>
+  MM_DEVICE static void consume_width(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4], int rows) {
+    if constexpr (N > 16) {
+      if (rows <= N - 16) return consume_width<N - 16>(smem, ctid, K, ps, acc, rows);
+    }
+    consume_at<N>(smem, ctid, K, ps, acc);
+  }
+
+  // The main loop of a tile at width N.
+  template <int N>
+  MM_DEVICE static void consume_at(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4]) {
+    const int warp = ctid >> 5, lane = ctid & 31;
+    const int chunks = K / 128;
     u32 a0[4][4], a1[4][4];
     fetch(smem, ps, warp, lane, a0);
     if constexpr (kScaleChunks > 1) {
-      consume_blocks(smem, warp, lane, chunks, ps, a0, a1, acc);
+      consume_blocks<N>(smem, warp, lane, chunks, ps, a0, a1, acc);
     } else if constexpr (kTwoInFlight) {
-      consume_pairs(smem, warp, lane, chunks, ps, a0, a1, acc);
-      if (chunks % 2) step(smem, warp, lane, false, ps, a0, a1, acc);  // the last chunk of an odd count
+      consume_pairs<N>(smem, warp, lane, chunks, ps, a0, a1, acc);
+      if (chunks % 2) step<N>(smem, warp, lane, false, ps, a0, a1, acc);  // the last chunk of an odd count
     } else {
       for (int chunk = 0; chunk < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
-        step(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
-        if (chunk + 1 < chunks) step(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
+        step<N>(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
+        if (chunk + 1 < chunks) step<N>(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
       }
     }
   }
@@ -278,9 +302,10 @@ struct WgmmaGemm {
   // free (the next chunk is converted into those fragments); at a block's last chunk all are
   // waited for and the sums promoted. Chunks go in pairs so that the fragment buffers alternate
   // in registers; a block holds whole pairs. a0 holds the first chunk's fragments on entry.
+  template <int N>
   MM_DEVICE static void consume_blocks(u8* smem, int warp, int lane, int chunks, Ring<kStages>& ps, u32 (&a0)[4][4],
                                        u32 (&a1)[4][4], float (&acc)[NT][4]) {
-    float p[NT][4];
+    float p[N / 8][4];
     auto chunk_step = [&](int chunk, Ring<kStages>& prev, u32 (&a)[4][4], u32 (&a_next)[4][4]) {
       const bool block_start = chunk % kScaleChunks == 0, block_end = has_scales(chunk);
       u8* st = stage(smem, ps.index);
@@ -308,9 +333,10 @@ struct WgmmaGemm {
   // odd count leaves the last chunk, its fragments in a0, to the caller. Every pair ends with all
   // its wgmma waited for: a group left in flight across the loop's back edge makes ptxas
   // serialise the wgmma (C7514). a0 holds the first chunk's fragments on entry.
+  template <int N>
   MM_DEVICE static void consume_pairs(u8* smem, int warp, int lane, int chunks, Ring<kStages>& ps, u32 (&a0)[4][4],
                                       u32 (&a1)[4][4], float (&acc)[NT][4]) {
-    float p0[NT][4], p1[NT][4];
+    float p0[N / 8][4], p1[N / 8][4];
     for (int chunk = 0; chunk + 1 < chunks; chunk += 2) {
       Ring<kStages> second = ps, after = ps;
       second.advance();
@@ -400,7 +426,7 @@ struct WgmmaGemm {
       mbar_wait(tile_full(smem, ts.index), ts.phase);
       const TileInfo<BN>& ti = *info(smem, ts.index);
       float acc[NT][4];
-      consume(smem, ctid, K, ps, acc);
+      consume(smem, ctid, K, ps, acc, ti.rows);
       mbar_wait(out_empty(smem), phase ^ 1);
       stash(ti, acc, ctid, region(smem));
       mbar_arrive(out_full(smem));  // releases this thread's writes to the region
