@@ -42,6 +42,7 @@ const Mxfp4ExpertWeights& weights_for(const ModelShape& m) {
 struct Case {
   std::int64_t tokens;
   std::string route = "uniform";
+  std::size_t ref_tokens = 64;  // the references cover this many random tokens of the call, or all of it
 };
 
 // Runs each case on fresh random data with a poisoned output; checks all of it.
@@ -83,7 +84,7 @@ void run_cases(const std::string& config, const std::vector<Case>& cases, Kernel
     std::size_t nan = 0;
     for (auto v : y) nan += (v & 0x7fff) > 0x7f80;
     CHECK(nan == 0);  // every element written, none NaN
-    workload::CheckResult res = workload::check_layer(cfg, w, x, r, y, 64, rng, rt->arithmetic());
+    workload::CheckResult res = workload::check_layer(cfg, w, x, r, y, c.ref_tokens, rng, rt->arithmetic());
     fmt::print("  {} {} path, {} tokens ({}): relL2 exact {:.3e}, emulated {:.3e}, worst token {:.3e} over {}\n",
                cfg.name, to_string(rt->path()), c.tokens, c.route, res.rel_l2_exact, res.rel_l2_emulated,
                res.worst_token_emulated, res.checked_tokens);
@@ -161,6 +162,13 @@ TEST_CASE("generic_a8w4", "[gpu][silu]") { run_cases("generic_a8w4", {{1}, {64},
 
 TEST_CASE("uneven routings: one expert, most experts empty, -1 slots, no tokens", "[gpu][situv2]") {
   run_cases("kimi_k3_a8w4", {{256, "single"}, {1024, "sparse"}, {512, "holes"}, {0}, {3, "holes"}});
+}
+
+// Experts of 1, 3, 5, ... rows: at 784 tokens (bucket 1024: tiles of 176 and 160) 1 to 223 rows,
+// so the Hopper kernels run tiles at every width, alone and as an expert's second tile; at 396
+// tokens (bucket 512: tiles of 96) 1 to 157 rows, and 32 experts with none.
+TEST_CASE("rows per expert of every count: each tile width", "[gpu][situv2]") {
+  run_cases("kimi_k3_a8w4", {{784, "ramp", 784}, {396, "ramp", 396}});  // every token against the references
 }
 
 TEST_CASE("bad ids are skipped and reported, nothing else changes", "[gpu][situv2]") {

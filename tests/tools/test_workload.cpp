@@ -1,6 +1,7 @@
 // Workloads of the tools and GPU tests: the routings and the routing file format.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include "common/workload.hpp"
@@ -39,6 +40,28 @@ TEST_CASE("routings have the shape their name promises", "[workload]") {
   for (int id : bad.ids) outside += id < -1 || id >= E;
   CHECK(outside == bad.planted_bad_ids);
   CHECK(outside > 0);
+  // ramp over 40 experts and 500 x 6 slots: expert e takes 2e + 1 rows (1600 in all), each token's
+  // experts distinct, the other slots empty
+  auto ramp = workload::make_routing("ramp", T, K, E, rng);
+  std::vector<int> rows(E, 0);
+  int empty_slots = 0;
+  for (int t = 0; t < T; ++t) {
+    std::set<int> seen;
+    for (int k = 0; k < K; ++k) {
+      const int id = ramp.ids[t * K + k];
+      if (id == -1) {
+        ++empty_slots;
+        continue;
+      }
+      CHECK(seen.insert(id).second);
+      ++rows.at(id);
+    }
+  }
+  for (int e = 0; e < E; ++e) CHECK(rows[e] == 2 * e + 1);
+  CHECK(empty_slots == T * K - E * E);
+  auto short_ramp = workload::make_routing("ramp", 10, 2, E, rng);  // 20 slots: 1 + 3 + 5 + 7, and 4 of expert 4
+  CHECK(std::count(short_ramp.ids.begin(), short_ramp.ids.end(), 4) == 4);
+  CHECK(std::count(short_ramp.ids.begin(), short_ramp.ids.end(), -1) == 0);
   CHECK_THROWS_WITH(workload::make_routing("zipf", T, K, E, rng), Catch::Contains("unknown routing 'zipf'"));
 }
 

@@ -89,7 +89,7 @@ std::vector<std::uint16_t> random_bf16(std::int64_t tokens, int dim, std::mt1993
 }
 
 const std::vector<std::string>& routing_kinds() {
-  static const std::vector<std::string> kinds = {"uniform", "single", "sparse", "holes", "bad"};
+  static const std::vector<std::string> kinds = {"uniform", "single", "sparse", "holes", "bad", "ramp"};
   return kinds;
 }
 
@@ -99,6 +99,14 @@ Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int
   r.ids.assign(std::size_t(tokens) * topk, 0);
   r.weights.assign(std::size_t(tokens) * topk, 0.f);
   const int k_distinct = std::min(topk, experts);
+  if (kind == "ramp") {  // expert e takes 2e + 1 rows, dealt to the tokens in turn (slot k of every token, then k + 1)
+    for (std::int64_t t = 0; t < tokens; ++t) softmax_weights(r.weights, t * topk, topk, rng);
+    std::fill(r.ids.begin(), r.ids.end(), -1);
+    std::int64_t i = 0;
+    for (int e = 0; e < experts; ++e)
+      for (int n = 0; n < 2 * e + 1 && i < tokens * topk; ++n, ++i) r.ids[(i % tokens) * topk + i / tokens] = e;
+    return r;
+  }
   for (std::int64_t t = 0; t < tokens; ++t) {
     int* ids = r.ids.data() + t * topk;
     softmax_weights(r.weights, t * topk, topk, rng);

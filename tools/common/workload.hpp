@@ -35,7 +35,11 @@ struct Routing {
 // uniform: topk distinct experts per token, softmax weights. single: every slot of every token
 // to expert 0. sparse: topk distinct experts among the first topk + 4 (the rest stay empty).
 // holes: uniform with 30% of slots -1 and 1 token in 16 with no expert at all. bad: uniform with
-// 1 slot in 50 given an id outside [-1, experts).
+// 1 slot in 50 given an id outside [-1, experts). ramp: expert e takes 2e + 1 rows (1, 3, 5, ...),
+// dealt to the tokens in turn, slot 0 of every token first, until the slots or the experts run
+// out (the slots left are -1), so that one call has experts of every row count up to
+// 2 x experts - 1 (every width of a last tile); a token's experts are distinct while
+// 2 x experts - 1 <= tokens.
 Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int experts, std::mt19937_64& rng);
 const std::vector<std::string>& routing_kinds();
 

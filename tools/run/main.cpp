@@ -26,7 +26,7 @@ Runs the MoE layer of a config on GPU 0 (world size 1: every expert local) with 
 bf16 inputs and random MXFP4 weights, the output poisoned (NaN) before each call.
   --config NAME     built-in config name, or a path ending in .json
   --bs LIST         comma-separated token counts (default 1,8,128,1024,8192)
-  --route KIND      uniform (default), single, sparse, holes, bad
+  --route KIND      uniform (default), single, sparse, holes, bad, ramp
   --routing-file F  replay a routing (ids and weights) from a file; its token count is the size
   --save-routing F  write the routing of the last size to F (replay it with --routing-file)
   --seed S          random seed (default 123): the weights come from it, each call's inputs from
