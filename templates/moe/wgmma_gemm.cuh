@@ -200,7 +200,7 @@ struct WgmmaGemm {
   // acc += p x (the chunk's scale of each token column), the scales four at a time in the routed
   // layout's order (moe/routed_rows.cuh). With kFirst, first holds the first pair's, loaded before
   // the next chunk's conversion (step), so the first multiply-adds need not wait for a load
-  // (Stage2 3% faster from bs 1024; in Stage1's blocks of two chunks it was not faster: perf-notes).
+  // (Stage2 2 to 3% faster from bs 512; in Stage1's blocks of two chunks it was not faster: perf-notes).
   // p: the first PT of acc's NT column groups (the tile's width, see consume).
   template <bool kFirst, int PT>
   MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[PT][4], const u8* st, int t, float4 first) {
