@@ -13,6 +13,9 @@
 
 namespace megamoe {
 
+struct Workspace;      // src/runtime/workspace.hpp
+struct BucketKernels;  // src/runtime/bucket_kernels.hpp
+
 struct RuntimeOptions {
   BackendKind backend = BackendKind::cuda;
   int device = 0;
@@ -87,9 +90,6 @@ class Runtime {
   CallErrors take_errors();
 
  private:
-  struct Workspace;
-  struct LoadedKernel;
-  struct BucketKernels;
   Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device);
   const BucketKernels& kernels_for(std::int64_t tokens);
 
@@ -97,9 +97,9 @@ class Runtime {
   RuntimeOptions options_;
   std::unique_ptr<Device> device_;
   KernelPath path_ = KernelPath::portable;
-  std::unique_ptr<Workspace> ws_;
+  std::unique_ptr<Workspace> workspace_;
   std::map<int, std::unique_ptr<BucketKernels>> loaded_;  // by bucket
-  EventHandle events_[6] = {};
+  EventHandle stage_events_[6] = {};  // the stage boundaries of the last call (StageTimes): 6 events
 };
 
 }  // namespace megamoe

@@ -1,18 +1,23 @@
-// A kernel variant to generate: which template, what it is specialised on, and how the
-// rendered entry point calls it. Its name spells the specialisation.
+// A kernel variant to generate: which template, what it is specialised on, and the argument
+// struct its entry point takes (templates/interface/kernel_args.cuh). Its name spells the
+// specialisation. TypedSpec<Args> ties a spec to its argument struct on the host, so that the
+// runtime can only launch it with that struct.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "common/source_file.hpp"
+
 namespace megamoe {
 
 struct KernelSpec {
-  std::string family;                   // "route", "stage1_mma", "combine", ...
+  std::string family;                   // "route", "stage1_tensor_core", "combine", ...
   std::vector<std::string> name_parts;  // e.g. {"situv2", "bm64", "bn256", "bc0"}
   std::vector<std::string> includes;    // template headers, relative to templates/
   std::string preamble;                 // definitions the call needs (activation parameters)
-  std::string params;                   // the entry point's parameter list
-  std::string body;                     // the entry point's body: a call into the template
+  std::string args;                     // the argument struct, qualified: "megamoe::" and its kName
+  std::string function;                 // the template the entry point calls, qualified
+  std::vector<std::string> template_args;
   int threads = 0;                      // block size (the entry point's launch bound)
   int min_blocks = 0;                   // blocks per SM in the launch bound (0: none); 1 lets setmaxnreg work
   int shared_bytes = 0;                 // dynamic shared memory per block at launch
@@ -22,9 +27,9 @@ struct KernelSpec {
   std::string name() const;
 };
 
-struct SourceFile {
-  std::string path;  // as included, relative to templates/
-  std::string text;
+template <class Args>
+struct TypedSpec : KernelSpec {
+  TypedSpec() { args = std::string("megamoe::") + Args::kName; }
 };
 
 struct RenderedKernel {

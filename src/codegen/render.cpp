@@ -4,6 +4,7 @@
 
 #include "codegen/kernel_spec.hpp"
 #include "codegen/template_library.hpp"
+#include "megamoe/errors.hpp"
 
 namespace megamoe {
 
@@ -13,6 +14,8 @@ std::string KernelSpec::name() const {
 }
 
 RenderedKernel render(const KernelSpec& spec) {
+  if (spec.args.empty() || spec.function.empty())
+    throw Error(fmt::format("megamoe: kernel spec {} names no argument struct or template", spec.name()));
   RenderedKernel k;
   k.name = spec.name();
   k.threads = spec.threads;
@@ -23,15 +26,17 @@ RenderedKernel render(const KernelSpec& spec) {
       "{includes}\n"
       "namespace megamoe_generated {{\n{preamble}}}  // namespace megamoe_generated\n\n"
       "extern \"C\" __global__ void __launch_bounds__({bounds}){cluster}\n"
-      "{name}({params}) {{\n"
+      "{name}(const {args} args) {{\n"
       "  using namespace megamoe_generated;\n"
-      "  {body}\n"
+      "  {function}{template_args}(args);\n"
       "}}\n",
       fmt::arg("name", k.name), fmt::arg("includes", includes), fmt::arg("preamble", spec.preamble),
       fmt::arg("bounds", spec.min_blocks > 0 ? fmt::format("{}, {}", spec.threads, spec.min_blocks)
                                              : std::to_string(spec.threads)),
       fmt::arg("cluster", spec.cluster > 0 ? fmt::format(" __cluster_dims__({}, 1, 1)", spec.cluster) : std::string()),
-      fmt::arg("params", spec.params), fmt::arg("body", spec.body));
+      fmt::arg("args", spec.args), fmt::arg("function", spec.function),
+      fmt::arg("template_args",
+               spec.template_args.empty() ? std::string() : fmt::format("<{}>", fmt::join(spec.template_args, ", "))));
   k.headers = collect_headers(k.source);
   return k;
 }

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "codegen/embedded_files.hpp"
+#include "common/embedded_files.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {

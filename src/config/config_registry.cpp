@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "codegen/embedded_files.hpp"
+#include "common/embedded_files.hpp"
 #include "common/env.hpp"
 #include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"

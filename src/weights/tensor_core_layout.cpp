@@ -32,7 +32,7 @@ struct Unit {
   int size;
 };
 Unit unit_of(int slab, int chunk, int slabs, int chunks) {
-  const int first = slab / kSlabGroup * kSlabGroup, size = std::min(kSlabGroup, slabs - first);
+  const int first = slab / kSlabGroup * kSlabGroup, size = std::min<int>(kSlabGroup, slabs - first);
   const std::size_t units_before = std::size_t(first) * chunks + std::size_t(chunk) * size;  // in slabs' shares
   return {units_before * (kSlabWordBytes + kSlabExpBytes), size};
 }
@@ -56,7 +56,7 @@ void decode_tensor_core_word(std::uint32_t w, int f, float out[8]) {
   }
 }
 
-std::size_t tensor_core_expert_bytes(int rows, int k) { return std::size_t(rows) * k / 2 + std::size_t(rows) * k / 32; }
+std::size_t tensor_core_expert_bytes(int rows, int k) { return std::size_t(layout_v3_expert_bytes(rows, k)); }
 
 std::size_t tensor_core_words_at(int slab, int chunk, int slabs, int chunks) {
   return unit_of(slab, chunk, slabs, chunks).at + std::size_t(slab % kSlabGroup) * kSlabWordBytes;

@@ -1,5 +1,5 @@
-// Weight layout v3, read by the tensor-core kernels (templates/moe/mma_gemm.cuh) and the Hopper
-// kernels (templates/moe/wgmma_gemm.cuh). For one weight matrix per expert of `rows` x `k` MXFP4
+// Weight layout v3, read by the tensor-core kernels (templates/moe/tensor_core_gemm.cuh) and the Hopper
+// kernels (templates/moe/hopper_gemm.cuh). For one weight matrix per expert of `rows` x `k` MXFP4
 // values (k a multiple of 128, rows of 16):
 //  - rows in slabs of 16, one warp's mma M; with interleave_gate_up (W1), slab j holds gate rows
 //    8j..8j+7 then up rows 8j..8j+7, so one thread ends up with the gate and up of one column;
@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "interface/kernel_constants.cuh"
+
 namespace megamoe {
 
 struct TensorCoreWeights {
@@ -32,8 +34,7 @@ struct TensorCoreWeights {
 TensorCoreWeights to_tensor_core_layout(const std::uint8_t* packed, const std::uint8_t* scales, int experts,
                                         int rows, int k, bool interleave_gate_up);
 
-inline constexpr int kSlabGroup = 8;
-inline constexpr int kSlabWordBytes = 1024, kSlabExpBytes = 64;  // one slab's share of a unit
+// kSlabGroup, kSlabWordBytes, kSlabExpBytes: interface/kernel_constants.cuh (the kernels' own).
 // Bytes of one expert's matrix: its words (4 bits a value) and exponents (one byte per 32).
 std::size_t tensor_core_expert_bytes(int rows, int k);
 // Where slab `slab`'s words and exponents of chunk `chunk` start within its expert's bytes.

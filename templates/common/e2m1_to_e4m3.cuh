@@ -1,16 +1,13 @@
 // The in-register MXFP4 -> e4m3 conversion of the tensor-core kernels (mma.sync and wgmma), for
 // weight layout v3 (src/weights/tensor_core_layout.hpp; decode_tensor_core_word is its host twin).
 #pragma once
+#include "interface/kernel_constants.cuh"
 #include "prelude/megamoe_prelude.cuh"
 
 namespace megamoe {
 
-// Bytes of one expert's matrix of rows x k values in layout v3: the words (4 bits a value) and
-// the exponents (a byte per 32); tensor_core_expert_bytes is its host twin.
-MM_DEVICE i64 layout_v3_expert_bytes(i64 rows, int k) { return rows * k / 2 + rows * (k / 32); }
-// A block's unit of one chunk (8 slabs: 8 KB of words, then 512 B of exponents), group the
-// block's group of 8 slabs, chunks = K / 128.
-constexpr int kLayoutV3UnitBytes = 8 * 1024 + 8 * 64;
+// A block's unit of one chunk (interface/kernel_constants.cuh), group the block's group of 8
+// slabs, chunks = K / 128.
 MM_DEVICE const u8* layout_v3_unit(const u8* units, int group, int chunk, int chunks) {
   return units + ((i64)group * chunks + chunk) * kLayoutV3UnitBytes;
 }

@@ -1,12 +1,12 @@
 // Hopper (sm_90a) warpgroup matrix ops: wgmma with fp8 e4m3 operands, A from registers (the
 // converted weights), B from shared memory through a descriptor (activations, K-major rows of
 // 128 bytes in the 128-byte swizzle), fp32 accumulators. The instruction itself, per token-tile
-// width N, is in the generated sm90/wgmma_e4m3.cuh (inline PTX takes literal operand lists);
+// width N, is in the generated hopper/wgmma_e4m3.cuh (inline PTX takes literal operand lists);
 // acc[j][c] is the m16n8 accumulator layout per warp: rows g (c < 2) and g + 8, columns
 // 8j + 2t + (c & 1).
 #pragma once
 #include "prelude/megamoe_prelude.cuh"
-#include "sm90/wgmma_e4m3.cuh"
+#include "hopper/wgmma_e4m3.cuh"
 
 #if !MEGAMOE_CUDA
 #error "wgmma is NVIDIA Hopper only"

@@ -5,14 +5,14 @@
 // Needs model_dim % 8 == 0 and y 16-byte aligned (the runtime checks both).
 #pragma once
 #include "common/numerics.cuh"
+#include "interface/kernel_args.cuh"
 
 namespace megamoe {
 
-enum : int { kCombineThreads = 256, kCombineBatch = 4 };
+enum : int { kCombineBatch = 4 };
 
 // Adds 8 wire values of one slot to acc; on the fp8 wire each value times its block scale is one
-// fused multiply-add, as before this kernel took 8 columns (a separate product can overflow where
-// the fused one does not).
+// fused multiply-add (a separate product can overflow where the fused one does not).
 template <int kWire>
 MM_DEVICE void combine_add8(uint4 raw, u8 scale, float* acc) {
   if (kWire == 0) {
@@ -29,12 +29,13 @@ MM_DEVICE void combine_add8(uint4 raw, u8 scale, float* acc) {
 }
 
 template <int kWire>
-MM_DEVICE void combine(const int* ids, int tokens, int topk, int experts, int model_dim, const void* wire,
-                       const u8* wire_scales, u16* y) {
+MM_DEVICE void combine(const CombineArgs& a) {
+  const int* ids = a.ids;
+  const int topk = a.topk, experts = a.experts, model_dim = a.model_dim;
   mm_wait_prior_grid();  // Device::launch's early_start
   mm_release_dependents();
   const int groups = model_dim / 8;
-  const i64 tasks = (i64)tokens * groups;
+  const i64 tasks = (i64)a.tokens * groups;
   for (i64 task = (i64)blockIdx.x * kCombineThreads + threadIdx.x; task < tasks;
        task += (i64)gridDim.x * kCombineThreads) {
     const int t = int(task / groups), c = int(task % groups) * 8;
@@ -51,11 +52,11 @@ MM_DEVICE void combine(const int* ids, int tokens, int topk, int experts, int mo
         if (!live[j]) continue;
         const i64 at = (i64)(t * topk + k) * model_dim + c;
         if (kWire == 0) {
-          raw[j] = *reinterpret_cast<const uint4*>(static_cast<const u16*>(wire) + at);
+          raw[j] = *reinterpret_cast<const uint4*>(static_cast<const u16*>(a.wire) + at);
         } else {
-          const uint2 v = *reinterpret_cast<const uint2*>(static_cast<const u8*>(wire) + at);
+          const uint2 v = *reinterpret_cast<const uint2*>(static_cast<const u8*>(a.wire) + at);
           raw[j] = make_uint4(v.x, v.y, 0, 0);
-          scale[j] = wire_scales[at / 32];
+          scale[j] = a.wire_scales[at / 32];
         }
       }
       for (int j = 0; j < kCombineBatch; ++j)
@@ -63,7 +64,7 @@ MM_DEVICE void combine(const int* ids, int tokens, int topk, int experts, int mo
     }
     u32 out[4];
     for (int i = 0; i < 4; ++i) out[i] = u32(mm_f32_to_bf16(acc[2 * i])) | u32(mm_f32_to_bf16(acc[2 * i + 1])) << 16;
-    *reinterpret_cast<uint4*>(y + (i64)t * model_dim + c) = make_uint4(out[0], out[1], out[2], out[3]);
+    *reinterpret_cast<uint4*>(a.y + (i64)t * model_dim + c) = make_uint4(out[0], out[1], out[2], out[3]);
   }
 }
 

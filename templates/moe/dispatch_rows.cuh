@@ -5,22 +5,19 @@
 // 128-value chunks, spread grid-wide: 8 lanes a chunk, each lane 16 values, so that every load
 // and store is 16 bytes wide, and a block's chunks are in one warp. The checked build refuses,
 // and counts, rows outside the workspace. expert_done (or null): the counters by expert that the
-// kernel running both stages (moe/stages_wgmma.cuh) counts Stage1's tiles on, zeroed here for
+// kernel running both stages (moe/stages_hopper.cuh) counts Stage1's tiles on, zeroed here for
 // this call (the previous call's kernels have all finished before this one starts).
 #pragma once
-#include "moe/route.cuh"
+#include "interface/kernel_args.cuh"
 #include "moe/routed_rows.cuh"
 
 namespace megamoe {
 
-enum : int { kDispatchThreads = 256, kDispatchChunks = 4 };
-
 template <int kXBlock, bool kCheck>
-MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, const int* expert_offsets, int tokens,
-                             int topk, int experts, int model_dim, int rows_pad, int rows_capacity, u8* xr, float* xs,
-                             int* expert_done, int* errors) {
-  if (expert_done && blockIdx.x == 0)
-    for (int e = threadIdx.x; e < experts; e += kDispatchThreads) expert_done[e] = 0;
+MM_DEVICE void dispatch_rows(const DispatchRowsArgs& a) {
+  const int tokens = a.tokens, topk = a.topk, model_dim = a.model_dim;
+  if (a.expert_done && blockIdx.x == 0)
+    for (int e = threadIdx.x; e < a.experts; e += kDispatchThreads) a.expert_done[e] = 0;
   const int chunks = model_dim / 128, groups = (chunks + kDispatchChunks - 1) / kDispatchChunks;
   const int lane = threadIdx.x & 31, warps = kDispatchThreads / 32, piece = lane & 7;
   const i64 tasks = (i64)tokens * groups;
@@ -30,7 +27,7 @@ MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, 
     const bool live = chunk < chunks;  // the last group may hold fewer than four chunks
     uint4 raw[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
     if (live) {
-      const uint4* src = reinterpret_cast<const uint4*>(x + (i64)t * model_dim + chunk * 128 + piece * 16);
+      const uint4* src = reinterpret_cast<const uint4*>(a.x + (i64)t * model_dim + chunk * 128 + piece * 16);
       raw[0] = src[0], raw[1] = src[1];
     }
     float v[16];
@@ -49,17 +46,17 @@ MM_DEVICE void dispatch_rows(const u16* x, const int* ids, const int* slot_row, 
       int row = -1, r16 = 0;
       if (k0 + lane < topk) {
         const int slot = t * topk + k0 + lane;
-        row = slot_row[slot];
-        if (kCheck && row >= rows_capacity) {
-          atomicAdd(&errors[kErrBoundsViolations], 1);
+        row = a.slot_row[slot];
+        if (kCheck && row >= a.rows_capacity) {
+          atomicAdd(&a.errors[kErrBoundsViolations], 1);
           row = -1;
         }
-        if (row >= 0) r16 = (row - expert_offsets[ids[slot]]) & 15;
+        if (row >= 0) r16 = (row - a.expert_offsets[a.ids[slot]]) & 15;
       }
       const int n = topk - k0 < 32 ? topk - k0 : 32;
       for (int j = 0; j < n; ++j) {
         const int p = __shfl_sync(0xffffffffu, row, j), s = __shfl_sync(0xffffffffu, r16, j);
-        if (p >= 0 && live) store_routed_piece(q, piece, chunk, p, s, rows_pad, xr, xs);
+        if (p >= 0 && live) store_routed_piece(q, piece, chunk, p, s, a.rows_pad, a.xr, a.xs);
       }
     }
   }

@@ -21,9 +21,10 @@
 #pragma once
 #include "common/e2m1_to_e4m3.cuh"
 #include "common/numerics.cuh"
-#include "moe/route.cuh"
-#include "sm90/pipeline.cuh"
-#include "sm90/wgmma.cuh"
+#include "interface/kernel_constants.cuh"
+#include "moe/routed_tiles.cuh"
+#include "hopper/pipeline.cuh"
+#include "hopper/wgmma.cuh"
 
 namespace megamoe {
 
@@ -60,38 +61,40 @@ struct TileInfo {
 // 128 k per activation scale block (1, or an even count: the wgmma of a block's chunks sum into
 // one set of partial sums, promoted once per block).
 template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks = 1>
-struct WgmmaGemm {
-  static constexpr int kThreads = 384, kProducers = 128, kConsumers = 256, kRows = 128, kBN = BN;
+struct HopperGemm {
+  static constexpr int kThreads = kHopperThreads, kProducers = 128, kConsumers = 256, kRows = kWeightRowsPerBlock;
+  static constexpr int kBN = BN;
   static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
   // TileInfo entries: the filler (and so the producer's copies) runs up to three tiles ahead of
-  // the storers; with two it waited for the storers at every tile and the consumers then waited
-  // for the next tile's first chunks.
-  static constexpr int kInfos = 4;
+  // the storers, so that the consumers never wait for a tile's first chunks.
+  static constexpr int kInfos = kHopperTileInfos;
   // 128 x kProducerRegs + 256 x kConsumerRegs <= 384 x the launch bound's registers (168 or 80):
-  // setmaxnreg.inc takes from what .dec gave back. (At 32 the producers spill a few values per
-  // tile, none in the chunk loop.)
+  // setmaxnreg.inc takes from what .dec gave back.
   static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
   static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
   static constexpr int NT = BN / 8;
   // Small tiles at one block per SM also keep two chunks' wgmma in flight, where the registers
   // hold a second set of partial sums: the older chunk is promoted while the newer one runs
-  // (consume_pairs; groups left in flight across the loop's back edge made ptxas serialise them).
+  // (consume_pairs).
   static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN <= 80 && kScaleChunks == 1;
   static_assert(kScaleChunks == 1 || kScaleChunks % 2 == 0, "scale blocks of one chunk or of an even count");
-  // (Two sets of fragments beside the sums and one set of partial sums: 232 registers hold them
-  // up to 176 tokens, with no spills in the chunk loop.)
+  // Two sets of fragments beside the sums and one set of partial sums fit 232 registers up to
+  // 176 tokens.
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 176, "BN: a multiple of 16 tokens up to 176");
 
   // Shared memory (from a 1024-aligned base): the barriers (512 bytes) and the TileInfo ring, then kStages
   // stages of [activations BN x 128 B, swizzled][weight words 8 x 1 KB][exponents 8 x 64 B]
   // [activation scales BN x 4 f32 (2 used)], each stage 1024-aligned as the swizzle needs, then the
-  // epilogue region. src/codegen/kernel_catalog.cpp mirrors the sizes.
-  static constexpr int kActBytes = BN * 128, kWordBytes = 8 * 1024, kExpBytes = 8 * 64, kScaleBytes = BN * 16;
+  // epilogue region (interface/kernel_constants.cuh: the host sizes the launch from the same functions).
+  static constexpr int kActBytes = BN * 128, kWordBytes = kSlabGroup * kSlabWordBytes,
+                       kExpBytes = kSlabGroup * kSlabExpBytes, kScaleBytes = BN * 16;
   static constexpr int kWordsAt = kActBytes, kExpsAt = kWordsAt + kWordBytes, kScalesAt = kExpsAt + kExpBytes;
-  static constexpr int kStageBytes = (kScalesAt + kScaleBytes + 1023) / 1024 * 1024;
-  static constexpr int kHeadBytes = (512 + kInfos * int(sizeof(TileInfo<BN>)) + 1023) / 1024 * 1024;
-  static constexpr int kPipelineBytes = kHeadBytes + kStages * kStageBytes;
-  static_assert(2 * kStages + 2 * kInfos + 2 <= 64, "barriers fit their 512 bytes");
+  static constexpr int kStageBytes = hopper_stage_bytes(BN);
+  static constexpr int kHeadBytes = hopper_head_bytes(BN);
+  static constexpr int kPipelineBytes = hopper_pipeline_bytes(BN, kStages);
+  static_assert(kStageBytes == round_up_1024(kScalesAt + kScaleBytes), "a stage's parts, 1024-aligned");
+  static_assert(int(sizeof(TileInfo<BN>)) == hopper_tile_info_bytes(BN), "the TileInfo ring's size");
+  static_assert(2 * kStages + 2 * kInfos + 2 <= kHopperBarrierBytes / 8, "barriers fit their 512 bytes");
 
   MM_DEVICE static u8* align(u8* raw) {
     const u32 a = sm_addr(raw);
@@ -105,7 +108,7 @@ struct WgmmaGemm {
   }
   MM_DEVICE static u64* out_full(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos; }
   MM_DEVICE static u64* out_empty(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos + 1; }
-  MM_DEVICE static TileInfo<BN>* info(u8* smem, int b) { return reinterpret_cast<TileInfo<BN>*>(smem + 512) + b; }
+  MM_DEVICE static TileInfo<BN>* info(u8* smem, int b) { return reinterpret_cast<TileInfo<BN>*>(smem + kHopperBarrierBytes) + b; }
   MM_DEVICE static u8* stage(u8* smem, int s) { return smem + kHeadBytes + s * kStageBytes; }
   MM_DEVICE static float* region(u8* smem) { return reinterpret_cast<float*>(smem + kPipelineBytes); }
 
@@ -199,8 +202,7 @@ struct WgmmaGemm {
 
   // acc += p x (the chunk's scale of each token column), the scales four at a time in the routed
   // layout's order (moe/routed_rows.cuh). With kFirst, first holds the first pair's, loaded before
-  // the next chunk's conversion (step), so the first multiply-adds need not wait for a load
-  // (Stage2 2 to 3% faster from bs 512; in Stage1's blocks of two chunks it was not faster: perf-notes).
+  // the next chunk's conversion (step), so the first multiply-adds need not wait for a load.
   // p: the first PT of acc's NT column groups (the tile's width, see consume).
   template <bool kFirst, int PT>
   MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[PT][4], const u8* st, int t, float4 first) {
@@ -268,7 +270,7 @@ struct WgmmaGemm {
   }
 
   // Consumer thread ctid (0..255): warp ctid / 32 owns slab slab0 + ctid / 32 (rows 16 w .. 16 w
-  // + 15 of the block). acc: as MmaGemm's, rows g and g + 8 of the warp's slab against columns
+  // + 15 of the block). acc: as TensorCoreGemm's, rows g and g + 8 of the warp's slab against columns
   // 8j + 2t, 8j + 2t + 1. The wgmma span the narrowest multiple of 16 token columns that holds
   // the tile's `rows` (an expert's last tile is rarely full, and the wgmma's time and the
   // promotion's grow with the width); the columns past it stay zero.

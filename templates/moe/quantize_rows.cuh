@@ -2,16 +2,17 @@
 // power-of-two (e8m0) scale per block. One warp quantizes one block; blocks are spread grid-wide.
 #pragma once
 #include "common/numerics.cuh"
+#include "interface/kernel_args.cuh"
 
 namespace megamoe {
 
-enum : int { kQuantizeThreads = 256 };
-
 template <int BLOCK>
-MM_DEVICE void quantize_rows_fp8(const u16* x, int rows, int cols, u8* q, u8* scales) {
+MM_DEVICE void quantize_rows_fp8(const QuantizeRowsArgs& a) {
+  const u16* x = a.x;
+  u8 *q = a.q, *scales = a.scales;
   static_assert(BLOCK == 32 || BLOCK == 64, "blocks of 32 or 64 values");
   constexpr int kPerLane = BLOCK / 32;
-  const long long blocks = (long long)rows * (cols / BLOCK);
+  const long long blocks = (long long)a.rows * (a.cols / BLOCK);
   const int lane = threadIdx.x & 31;
   const long long groups = (long long)gridDim.x * (kQuantizeThreads / 32);
   for (long long b = (long long)blockIdx.x * (kQuantizeThreads / 32) + threadIdx.x / 32; b < blocks; b += groups) {

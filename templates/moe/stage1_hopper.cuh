@@ -1,4 +1,4 @@
-// Stage1 on Hopper (wgmma, warp-specialised; moe/wgmma_gemm.cuh): per expert token tile and 128
+// Stage1 on Hopper (wgmma, warp-specialised; moe/hopper_gemm.cuh): per expert token tile and 128
 // interleaved gate/up weight rows (64 columns of inter_dim), h = act(gate, up) with the rows'
 // scales applied (by the consumers), then h in fp8 blocks of 128 columns (by the storers), written
 // routed (moe/routed_rows.cuh) for Stage2. A block of 128 columns spans two tiles: the kernel runs
@@ -9,24 +9,22 @@
 // per promotion). A persistent grid walks the tiles routing laid out.
 #pragma once
 #include "common/activation.cuh"
-#include "moe/route.cuh"
+#include "interface/kernel_args.cuh"
+#include "moe/hopper_gemm.cuh"
 #include "moe/routed_rows.cuh"
-#include "moe/wgmma_gemm.cuh"
+#include "moe/routed_tiles.cuh"
 
 namespace megamoe {
 
-// Floats per token row of Stage1's epilogue region: h's 64 and 4 of padding (src/codegen/
-// kernel_catalog.cpp mirrors it).
-constexpr int kStage1RegionLd = 68;
-
 // Shared memory of Stage1's storers beside the pipeline: the tile's maxima per token row over its
 // 64 columns of h, the block's own and the cluster peer's (two tiles in turn), with the
-// barriers the peer's storers arrive on once they are written (src/codegen/kernel_catalog.cpp's
-// static bytes).
+// barriers the peer's storers arrive on once they are written (hopper_pair_shared_bytes, the
+// host's count of the kernel's static shared memory).
 template <int BN>
 struct Stage1PairShared {
   float own_amax[BN], pair_amax[2][BN];
   u64 pair_full[2];
+  static_assert(sizeof(float) * 3 * BN + sizeof(u64) * 2 == hopper_pair_shared_bytes(BN), "the host's count");
 
   // All threads, first: the barriers and the pipeline (Gemm's) initialised, in both blocks of the
   // cluster before any arrival on them. Returns the pipeline's shared memory.
@@ -109,22 +107,20 @@ MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBN>& ti, const float (&acc)[Ge
   }
 }
 
-// kSharedBytes: the dynamic shared memory the launch gives (src/codegen/kernel_catalog.cpp's
-// hopper_smem), checked here against what the pipeline and the region take.
+// kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
+// here against what the pipeline and the region take.
 template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck>
-MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* expert_offsets, const int* tile_offsets,
-                            const int* row_token, const u8* w1_units,
-                            const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q,
-                            float* h_scales, int rows_pad, int rows_capacity, int tokens, int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM, kXBlock / 128>;
+MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
+  const int model_dim = a.model_dim;
+  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, kXBlock / 128>;
   extern __shared__ u8 smem_raw[];
   __shared__ Stage1PairShared<BN> pair;
   Stage1PairShared<BN>* sh = &pair;  // the lambdas below capture by value: a pointer
   u8* smem = pair.template init<Gemm>(smem_raw);
   const int rank = cluster_rank(), peer = rank ^ 1;
-  const i64 rows_e = 2LL * inter_dim;
-  const TileWalk walk{tile_offsets[experts] * int(rows_e / Gemm::kRows), int(rows_e / Gemm::kRows), tile_offsets,
-                      expert_offsets, experts};
+  const i64 rows_e = 2LL * a.inter_dim;
+  const TileWalk walk{a.tile_offsets[a.experts] * int(rows_e / Gemm::kRows), int(rows_e / Gemm::kRows),
+                      a.tile_offsets, a.expert_offsets, a.experts};
   // The output region: [BN][kLd] floats; 68 keeps the consumers' writes free of bank conflicts
   // and the storers' rows 16-byte aligned.
   constexpr int kLd = kStage1RegionLd;
@@ -132,16 +128,16 @@ MM_DEVICE void stage1_wgmma(const u8* x_q, const float* x_scales, const int* exp
                 "the catalog's shared memory holds the alignment slack, the stages and the region");
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
-        smem, walk, x_q, x_scales, rows_pad, model_dim, w1_units, layout_v3_expert_bytes(rows_e, model_dim),
+        smem, walk, a.x_q, a.x_scales, a.rows_pad, model_dim, a.w1_units, layout_v3_expert_bytes(rows_e, model_dim),
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-          stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_token, rows_capacity, tokens, errors, nullptr, ti->out,
-                                                       lane);
+          stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.row_token, a.rows_capacity, a.tokens, a.errors, nullptr,
+                                                       ti->out, lane);
         },
-        Stage1Storer<BN, Gemm::kStorers, kLd>{sh, rank, peer, rows_pad, h_q, h_scales});
+        Stage1Storer<BN, Gemm::kStorers, kLd>{sh, rank, peer, a.rows_pad, a.h_q, a.h_scales});
   } else {
     Gemm::run_consumers(smem, walk.total, model_dim,
                         [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                          stage1_stash<Act, Gemm, kLd>(ti, acc, ctid, o, w1_row_scale, rows_e);
+                          stage1_stash<Act, Gemm, kLd>(ti, acc, ctid, o, a.w1_row_scale, rows_e);
                         });
   }
   cluster_sync();  // neither block leaves while its peer may still write to its shared memory

@@ -3,16 +3,16 @@
 // column tile) that routing laid out.
 #pragma once
 #include "common/activation.cuh"
+#include "interface/kernel_args.cuh"
+#include "moe/epilogue_fp8.cuh"
 #include "moe/portable_gemm.cuh"
-#include "moe/route.cuh"
+#include "moe/routed_tiles.cuh"
 
 namespace megamoe {
 
 template <class Act, int BM, int BN, bool kCheck>
-MM_DEVICE void stage1_portable(const u8* x_q, const u8* x_scales, const int* expert_offsets, const int* tile_offsets,
-                               const int* row_token, const u8* w1_packed, const u8* w1_scales, int experts,
-                               int model_dim, int inter_dim, u8* h_q, u8* h_scales, int rows_capacity, int tokens,
-                               int* errors) {
+MM_DEVICE void stage1_portable(const Stage1PortableArgs& a) {
+  const int model_dim = a.model_dim, inter_dim = a.inter_dim;
   using Gemm = PortableGemm<BM, BN, 2>;
   __shared__ union {
     typename Gemm::Smem gemm;
@@ -21,21 +21,21 @@ MM_DEVICE void stage1_portable(const u8* x_q, const u8* x_scales, const int* exp
   __shared__ int a_rows[BM], out_rows[BM];
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int col_tiles = inter_dim / BN;
-  const int total = tile_offsets[experts] * col_tiles;
+  const int total = a.tile_offsets[a.experts] * col_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const RoutedTile rt = routed_tile(tile, col_tiles, BM, tile_offsets, expert_offsets, experts);
+    const RoutedTile rt = routed_tile(tile, col_tiles, BM, a.tile_offsets, a.expert_offsets, a.experts);
     const int e = rt.expert, col0 = rt.col_tile * BN;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    stage1_tile_rows<BM, Gemm::kThreads, kCheck>(rt, row_token, rows_capacity, tokens, errors, a_rows, out_rows,
+    stage1_tile_rows<BM, Gemm::kThreads, kCheck>(rt, a.row_token, a.rows_capacity, a.tokens, a.errors, a_rows, out_rows,
                                                   threadIdx.x);
     __syncthreads();
     float acc[2][Gemm::TM][Gemm::TN];
-    Gemm::run(smem.gemm, x_q, x_scales, a_rows, model_dim, w1_packed + (i64)e * inter_dim * model_dim,
-              w1_scales + (i64)e * 2 * inter_dim * (model_dim / 32), col0, inter_dim, acc);
+    Gemm::run(smem.gemm, a.x_q, a.x_scales, a_rows, model_dim, a.w1_packed + (i64)e * inter_dim * model_dim,
+              a.w1_scales + (i64)e * 2 * inter_dim * (model_dim / 32), col0, inter_dim, acc);
     for (int i = 0; i < Gemm::TM; ++i)
       for (int j = 0; j < Gemm::TN; ++j) smem.h[ty + 16 * i][tx + 16 * j] = Act::apply(acc[0][i][j], acc[1][i][j]);
     __syncthreads();
-    store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.h[0][0], BN + 1, out_rows, h_q, inter_dim, h_scales, inter_dim / 32,
+    store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.h[0][0], BN + 1, out_rows, a.h_q, inter_dim, a.h_scales, inter_dim / 32,
                                              col0, threadIdx.x);
   }
 }

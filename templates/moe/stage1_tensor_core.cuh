@@ -3,43 +3,42 @@
 // of 64 columns (one block per tile row). A persistent grid walks the tiles routing laid out.
 #pragma once
 #include "common/activation.cuh"
-#include "moe/mma_gemm.cuh"
-#include "moe/portable_gemm.cuh"
-#include "moe/route.cuh"
+#include "interface/kernel_args.cuh"
+#include "moe/epilogue_fp8.cuh"
+#include "moe/routed_tiles.cuh"
+#include "moe/tensor_core_gemm.cuh"
 
 namespace megamoe {
 
 template <class Act, int BN, int kStages, bool kCheck>
-MM_DEVICE void stage1_mma(const u8* x_q, const u8* x_scales, const int* expert_offsets, const int* tile_offsets,
-                          const int* row_token, const u8* w1_units,
-                          const float* w1_row_scale, int experts, int model_dim, int inter_dim, u8* h_q, u8* h_scales,
-                          int rows_capacity, int tokens, int* errors) {
-  using Gemm = MmaGemm<BN, kStages>;
+MM_DEVICE void stage1_tensor_core(const Stage1TensorCoreArgs& a) {
+  const int model_dim = a.model_dim, inter_dim = a.inter_dim;
+  using Gemm = TensorCoreGemm<BN, kStages>;
   extern __shared__ __align__(16) u8 smem[];
   __shared__ int a_rows[BN], out_rows[BN];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int m_tiles = 2 * inter_dim / Gemm::kRows;
-  const int total = tile_offsets[experts] * m_tiles;
+  const int total = a.tile_offsets[a.experts] * m_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const RoutedTile rt = routed_tile(tile, m_tiles, BN, tile_offsets, expert_offsets, experts);
+    const RoutedTile rt = routed_tile(tile, m_tiles, BN, a.tile_offsets, a.expert_offsets, a.experts);
     const int e = rt.expert, m_tile = rt.col_tile;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    stage1_tile_rows<BN, Gemm::kThreads, kCheck>(rt, row_token, rows_capacity, tokens, errors, a_rows, out_rows,
+    stage1_tile_rows<BN, Gemm::kThreads, kCheck>(rt, a.row_token, a.rows_capacity, a.tokens, a.errors, a_rows, out_rows,
                                                   threadIdx.x);
     __syncthreads();
     const i64 rows_e = 2LL * inter_dim;
     float acc[Gemm::NT][4];
     const int slab = m_tile * 8 + warp;
-    Gemm::run(smem, x_q, x_scales, a_rows, model_dim, w1_units + e * layout_v3_expert_bytes(rows_e, model_dim),
+    Gemm::run(smem, a.x_q, a.x_scales, a_rows, model_dim, a.w1_units + e * layout_v3_expert_bytes(rows_e, model_dim),
               m_tile * 8, acc);
     // Epilogue: row g of the slab is gate column 8 * slab + g, row g + 8 its up.
-    const float* row_scale = w1_row_scale + e * rows_e + slab * 16;
+    const float* row_scale = a.w1_row_scale + e * rows_e + slab * 16;
     const float sg = row_scale[g], su = row_scale[g + 8];
     float* h = reinterpret_cast<float*>(smem);  // [BN][65]
     for (int j = 0; j < Gemm::NT; ++j)
       for (int c = 0; c < 2; ++c) h[(8 * j + 2 * t + c) * 65 + 8 * warp + g] = Act::apply(acc[j][c] * sg, acc[j][2 + c] * su);
     __syncthreads();
-    store_tile_fp8<BN, 64, 64, Gemm::kThreads>(h, 65, out_rows, h_q, inter_dim, h_scales, inter_dim / 64, m_tile * 64,
+    store_tile_fp8<BN, 64, 64, Gemm::kThreads>(h, 65, out_rows, a.h_q, inter_dim, a.h_scales, inter_dim / 64, m_tile * 64,
                                                threadIdx.x);
   }
 }

@@ -1,17 +1,14 @@
-// Stage2 on Hopper (wgmma, warp-specialised; moe/wgmma_gemm.cuh): per expert token tile and 128
+// Stage2 on Hopper (wgmma, warp-specialised; moe/hopper_gemm.cuh): per expert token tile and 128
 // rows of W2 (128 columns of model_dim), o = W2 h with the rows' scales, times the route weight,
 // onto the combine wire at the row's slot: bf16 (kWire 0) or fp8 1x32 blocks (kWire 1). h comes
 // routed from Stage1 (moe/routed_rows.cuh).
 #pragma once
-#include "moe/portable_gemm.cuh"
-#include "moe/route.cuh"
-#include "moe/wgmma_gemm.cuh"
+#include "interface/kernel_args.cuh"
+#include "moe/epilogue_fp8.cuh"
+#include "moe/hopper_gemm.cuh"
+#include "moe/routed_tiles.cuh"
 
 namespace megamoe {
-
-// Floats per token row of Stage2's epilogue region: the block's 128 output columns and 4 of
-// padding (src/codegen/kernel_catalog.cpp mirrors it).
-constexpr int kStage2RegionLd = 132;
 
 // Stage2's storers (warpgroup 0's warps 1 to 3) for one tile: the region's rows (the tile's 128
 // output columns, kLd floats apart) onto the wire at each row's slot.
@@ -37,21 +34,18 @@ MM_DEVICE void stage2_store(const TileInfo<BN>& ti, const float* o, int stid, vo
   }
 }
 
-// kSharedBytes: the dynamic shared memory the launch gives (src/codegen/kernel_catalog.cpp's
-// hopper_smem), checked here against what the pipeline and the region take.
+// kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
+// here against what the pipeline and the region take.
 template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck>
-MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* expert_offsets, const int* tile_offsets,
-                            const int* row_slot, const float* row_weight, const u8* w2_units,
-                            const float* w2_row_scale, int experts, int model_dim,
-                            int inter_dim, void* wire, u8* wire_scales, int rows_pad, int rows_capacity, int slots,
-                            int* errors) {
-  using Gemm = WgmmaGemm<BN, kStages, kBlocksPerSM>;
+MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
+  const int model_dim = a.model_dim, inter_dim = a.inter_dim;
+  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM>;
   extern __shared__ u8 smem_raw[];
   u8* smem = Gemm::align(smem_raw);
   Gemm::init(smem);
   const i64 rows_e = model_dim;
-  const TileWalk walk{tile_offsets[experts] * (model_dim / Gemm::kRows), model_dim / Gemm::kRows, tile_offsets,
-                      expert_offsets, experts};
+  const TileWalk walk{a.tile_offsets[a.experts] * (model_dim / Gemm::kRows), model_dim / Gemm::kRows,
+                      a.tile_offsets, a.expert_offsets, a.experts};
   // The output region: [BN][kLd] floats, the tile's rows with the weight rows' scales and the route
   // weights applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8). 132: the
   // consumers' writes fall in 32 different banks, and the storers read 16-byte pieces.
@@ -60,19 +54,19 @@ MM_DEVICE void stage2_wgmma(const u8* h_q, const float* h_scales, const int* exp
                 "the catalog's shared memory holds the alignment slack, the stages and the region");
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
-        smem, walk, h_q, h_scales, rows_pad, inter_dim, w2_units, layout_v3_expert_bytes(rows_e, inter_dim),
+        smem, walk, a.h_q, a.h_scales, a.rows_pad, inter_dim, a.w2_units, layout_v3_expert_bytes(rows_e, inter_dim),
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-          stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, nullptr,
-                                                       ti->out, ti->weight, lane);
+          stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.row_slot, a.row_weight, a.rows_capacity, a.slots,
+                                                       a.errors, nullptr, ti->out, ti->weight, lane);
         },
         [=](const TileInfo<BN>& ti, const float* o, int stid) {
-          stage2_store<BN, Gemm::kStorers, kLd, kWire>(ti, o, stid, wire, wire_scales, model_dim);
+          stage2_store<BN, Gemm::kStorers, kLd, kWire>(ti, o, stid, a.wire, a.wire_scales, model_dim);
         });
     return;
   }
   Gemm::run_consumers(smem, walk.total, inter_dim,
                       [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                        Gemm::stash_rows(acc, w2_row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
+                        Gemm::stash_rows(acc, a.w2_row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
                                          [&](int n) { return ti.weight[n]; });  // the route weight
                       });
 }

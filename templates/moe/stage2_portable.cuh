@@ -2,18 +2,16 @@
 // times the row's route weight, written to the row's slot (t * topk + k) of the combine wire:
 // bf16 (kWire 0) or fp8 1x32 blocks (kWire 1).
 #pragma once
+#include "interface/kernel_args.cuh"
+#include "moe/epilogue_fp8.cuh"
 #include "moe/portable_gemm.cuh"
-#include "moe/route.cuh"
+#include "moe/routed_tiles.cuh"
 
 namespace megamoe {
 
-enum : int { kWireBf16 = 0, kWireFp8x32 = 1 };
-
 template <int BM, int BN, int kWire, bool kCheck>
-MM_DEVICE void stage2_portable(const u8* h_q, const u8* h_scales, const int* expert_offsets, const int* tile_offsets,
-                               const int* row_slot, const float* row_weight, const u8* w2_packed, const u8* w2_scales,
-                               int experts, int model_dim, int inter_dim, void* wire, u8* wire_scales,
-                               int rows_capacity, int slots, int* errors) {
+MM_DEVICE void stage2_portable(const Stage2PortableArgs& a) {
+  const int model_dim = a.model_dim, inter_dim = a.inter_dim;
   using Gemm = PortableGemm<BM, BN, 1>;
   __shared__ union {
     typename Gemm::Smem gemm;
@@ -23,19 +21,19 @@ MM_DEVICE void stage2_portable(const u8* h_q, const u8* h_scales, const int* exp
   __shared__ float weight[BM];
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int col_tiles = model_dim / BN;
-  const int total = tile_offsets[experts] * col_tiles;
+  const int total = a.tile_offsets[a.experts] * col_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const RoutedTile rt = routed_tile(tile, col_tiles, BM, tile_offsets, expert_offsets, experts);
+    const RoutedTile rt = routed_tile(tile, col_tiles, BM, a.tile_offsets, a.expert_offsets, a.experts);
     const int e = rt.expert, col0 = rt.col_tile * BN;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    stage2_tile_rows<BM, Gemm::kThreads, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, a_rows,
+    stage2_tile_rows<BM, Gemm::kThreads, kCheck>(rt, a.row_slot, a.row_weight, a.rows_capacity, a.slots, a.errors, a_rows,
                                                  out_slot, weight, threadIdx.x);
     __syncthreads();
     float acc[1][Gemm::TM][Gemm::TN];
-    Gemm::run(smem.gemm, h_q, h_scales, a_rows, inter_dim, w2_packed + (i64)e * model_dim * (inter_dim / 2),
-              w2_scales + (i64)e * model_dim * (inter_dim / 32), col0, 0, acc);
+    Gemm::run(smem.gemm, a.h_q, a.h_scales, a_rows, inter_dim, a.w2_packed + (i64)e * model_dim * (inter_dim / 2),
+              a.w2_scales + (i64)e * model_dim * (inter_dim / 32), col0, 0, acc);
     if (kWire == kWireBf16) {
-      u16* out = static_cast<u16*>(wire);
+      u16* out = static_cast<u16*>(a.wire);
       for (int i = 0; i < Gemm::TM; ++i) {
         const int r = ty + 16 * i;
         if (out_slot[r] < 0) continue;
@@ -46,8 +44,8 @@ MM_DEVICE void stage2_portable(const u8* h_q, const u8* h_scales, const int* exp
       for (int i = 0; i < Gemm::TM; ++i)
         for (int j = 0; j < Gemm::TN; ++j) smem.o[ty + 16 * i][tx + 16 * j] = acc[0][i][j] * weight[ty + 16 * i];
       __syncthreads();
-      store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.o[0][0], BN + 1, out_slot, static_cast<u8*>(wire), model_dim,
-                                                wire_scales, model_dim / 32, col0, threadIdx.x);
+      store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.o[0][0], BN + 1, out_slot, static_cast<u8*>(a.wire), model_dim,
+                                                a.wire_scales, model_dim / 32, col0, threadIdx.x);
     }
   }
 }

@@ -2,37 +2,36 @@
 // o = W2 h with the rows' scales, times the route weight, onto the combine wire at the row's slot:
 // bf16 (kWire 0) or fp8 1x32 blocks (kWire 1).
 #pragma once
-#include "moe/mma_gemm.cuh"
-#include "moe/portable_gemm.cuh"
-#include "moe/route.cuh"
+#include "interface/kernel_args.cuh"
+#include "moe/epilogue_fp8.cuh"
+#include "moe/routed_tiles.cuh"
+#include "moe/tensor_core_gemm.cuh"
 
 namespace megamoe {
 
 template <int BN, int kStages, int kWire, bool kCheck>
-MM_DEVICE void stage2_mma(const u8* h_q, const u8* h_scales, const int* expert_offsets, const int* tile_offsets,
-                          const int* row_slot, const float* row_weight, const u8* w2_units,
-                          const float* w2_row_scale, int experts, int model_dim, int inter_dim, void* wire,
-                          u8* wire_scales, int rows_capacity, int slots, int* errors) {
-  using Gemm = MmaGemm<BN, kStages>;
+MM_DEVICE void stage2_tensor_core(const Stage2TensorCoreArgs& a) {
+  const int model_dim = a.model_dim, inter_dim = a.inter_dim;
+  using Gemm = TensorCoreGemm<BN, kStages>;
   extern __shared__ __align__(16) u8 smem[];
   __shared__ int a_rows[BN], out_slot[BN];
   __shared__ float weight[BN];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int m_tiles = model_dim / Gemm::kRows;
-  const int total = tile_offsets[experts] * m_tiles;
+  const int total = a.tile_offsets[a.experts] * m_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const RoutedTile rt = routed_tile(tile, m_tiles, BN, tile_offsets, expert_offsets, experts);
+    const RoutedTile rt = routed_tile(tile, m_tiles, BN, a.tile_offsets, a.expert_offsets, a.experts);
     const int e = rt.expert, m_tile = rt.col_tile;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    stage2_tile_rows<BN, Gemm::kThreads, kCheck>(rt, row_slot, row_weight, rows_capacity, slots, errors, a_rows,
+    stage2_tile_rows<BN, Gemm::kThreads, kCheck>(rt, a.row_slot, a.row_weight, a.rows_capacity, a.slots, a.errors, a_rows,
                                                  out_slot, weight, threadIdx.x);
     __syncthreads();
     const i64 rows_e = model_dim;
     float acc[Gemm::NT][4];
     const int slab = m_tile * 8 + warp;
-    Gemm::run(smem, h_q, h_scales, a_rows, inter_dim, w2_units + e * layout_v3_expert_bytes(rows_e, inter_dim),
+    Gemm::run(smem, a.h_q, a.h_scales, a_rows, inter_dim, a.w2_units + e * layout_v3_expert_bytes(rows_e, inter_dim),
               m_tile * 8, acc);
-    const float* row_scale = w2_row_scale + e * rows_e + slab * 16;
+    const float* row_scale = a.w2_row_scale + e * rows_e + slab * 16;
     const float s0 = row_scale[g], s1 = row_scale[g + 8];
     float* o = reinterpret_cast<float*>(smem);  // [BN][129]
     for (int j = 0; j < Gemm::NT; ++j)
@@ -44,13 +43,13 @@ MM_DEVICE void stage2_mma(const u8* h_q, const u8* h_scales, const int* expert_o
     __syncthreads();
     const int col0 = m_tile * Gemm::kRows;
     if (kWire == 0) {
-      u16* out = static_cast<u16*>(wire);
+      u16* out = static_cast<u16*>(a.wire);
       for (int i = tid; i < BN * Gemm::kRows; i += Gemm::kThreads) {
         const int n = i / Gemm::kRows, c = i % Gemm::kRows;
         if (out_slot[n] >= 0) out[(i64)out_slot[n] * model_dim + col0 + c] = mm_f32_to_bf16(o[n * 129 + c]);
       }
     } else {
-      store_tile_fp8<BN, 128, 32, Gemm::kThreads>(o, 129, out_slot, static_cast<u8*>(wire), model_dim, wire_scales,
+      store_tile_fp8<BN, 128, 32, Gemm::kThreads>(o, 129, out_slot, static_cast<u8*>(a.wire), model_dim, a.wire_scales,
                                                   model_dim / 32, col0, threadIdx.x);
     }
   }

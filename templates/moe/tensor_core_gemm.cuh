@@ -9,6 +9,7 @@
 #pragma once
 #include "common/e2m1_to_e4m3.cuh"
 #include "common/numerics.cuh"
+#include "interface/kernel_constants.cuh"
 
 #if !MEGAMOE_CUDA
 #error "the tensor-core kernels are NVIDIA-only (fp8 mma.sync); the hip backend runs the portable path"
@@ -35,17 +36,18 @@ MM_DEVICE void mm_cp_async_wait() {
 }
 
 template <int BN, int kStages>
-struct MmaGemm {
-  static constexpr int kWarps = 8, kThreads = 256, kRows = 128;  // weight rows per block
-  static constexpr int kRowBytes = 144;                           // 128 k + 16 bytes against bank conflicts
+struct TensorCoreGemm {
+  static constexpr int kWarps = 8, kThreads = kTensorCoreThreads, kRows = kWeightRowsPerBlock;
+  static constexpr int kRowBytes = kTensorCoreRowBytes;
   static constexpr int NT = BN / 8;                               // n8 tiles
   static_assert(BN % 8 == 0 && BN <= 128, "BN: a multiple of 8 up to 128");
 
   // One pipeline stage (128 k): the activations [BN][kRowBytes], then each warp's weight words
   // (1 KB) and exponents (64 B). After kStages stages: the tile's activation scales as floats
-  // [BN][K / 64]. src/codegen/kernel_catalog.cpp computes the same sizes on the host.
+  // [BN][K / 64] (interface/kernel_constants.cuh: tensor_core_smem_bytes).
   static constexpr int kActBytes = BN * kRowBytes;
-  static constexpr int kStageBytes = kActBytes + kLayoutV3UnitBytes;
+  static constexpr int kStageBytes = tensor_core_stage_bytes(BN);
+  static_assert(kStageBytes == kActBytes + kLayoutV3UnitBytes, "the activations, then the unit");
 
   // rows[n] (shared): the activation row of token column n, or -1. acc[j][0..3]: this warp's
   // weight rows g and g + 8 against token columns 8j + 2t and 8j + 2t + 1.

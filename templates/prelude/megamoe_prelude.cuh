@@ -13,14 +13,9 @@
 
 #define MM_DEVICE __device__ __forceinline__
 
-namespace megamoe {
+#include "interface/scalar_types.cuh"
 
-typedef unsigned char u8;
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
-typedef int i32;
-typedef long long i64;
+namespace megamoe {
 
 // Butterfly exchange within a warp (wavefront on AMD).
 MM_DEVICE float mm_shfl_xor(float v, int lane_mask) {

@@ -2,7 +2,9 @@
 // or gfx950 and no fp8 types; README.md says what is checked for AMD).
 #include <catch2/catch.hpp>
 
-#include "codegen/kernel_catalog.hpp"
+#include "codegen/kernel_paths.hpp"
+#include "codegen/layer_kernels.hpp"
+#include "codegen/tile_sizes.hpp"
 #include "jit/kernel_builder.hpp"
 #include "megamoe/errors.hpp"
 
@@ -20,7 +22,7 @@ TEST_CASE("hipRTC compiles the layer kernels of each activation for gfx90a", "[h
       CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");  // an AMDGPU code object
     }
   for (auto wire : {CombineWire::bf16, CombineWire::fp8_blockwise_1x32}) {
-    for (const KernelSpec& s : {stage2_portable_spec(64, wire, false), combine_spec(wire)})
+    for (const KernelSpec& s : std::vector<KernelSpec>{stage2_portable_spec(64, wire, false), combine_spec(wire)})
       CHECK(b.build(s).kernel->binary.substr(0, 4) == "\x7f" "ELF");
   }
   CHECK(b.build(route_spec()).kernel->binary.substr(0, 4) == "\x7f" "ELF");

@@ -5,7 +5,9 @@
 
 #include <set>
 
-#include "codegen/kernel_catalog.hpp"
+#include "codegen/kernel_paths.hpp"
+#include "codegen/layer_kernels.hpp"
+#include "codegen/tile_sizes.hpp"
 #include "jit/kernel_builder.hpp"
 #include "support/test_support.hpp"
 
@@ -42,12 +44,12 @@ void compile_activation(Activation act) {
       CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
     }
     for (int bm : {8, 128}) {
-      BuildReport r = b.build(stage1_mma_spec(act, bm, 3584, bc));
+      BuildReport r = b.build(stage1_tensor_core_spec(act, bm, 3584, bc));
       CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
     }
     for (int bm : {16, kHopperMaxBm})  // the Hopper token tiles' ends, x in blocks of one and of two chunks
       for (int x_block : {128, 256}) {
-        BuildReport r = b.build(stage1_wgmma_spec(act, bm, x_block, bc));
+        BuildReport r = b.build(stage1_hopper_spec(act, bm, x_block, bc));
         CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
       }
   }
@@ -78,10 +80,10 @@ TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asy
   KernelBuilder b(compiler, "sm_90a", {});
   const Activation act{ActivationKind::situv2, 4.f, 25.f, 0.f};
   std::vector<KernelSpec> specs;
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_wgmma_spec(act, bm, 256, false));
-  for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_wgmma_spec(act, bm, 128, false));  // x per chunk
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage2_wgmma_spec(bm, CombineWire::bf16, false));
-  for (int bm : {16, 32, 48, 64, 160}) specs.push_back(stages_wgmma_spec(act, bm, 256, CombineWire::bf16, false));
+  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, 256, false));
+  for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_hopper_spec(act, bm, 128, false));  // x per chunk
+  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, false));
+  for (int bm : {16, 32, 48, 64, 160}) specs.push_back(stages_hopper_spec(act, bm, 256, CombineWire::bf16, false));
   for (const KernelSpec& spec : specs) {
     PlannedKernel p = b.plan(spec);
     CompileInput in{p.rendered.name, p.rendered.source, p.rendered.headers, p.options};

@@ -2,7 +2,9 @@
 // parameters exactly; every included template header is collected.
 #include <catch2/catch.hpp>
 
-#include "codegen/kernel_catalog.hpp"
+#include "codegen/kernel_paths.hpp"
+#include "codegen/layer_kernels.hpp"
+#include "codegen/tile_sizes.hpp"
 #include "codegen/template_library.hpp"
 #include "megamoe/errors.hpp"
 #include "support/test_support.hpp"
@@ -32,14 +34,14 @@ TEST_CASE("kernel names spell the specialisation (golden)", "[codegen]") {
   CHECK(quantize_rows_spec(64).name() == "megamoe_quantize_rows_fp8x64");
   CHECK(dispatch_rows_spec(128, false).name() == "megamoe_dispatch_rows_fp8x128f_bc0");
   CHECK(dispatch_rows_spec(256, true).name() == "megamoe_dispatch_rows_fp8x256f_bc1");
-  CHECK(stage1_wgmma_spec(situv2(), 160, 256, false).name().find("_x256_bc0") != std::string::npos);
+  CHECK(stage1_hopper_spec(situv2(), 160, 256, false).name().find("_x256_bc0") != std::string::npos);
   CHECK(hopper_x_block(3584) == 256);
   CHECK(hopper_x_block(768) == 256);
   CHECK(hopper_x_block(384) == 128);
   CHECK(hopper_x_block(640) == 128);
-  CHECK(stage1_mma_spec(situv2(), 16, 3584, false).name() == "megamoe_stage1_mma_situv2_bm16_bw128_s8_bc0");
-  CHECK(stage2_mma_spec(128, 3072, CombineWire::fp8_blockwise_1x32, true).name() ==
-        "megamoe_stage2_mma_bm128_bw128_s4_fp8x32_bc1");
+  CHECK(stage1_tensor_core_spec(situv2(), 16, 3584, false).name() == "megamoe_stage1_tensor_core_situv2_bm16_bw128_s8_bc0");
+  CHECK(stage2_tensor_core_spec(128, 3072, CombineWire::fp8_blockwise_1x32, true).name() ==
+        "megamoe_stage2_tensor_core_bm128_bw128_s4_fp8x32_bc1");
   CHECK(combine_spec(CombineWire::fp8_blockwise_1x32).name() == "megamoe_combine_fp8x32");
 }
 
@@ -48,10 +50,11 @@ TEST_CASE("the rendered source calls the template with the config's values", "[c
   CHECK(k.name == "megamoe_stage1_portable_situv2_bm64_bn64_bc0");
   CHECK(k.threads == 256);
   CHECK_THAT(k.source, Catch::Contains("extern \"C\" __global__ void __launch_bounds__(256)\n"
-                                       "megamoe_stage1_portable_situv2_bm64_bn64_bc0("));
+                                       "megamoe_stage1_portable_situv2_bm64_bn64_bc0(const megamoe::Stage1PortableArgs "
+                                       "args) {"));
   CHECK_THAT(k.source, Catch::Contains("static constexpr float beta = 0x1p+2f;"));          // 4.0 exactly
   CHECK_THAT(k.source, Catch::Contains("static constexpr float linear_beta = 0x1.9p+4f;"));  // 25.0 exactly
-  CHECK_THAT(k.source, Catch::Contains("megamoe::stage1_portable<megamoe::SiTUv2<ActivationParams>, 64, 64, false>"));
+  CHECK_THAT(k.source, Catch::Contains("megamoe::stage1_portable<megamoe::SiTUv2<ActivationParams>, 64, 64, false>(args);"));
 
   RenderedKernel sw = render(stage1_portable_spec({ActivationKind::swiglu, 0, 0, 7.f}, 32, true));
   CHECK_THAT(sw.source, Catch::Contains("static constexpr float limit = 0x1.cp+2f;"));  // 7.0
@@ -65,8 +68,10 @@ TEST_CASE("every template header a kernel includes is collected, each once", "[c
   std::vector<std::string> paths;
   for (auto& h : k.headers) paths.push_back(h.path);
   CHECK(paths == std::vector<std::string>{"moe/stage1_portable.cuh", "common/activation.cuh",
-                                          "prelude/megamoe_prelude.cuh", "moe/portable_gemm.cuh",
-                                          "common/numerics.cuh", "moe/route.cuh"});
+                                          "prelude/megamoe_prelude.cuh", "interface/scalar_types.cuh",
+                                          "interface/kernel_args.cuh", "interface/kernel_constants.cuh",
+                                          "moe/epilogue_fp8.cuh", "common/numerics.cuh", "moe/portable_gemm.cuh",
+                                          "moe/routed_tiles.cuh"});
   for (auto& h : k.headers) CHECK(h.text == std::string(template_text(h.path)));
 }
 
@@ -89,13 +94,13 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
   CHECK(kernels_for_bucket(g, g.bucket(1), KernelPath::portable)[3].name() == "megamoe_stage1_portable_silu_bm64_bn64_bc0");
   CHECK(names(kernels_for_bucket(k, k.bucket(4096), KernelPath::tensor_core)) ==
         std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_quantize_rows_fp8x64",
-                                 "megamoe_stage1_mma_situv2_bm128_bw128_s4_bc0",
-                                 "megamoe_stage2_mma_bm128_bw128_s4_bf16_bc0", "megamoe_combine_bf16"});
+                                 "megamoe_stage1_tensor_core_situv2_bm128_bw128_s4_bc0",
+                                 "megamoe_stage2_tensor_core_bm128_bw128_s4_bf16_bc0", "megamoe_combine_bf16"});
   // Hopper: as many stages as fit beside the scale/epilogue region.
   CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::hopper)) ==
         std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8x256f_bc0",
-                                 "megamoe_stage1_wgmma_situv2_bm16_bw128_s9_b2_x256_bc0",
-                                 "megamoe_stage2_wgmma_bm16_bw128_s9_b2_bf16_bc0", "megamoe_combine_bf16"});
+                                 "megamoe_stage1_hopper_situv2_bm16_bw128_s9_b2_x256_bc0",
+                                 "megamoe_stage2_hopper_bm16_bw128_s9_b2_bf16_bc0", "megamoe_combine_bf16"});
   for (int b : {8, 4096}) {
     for (auto& spec : kernels_for_bucket(k, k.bucket(b), KernelPath::hopper)) {
       INFO(spec.name());
@@ -105,11 +110,11 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
       // list it) and the 1 KB per block the system keeps.
       CHECK(spec.threads == 384);
       CHECK(spec.min_blocks == hopper_blocks_per_sm(b == 8 ? 16 : 128));
-      const int static_bytes = 1024 + (spec.family == "stage1_wgmma" ? 3 * kHopperMaxBm * 4 + 16 : 0);
+      const int static_bytes = 1024 + (spec.family == "stage1_hopper" ? 3 * kHopperMaxBm * 4 + 16 : 0);
       CHECK(spec.min_blocks * (spec.shared_bytes + static_bytes + 1024) <= 233472);
       // Stage1 runs in pairs of blocks (a 128-column block of h spans two tiles), declared in the
       // entry point so that every launch makes them.
-      const bool pairs = spec.family == "stage1_wgmma";
+      const bool pairs = spec.family == "stage1_hopper";
       CHECK(spec.cluster == (pairs ? 2 : 0));
       CHECK((render(spec).source.find("__launch_bounds__(384, " + std::to_string(spec.min_blocks) +
                                       ") __cluster_dims__(2, 1, 1)\n") != std::string::npos) == pairs);
@@ -124,18 +129,19 @@ TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM t
     const int bm1 = hopper_bm(bm), bm2 = hopper_bm(bm);
     CHECK(bm1 == std::min(bm, kHopperMaxBm));
     CHECK(bm2 == std::min(bm, kHopperMaxBm));
-    for (const KernelSpec& spec : {stage1_wgmma_spec(act, bm1, 512, false), stage2_wgmma_spec(bm2, CombineWire::bf16, true)}) {
+    for (const KernelSpec& spec : std::vector<KernelSpec>{stage1_hopper_spec(act, bm1, 512, false),
+                                                         stage2_hopper_spec(bm2, CombineWire::bf16, true)}) {
       INFO(spec.name());
-      const int tile = spec.family == "stage1_wgmma" ? bm1 : bm2;
+      const int tile = spec.family == "stage1_hopper" ? bm1 : bm2;
       CHECK(spec.min_blocks == (tile <= 48 ? 2 : 1));
       // static shared memory as the cubins list it (Stage1's row maxima and barriers, 1 KB of ptxas's
       // own), then the driver's 1 KB per block, out of the SM's 228 KB
-      const int static_bytes = 1024 + (spec.family == "stage1_wgmma" ? 3 * tile * 4 + 16 : 0);
+      const int static_bytes = 1024 + (spec.family == "stage1_hopper" ? 3 * tile * 4 + 16 : 0);
       CHECK(spec.shared_bytes + static_bytes <= kHopperSharedLimit);
       CHECK(spec.min_blocks * (spec.shared_bytes + static_bytes + 1024) <= 233472);
-      CHECK(hopper_stages(tile, spec.family == "stage1_wgmma" ? 1 : 2) >= 3);  // a chunk in use, one landing, one queued
+      CHECK(hopper_stages(tile, spec.family == "stage1_hopper" ? 1 : 2) >= 3);  // a chunk in use, one landing, one queued
     }
-    const KernelSpec both = stages_wgmma_spec(act, bm1, 256, CombineWire::bf16, false);
+    const KernelSpec both = stages_hopper_spec(act, bm1, 256, CombineWire::bf16, false);
     INFO(both.name());
     CHECK(both.min_blocks == (bm1 <= 48 ? 2 : 1));
     CHECK(both.shared_bytes + 1024 + 3 * bm1 * 4 + 16 <= kHopperSharedLimit);
@@ -165,7 +171,7 @@ TEST_CASE("routing takes one block per 2048 slots, at least one and at most 256"
 }
 
 TEST_CASE("a launch bound with a block count is rendered with it", "[codegen]") {
-  KernelSpec s = stage2_wgmma_spec(64, CombineWire::bf16, false);
+  KernelSpec s = stage2_hopper_spec(64, CombineWire::bf16, false);
   CHECK(render(s).source.find("__launch_bounds__(384, 1)") != std::string::npos);
   CHECK(render(route_spec()).source.find("__launch_bounds__(1024)\n") != std::string::npos);
 }
@@ -207,7 +213,9 @@ TEST_CASE("each path's arithmetic is what its kernels are rendered for", "[codeg
     CHECK(lk.arithmetic.x == a.x);
     CHECK(lk.arithmetic.h == a.h);
     // the x quantizer's name spells its block
-    CHECK(lk.quantize.name().find("fp8x" + std::to_string(a.x)) != std::string::npos);
+    const std::vector<KernelSpec> all = lk.all();
+    CHECK(all[2].name().find("fp8x" + std::to_string(a.x)) != std::string::npos);
   }
-  CHECK(layer_kernels(k, k.bucket(64), KernelPath::hopper).stage1.name().find("_x256_") != std::string::npos);
+  CHECK(std::get<HopperKernels>(layer_kernels(k, k.bucket(64), KernelPath::hopper).path).stage1.name().find("_x256_") !=
+        std::string::npos);
 }

@@ -1,7 +1,9 @@
 // Cache keys change when, and only when, one of their inputs changes.
 #include <catch2/catch.hpp>
 
-#include "codegen/kernel_catalog.hpp"
+#include "codegen/kernel_paths.hpp"
+#include "codegen/layer_kernels.hpp"
+#include "codegen/tile_sizes.hpp"
 #include "jit/cache_key.hpp"
 #include "jit/kernel_builder.hpp"
 

@@ -10,7 +10,9 @@
 #include <set>
 #include <fcntl.h>
 
-#include "codegen/kernel_catalog.hpp"
+#include "codegen/kernel_paths.hpp"
+#include "codegen/layer_kernels.hpp"
+#include "codegen/tile_sizes.hpp"
 #include "jit/kernel_builder.hpp"
 #include "support/test_support.hpp"
 

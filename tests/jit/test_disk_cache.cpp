@@ -5,7 +5,9 @@
 
 #include <filesystem>
 
-#include "codegen/kernel_catalog.hpp"
+#include "codegen/kernel_paths.hpp"
+#include "codegen/layer_kernels.hpp"
+#include "codegen/tile_sizes.hpp"
 #include "jit/kernel_builder.hpp"
 #include "megamoe/errors.hpp"
 #include "support/test_support.hpp"
@@ -146,7 +148,7 @@ TEST_CASE("the cache folder comes from the environment", "[jit][cache]") {
 TEST_CASE("a compile error carries the name, key, options, log and saved source", "[jit][cache]") {
   test::TempDir dir;
   KernelSpec bad = spec();
-  bad.body = "this_is_not_declared(in);";
+  bad.function = "this_is_not_declared";
   auto b = builder(dir.path());
   PlannedKernel planned = b->plan(bad);
   try {

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "codegen/embedded_files.hpp"
+#include "common/embedded_files.hpp"
 #include "support/test_support.hpp"
 
 namespace megamoe::test {

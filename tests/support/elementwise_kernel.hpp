@@ -19,12 +19,16 @@ std::vector<Out> run_elementwise(const std::string& family, const std::vector<st
                                  const std::string& in_type, const std::string& out_type, const std::string& statement,
                                  const std::vector<In>& in, std::size_t n_out, const std::string& preamble = "") {
   std::unique_ptr<Device> dev = open_device(BackendKind::cuda);
+  // The test's own argument struct and template, in the rendered source's preamble.
   KernelSpec s;
   s.family = family;
   s.includes = includes;
-  s.preamble = preamble;
-  s.params = "const " + in_type + "* in, " + out_type + "* out, int n";
-  s.body = "const int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  " + statement;
+  s.preamble = preamble + "struct ElementwiseArgs {\n  const " + in_type + "* in;\n  " + out_type +
+               "* out;\n  int n;\n};\n__device__ void elementwise(const ElementwiseArgs& a) {\n  const " + in_type +
+               "* in = a.in;\n  " + out_type + "* out = a.out;\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+               "  if (i >= a.n) return;\n  " + statement + "\n}\n";
+  s.args = "megamoe_generated::ElementwiseArgs";
+  s.function = "megamoe_generated::elementwise";
   s.threads = 256;
   KernelBuilder builder(make_compiler(BackendKind::cuda), dev->arch(), {});
   BuildReport built = builder.build(s);
@@ -35,9 +39,12 @@ std::vector<Out> run_elementwise(const std::string& family, const std::vector<st
   DeviceBuffer din(*dev, in.size() * sizeof(In)), dout(*dev, n_out * sizeof(Out));
   dev->copy_to_device(din.get(), in.data(), in.size() * sizeof(In));
   dev->fill_bytes(dout.get(), 0xAB, dout.bytes());  // poisoned: an element not written shows
-  void* ip = din.get();
-  void* op = dout.get();
-  void* args[] = {&ip, &op, &n};
+  struct {  // ElementwiseArgs
+    const void* in;
+    void* out;
+    int n;
+  } a{din.get(), dout.get(), n};
+  void* args[] = {&a};
   dev->launch(fn, Dim3{unsigned((n + 255) / 256), 1, 1}, Dim3{256, 1, 1}, 0, nullptr, args);
   dev->synchronize(nullptr);
   std::vector<Out> out(n_out);

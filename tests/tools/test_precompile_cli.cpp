@@ -61,8 +61,8 @@ TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
   CHECK(count(dry.out, "would compile") == 15);  // sm_90a: the Hopper path, 6 + 5 token tiles
   Result both = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path all");
   CHECK(count(both.out, "\nmegamoe_") == 31);  // route_count, route, combine shared; 3 quantizers, 6 + 8 + 11 stages
-  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_mma_situv2_bm128_bw128_s4_bc0"));
-  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_wgmma_situv2_bm160_bw128_s5_b1_x256_bc0"));
+  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_tensor_core_situv2_bm128_bw128_s4_bc0"));
+  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm160_bw128_s5_b1_x256_bc0"));
   CHECK(precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path fast").status == 2);
   CHECK_FALSE(std::filesystem::exists(dir.path() / "v1"));
 }
@@ -101,20 +101,20 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
     CHECK_THAT(list.out, Catch::Contains(std::string("config ") + name));
   }
   Result silu = precompile(dir.path().string(), "--config '" + dir.path().string() + "/cfg/kimi_silu.json' --all --list");
-  CHECK_THAT(silu.out, Catch::Contains("megamoe_stage1_wgmma_silu_bm160"));
+  CHECK_THAT(silu.out, Catch::Contains("megamoe_stage1_hopper_silu_bm160"));
   Result checked =
       precompile(dir.path().string(), "--config '" + dir.path().string() + "/cfg/kimi_checked.json' --all --list");
   CHECK_THAT(checked.out, Catch::Contains("_bc1"));
   // A bucket with both stages in one kernel lists it instead of the two.
   Result fused = precompile(dir.path().string(),
                             "--config '" + dir.path().string() + "/cfg/kimi_fused.json' --bucket 8 --list");
-  CHECK_THAT(fused.out, Catch::Contains("megamoe_stages_wgmma_situv2_bm16"));
-  CHECK_THAT(fused.out, !Catch::Contains("megamoe_stage1_wgmma"));
-  CHECK_THAT(fused.out, !Catch::Contains("megamoe_stage2_wgmma"));
+  CHECK_THAT(fused.out, Catch::Contains("megamoe_stages_hopper_situv2_bm16"));
+  CHECK_THAT(fused.out, !Catch::Contains("megamoe_stage1_hopper"));
+  CHECK_THAT(fused.out, !Catch::Contains("megamoe_stage2_hopper"));
   // 64-token tiles at one block per SM: Stage1's main loop takes its 3 chunks in pairs.
   Result odd = precompile(dir.path().string(),
                           "--config '" + dir.path().string() + "/cfg/small_odd_chunks.json' --bucket 64 --list");
-  CHECK_THAT(odd.out, Catch::Contains("megamoe_stage1_wgmma_silu_bm64_bw128_s"));
+  CHECK_THAT(odd.out, Catch::Contains("megamoe_stage1_hopper_silu_bm64_bw128_s"));
   CHECK_THAT(odd.out, Catch::Contains("_b1_x128_bc0"));  // model_dim 384: x per chunk
   Result partial = precompile(dir.path().string(),
                               "--config '" + dir.path().string() + "/cfg/small_x256_partial.json' --bucket 1 --list");

@@ -12,7 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "codegen/kernel_catalog.hpp"
+#include "codegen/kernel_paths.hpp"
+#include "codegen/layer_kernels.hpp"
 #include "common/cli.hpp"
 #include "jit/kernel_builder.hpp"
 #include "megamoe/config.hpp"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds one of the Hopper microbenchmarks beside this script with nvcc for sm_90a and, where a
-# GPU is present, runs it (docs/perf-notes.md says what each measured):
+# GPU is present, runs it (docs/journal/2026-11.md says what each measured):
 #   wgmma_rate    what the kernels' wgmma cost a warpgroup by token-tile width (eighth session)
 #   overlap_rate  whether one warpgroup's wgmma and another's arithmetic slow each other (ninth)
 # Build on the CPU machine, carry build/NAME, run it on the GPU machine.

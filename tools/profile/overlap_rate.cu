@@ -1,6 +1,6 @@
 // Whether a warpgroup's wgmma and another warpgroup's arithmetic overlap on one SM, as the Hopper
 // kernels assume (one warpgroup's wgmma run while the other converts and promotes): warpgroup 0
-// loops over four RS wgmma m64n160k32 e4m3 (the 160-token tiles' chunk; templates/sm90/wgmma.cuh),
+// loops over four RS wgmma m64n160k32 e4m3 (the 160-token tiles' chunk; templates/hopper/wgmma.cuh),
 // warpgroup 1 over independent FFMA (as the promotion), integer ops (as the conversion) or both,
 // each alone and together, one block per SM; then the same with the wgmma's A in shared memory
 // (SS). Prints cycles per loop of each; where they overlap, running both costs each about what it
@@ -10,7 +10,7 @@
 
 #include <cuda_runtime.h>
 
-#include "sm90/wgmma.cuh"
+#include "hopper/wgmma.cuh"
 #include "wgmma_ss_e4m3.cuh"  // generated beside this file
 
 using namespace megamoe;

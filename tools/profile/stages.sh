@@ -17,7 +17,7 @@ sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(128 8192)
 status=0
 for bs in "${sizes[@]}"; do
-  for kernel in stage1_wgmma stage2_wgmma; do
+  for kernel in stage1_hopper stage2_hopper; do
     rep="$out/${kernel}_bs$bs"
     echo "== $kernel, bs $bs"
     if ! "$ncu" --clock-control none --section SpeedOfLight --section WarpStateStats --section SourceCounters \

@@ -1,5 +1,5 @@
 // What the Hopper kernels' wgmma cost a warpgroup, by token-tile width N: loops of `wgmma.fence`,
-// four RS wgmma m64nNk32 e4m3 (A from registers, B from shared memory; templates/sm90/wgmma.cuh),
+// four RS wgmma m64nNk32 e4m3 (A from registers, B from shared memory; templates/hopper/wgmma.cuh),
 // `commit` and `wait 0`, with 1 or 2 warpgroups per block and 1 or 2 blocks per SM, the fragments
 // reloaded from shared memory every loop as the kernels do. Prints cycles per loop and warpgroup
 // (split into the issue and the wait) and wgmma per SM per nanosecond. Built and run by
@@ -8,7 +8,7 @@
 
 #include <cuda_runtime.h>
 
-#include "sm90/wgmma.cuh"
+#include "hopper/wgmma.cuh"
 
 using namespace megamoe;
 

@@ -11,7 +11,9 @@
 #include <limits>
 #include <random>
 
-#include "codegen/kernel_catalog.hpp"
+#include "codegen/kernel_paths.hpp"
+#include "codegen/layer_kernels.hpp"
+#include "codegen/tile_sizes.hpp"
 #include "reference/activation_ref.hpp"
 #include "support/elementwise_kernel.hpp"
 

@@ -1,0 +1,53 @@
+// The spec builders of every kernel family: what each is specialised on, its name, block size and
+// shared memory. Each returns the spec typed by its argument struct
+// (templates/interface/kernel_args.cuh), which the runtime launches it with.
+#pragma once
+#include <string>
+
+#include "codegen/kernel_spec.hpp"
+#include "interface/kernel_args.cuh"
+#include "megamoe/config.hpp"
+
+namespace megamoe {
+
+// The activation as rendered C++: a Params struct (in the preamble) and the type to use.
+struct ActivationCode {
+  std::string tag;       // "silu", "situv2", "swiglu": part of kernel names
+  std::string preamble;  // struct ActivationParams {...}; (empty for silu)
+  std::string type;      // e.g. "megamoe::SiTUv2<ActivationParams>"
+};
+ActivationCode activation_code(const Activation& act);
+
+// --- every path (specs_common.cpp) ---
+// Routing over route_blocks(slots) blocks: with more than one, route_count, then route.
+TypedSpec<RouteCountArgs> route_count_spec();
+TypedSpec<RouteArgs> route_spec();
+int route_blocks(long long slots);
+TypedSpec<CombineArgs> combine_spec(CombineWire wire);
+// x to fp8 by token in blocks of 32 (portable) or 64 (tensor_core).
+TypedSpec<QuantizeRowsArgs> quantize_rows_spec(int block = 32);
+
+// --- portable (specs_portable.cpp) ---
+TypedSpec<Stage1PortableArgs> stage1_portable_spec(const Activation& act, int bm, bool bounds_check);
+TypedSpec<Stage2PortableArgs> stage2_portable_spec(int bm, CombineWire wire, bool bounds_check);
+
+// --- tensor_core (specs_tensor_core.cpp) ---
+TypedSpec<Stage1TensorCoreArgs> stage1_tensor_core_spec(const Activation& act, int bm, int model_dim, bool bounds_check);
+TypedSpec<Stage2TensorCoreArgs> stage2_tensor_core_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
+
+// --- hopper (specs_hopper.cpp) ---
+// x quantized once per token into the routed layout: quantize_rows' place on this path.
+TypedSpec<DispatchRowsArgs> dispatch_rows_spec(int x_block, bool bounds_check);
+TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check);
+TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check);
+// Both stages in one persistent kernel (a bucket's fused_stages).
+TypedSpec<StagesHopperArgs> stages_hopper_spec(const Activation& act, int bm, int x_block, CombineWire wire,
+                                               bool bounds_check);
+
+// Name parts shared by the builders.
+std::string wire_tag(CombineWire wire);            // "bf16", "fp8x32"
+std::string wire_code(CombineWire wire);           // the kWire template argument
+std::string bounds_tag(bool bounds_check);         // "bc0", "bc1"
+std::string bool_literal(bool value);              // "true", "false"
+
+}  // namespace megamoe

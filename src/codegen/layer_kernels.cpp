@@ -1,0 +1,55 @@
+#include "codegen/layer_kernels.hpp"
+
+#include "codegen/kernel_paths.hpp"
+#include "codegen/tile_sizes.hpp"
+
+namespace megamoe {
+
+std::vector<KernelSpec> LayerKernels::all() const {
+  std::vector<KernelSpec> v = {route_count, route};
+  if (auto* p = std::get_if<PortableKernels>(&path)) v.insert(v.end(), {p->quantize, p->stage1, p->stage2});
+  if (auto* t = std::get_if<TensorCoreKernels>(&path)) v.insert(v.end(), {t->quantize, t->stage1, t->stage2});
+  if (auto* h = std::get_if<HopperKernels>(&path)) {
+    v.push_back(h->dispatch);
+    if (h->stages) v.push_back(*h->stages);
+    else v.insert(v.end(), {h->stage1, h->stage2});
+  }
+  v.push_back(combine);
+  return v;
+}
+
+LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
+  LayerKernels k;
+  const ModelShape& m = config.model;
+  k.arithmetic = path_arithmetic(path, m);
+  k.route_count = route_count_spec();
+  k.route = route_spec();
+  k.combine = combine_spec(b.combine_wire);
+  if (path == KernelPath::hopper) {
+    k.bm1 = hopper_bm(b.stage1.bm), k.bm2 = hopper_bm(b.stage2.bm);
+    HopperKernels h;
+    h.dispatch = dispatch_rows_spec(k.arithmetic.x, b.bounds_check);
+    h.stage1 = stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check);
+    h.stage2 = stage2_hopper_spec(k.bm2, b.combine_wire, b.bounds_check);
+    if (b.fused_stages)
+      h.stages = stages_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.combine_wire, b.bounds_check);
+    k.path = std::move(h);
+  } else if (path == KernelPath::tensor_core) {
+    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm);
+    k.path = TensorCoreKernels{quantize_rows_spec(k.arithmetic.x),
+                               stage1_tensor_core_spec(config.activation, k.bm1, m.model_dim, b.bounds_check),
+                               stage2_tensor_core_spec(k.bm2, m.inter_dim, b.combine_wire, b.bounds_check)};
+  } else {
+    k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm);
+    k.path = PortableKernels{quantize_rows_spec(k.arithmetic.x),
+                             stage1_portable_spec(config.activation, k.bm1, b.bounds_check),
+                             stage2_portable_spec(k.bm2, b.combine_wire, b.bounds_check)};
+  }
+  return k;
+}
+
+std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path) {
+  return layer_kernels(config, bucket, path).all();
+}
+
+}  // namespace megamoe

@@ -1,0 +1,50 @@
+// The kernels a bucket of a config launches on a path, typed by their argument structs: routing
+// and combine on every path, and each path's own quantization and stage kernels.
+#pragma once
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "codegen/kernel_specs.hpp"
+#include "megamoe/config.hpp"
+
+namespace megamoe {
+
+struct PortableKernels {
+  TypedSpec<QuantizeRowsArgs> quantize;
+  TypedSpec<Stage1PortableArgs> stage1;
+  TypedSpec<Stage2PortableArgs> stage2;
+};
+
+struct TensorCoreKernels {
+  TypedSpec<QuantizeRowsArgs> quantize;
+  TypedSpec<Stage1TensorCoreArgs> stage1;
+  TypedSpec<Stage2TensorCoreArgs> stage2;
+};
+
+struct HopperKernels {
+  TypedSpec<DispatchRowsArgs> dispatch;
+  TypedSpec<Stage1HopperArgs> stage1;
+  TypedSpec<Stage2HopperArgs> stage2;
+  std::optional<TypedSpec<StagesHopperArgs>> stages;  // the bucket's fused_stages: launched instead of both
+};
+
+struct LayerKernels {
+  TypedSpec<RouteCountArgs> route_count;
+  TypedSpec<RouteArgs> route;
+  TypedSpec<CombineArgs> combine;
+  std::variant<PortableKernels, TensorCoreKernels, HopperKernels> path;
+  int bm1 = 0, bm2 = 0;       // token rows per Stage1 / Stage2 tile
+  PathArithmetic arithmetic;  // the scale blocks the kernels were rendered for
+
+  // Every kernel, in launch order.
+  std::vector<KernelSpec> all() const;
+};
+
+// The kernels of a bucket on a (resolved) path.
+LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path);
+
+// The same, as a list in launch order (the precompile tool and the tests).
+std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path);
+
+}  // namespace megamoe

@@ -1,0 +1,79 @@
+// The Hopper path's kernels (templates/moe/dispatch_rows.cuh, stage{1,2}_hopper.cuh,
+// stages_hopper.cuh): wgmma, bulk copies on mbarriers, warp-specialised, sm_90a.
+#include <fmt/format.h>
+
+#include "codegen/kernel_specs.hpp"
+#include "codegen/tile_sizes.hpp"
+
+namespace megamoe {
+
+TypedSpec<DispatchRowsArgs> dispatch_rows_spec(int x_block, bool bounds_check) {
+  TypedSpec<DispatchRowsArgs> s;
+  s.family = "dispatch_rows";
+  s.name_parts = {fmt::format("fp8x{}f", x_block), bounds_tag(bounds_check)};
+  s.includes = {"moe/dispatch_rows.cuh"};
+  s.function = "megamoe::dispatch_rows";
+  s.template_args = {std::to_string(x_block), bool_literal(bounds_check)};
+  s.threads = kDispatchThreads;
+  return s;
+}
+
+namespace {
+// What every Hopper stage kernel of a token tile shares (`stage` as hopper_stages takes it): a
+// producer and two consumer warpgroups, its blocks per SM and shared memory, and the name parts
+// that spell them.
+template <class Args>
+TypedSpec<Args> hopper_tile_spec(const char* family, int bm, int stage) {
+  TypedSpec<Args> s;
+  s.family = family;
+  s.function = std::string("megamoe::") + family;
+  s.threads = kHopperThreads;
+  s.min_blocks = hopper_blocks_per_sm(bm);
+  s.shared_bytes = hopper_smem(bm, stage);
+  s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kWeightRowsPerBlock),
+                  fmt::format("s{}", hopper_stages(bm, stage)), fmt::format("b{}", s.min_blocks)};
+  return s;
+}
+}  // namespace
+
+TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check) {
+  ActivationCode a = activation_code(act);
+  auto s = hopper_tile_spec<Stage1HopperArgs>("stage1_hopper", bm, 1);
+  s.name_parts.insert(s.name_parts.begin(), a.tag);
+  s.name_parts.push_back(fmt::format("x{}", x_block));
+  s.name_parts.push_back(bounds_tag(bounds_check));
+  s.includes = {"moe/stage1_hopper.cuh"};
+  s.preamble = a.preamble;
+  s.template_args = {a.type, std::to_string(bm), std::to_string(hopper_stages(bm, 1)), std::to_string(s.min_blocks),
+                     std::to_string(x_block), std::to_string(s.shared_bytes), bool_literal(bounds_check)};
+  s.cluster = 2;  // the two tiles of a 128-column block of h side by side
+  return s;
+}
+
+TypedSpec<StagesHopperArgs> stages_hopper_spec(const Activation& act, int bm, int x_block, CombineWire wire,
+                                               bool bounds_check) {
+  ActivationCode a = activation_code(act);
+  auto s = hopper_tile_spec<StagesHopperArgs>("stages_hopper", bm, 3);
+  s.name_parts.insert(s.name_parts.begin(), a.tag);
+  for (std::string part : {fmt::format("x{}", x_block), wire_tag(wire), bounds_tag(bounds_check)})
+    s.name_parts.push_back(part);
+  s.includes = {"moe/stages_hopper.cuh"};
+  s.preamble = a.preamble;
+  s.template_args = {a.type, std::to_string(bm), std::to_string(hopper_stages(bm, 3)), std::to_string(s.min_blocks),
+                     std::to_string(x_block), std::to_string(s.shared_bytes), wire_code(wire),
+                     bool_literal(bounds_check)};
+  s.cluster = 2;  // Stage1's two tiles of a 128-column block of h side by side
+  return s;
+}
+
+TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check) {
+  auto s = hopper_tile_spec<Stage2HopperArgs>("stage2_hopper", bm, 2);
+  s.name_parts.push_back(wire_tag(wire));
+  s.name_parts.push_back(bounds_tag(bounds_check));
+  s.includes = {"moe/stage2_hopper.cuh"};
+  s.template_args = {std::to_string(bm), std::to_string(hopper_stages(bm, 2)), std::to_string(s.min_blocks),
+                     std::to_string(s.shared_bytes), wire_code(wire), bool_literal(bounds_check)};
+  return s;
+}
+
+}  // namespace megamoe

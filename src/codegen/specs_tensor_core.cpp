@@ -1,0 +1,40 @@
+// The tensor-core path's stage kernels (templates/moe/stage{1,2}_tensor_core.cuh): fp8 mma.sync,
+// NVIDIA sm_89 and later.
+#include <fmt/format.h>
+
+#include "codegen/kernel_specs.hpp"
+#include "codegen/tile_sizes.hpp"
+
+namespace megamoe {
+
+TypedSpec<Stage1TensorCoreArgs> stage1_tensor_core_spec(const Activation& act, int bm, int model_dim,
+                                                        bool bounds_check) {
+  ActivationCode a = activation_code(act);
+  TypedSpec<Stage1TensorCoreArgs> s;
+  s.family = "stage1_tensor_core";
+  s.name_parts = {a.tag, fmt::format("bm{}", bm), fmt::format("bw{}", kWeightRowsPerBlock),
+                  fmt::format("s{}", tensor_core_stages(bm)), bounds_tag(bounds_check)};
+  s.includes = {"moe/stage1_tensor_core.cuh"};
+  s.preamble = a.preamble;
+  s.function = "megamoe::stage1_tensor_core";
+  s.template_args = {a.type, std::to_string(bm), std::to_string(tensor_core_stages(bm)), bool_literal(bounds_check)};
+  s.threads = kTensorCoreThreads;
+  s.shared_bytes = tensor_core_smem(bm, model_dim, 64);  // the epilogue: h's 64 columns
+  return s;
+}
+
+TypedSpec<Stage2TensorCoreArgs> stage2_tensor_core_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check) {
+  TypedSpec<Stage2TensorCoreArgs> s;
+  s.family = "stage2_tensor_core";
+  s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kWeightRowsPerBlock),
+                  fmt::format("s{}", tensor_core_stages(bm)), wire_tag(wire), bounds_tag(bounds_check)};
+  s.includes = {"moe/stage2_tensor_core.cuh"};
+  s.function = "megamoe::stage2_tensor_core";
+  s.template_args = {std::to_string(bm), std::to_string(tensor_core_stages(bm)), wire_code(wire),
+                     bool_literal(bounds_check)};
+  s.threads = kTensorCoreThreads;
+  s.shared_bytes = tensor_core_smem(bm, inter_dim, kWeightRowsPerBlock);  // the epilogue: 128 output columns
+  return s;
+}
+
+}  // namespace megamoe

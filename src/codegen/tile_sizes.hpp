@@ -1,0 +1,37 @@
+// Each path's token tile, pipeline depth and shared memory, from a bucket's config (the sizes the
+// kernels' layouts take are in templates/interface/kernel_constants.cuh, shared with them).
+#pragma once
+#include "interface/kernel_constants.cuh"
+
+namespace megamoe {
+
+// Portable: the config's BM rounded up to a power of two, at most 64; kPortableBn weight columns.
+int portable_bm(int config_bm);
+
+// Tensor-core: the config's BM rounded up to a power of two, at most 128; pipeline depth in
+// chunks of 128 k; the shared memory of a stage kernel whose GEMM has this K and whose epilogue
+// tile has epilogue_cols columns.
+int tensor_core_bm(int config_bm);
+int tensor_core_stages(int bm);
+int tensor_core_smem(int bm, int k, int epilogue_cols);
+
+// Hopper: x in scale blocks of 256 where model_dim allows, else 128 (one promotion per block); h
+// in blocks of 128 (one promotion per chunk). Why not longer: docs/layer.md, accuracy.
+inline constexpr int kHopperHBlock = 128;
+int hopper_x_block(int model_dim);
+// The token tile: the config's BM (a multiple of 16), capped at kHopperMaxBm.
+inline constexpr int kHopperMaxBm = 176;
+int hopper_bm(int config_bm);
+// Blocks per SM: 2 for token tiles up to 48 (more warps to hide a chunk's latencies).
+int hopper_blocks_per_sm(int bm);
+// Pipeline stages and dynamic shared memory of a Hopper kernel: `stage` 1, 2, or 3 (both stages
+// in one kernel, whose region is Stage2's, the longer); and its static shared memory.
+int hopper_stages(int bm, int stage);
+int hopper_smem(int bm, int stage);
+int hopper_static_smem(int bm, int stage);
+inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
+
+// The largest token tile of any path (the routed layout's overhang past its last row).
+inline constexpr int kMaxTokenTile = kHopperMaxBm;
+
+}  // namespace megamoe

@@ -1,0 +1,63 @@
+// A bucket's kernels loaded on the device, each typed by its argument struct as its spec was
+// (codegen/layer_kernels.hpp), so that a launch can only pass the struct the kernel takes.
+#pragma once
+#include <memory>
+#include <optional>
+#include <variant>
+
+#include "codegen/layer_kernels.hpp"
+#include "jit/kernel_builder.hpp"
+#include "megamoe/device.hpp"
+
+namespace megamoe {
+
+struct LoadedKernel {
+  std::shared_ptr<const BuiltKernel> built;
+  std::unique_ptr<Module> module;
+  void* function = nullptr;
+  int threads = 0;
+  int shared_bytes = 0;
+  int blocks_per_sm = 0;  // the launch bound's (0: none given)
+  int cluster = 1;        // blocks per cluster: the grid is a multiple of it
+
+  // Blocks per SM a persistent grid of this kernel plans for: the launch bound's, else 2.
+  int planned_per_sm() const { return blocks_per_sm > 0 ? blocks_per_sm : 2; }
+};
+
+template <class Args>
+struct Kernel : LoadedKernel {};
+
+struct PortableLoaded {
+  Kernel<QuantizeRowsArgs> quantize;
+  Kernel<Stage1PortableArgs> stage1;
+  Kernel<Stage2PortableArgs> stage2;
+};
+
+struct TensorCoreLoaded {
+  Kernel<QuantizeRowsArgs> quantize;
+  Kernel<Stage1TensorCoreArgs> stage1;
+  Kernel<Stage2TensorCoreArgs> stage2;
+};
+
+struct HopperLoaded {
+  Kernel<DispatchRowsArgs> dispatch;
+  Kernel<Stage1HopperArgs> stage1;
+  Kernel<Stage2HopperArgs> stage2;
+  std::optional<Kernel<StagesHopperArgs>> stages;  // the bucket's fused_stages
+  unsigned stages_grid_cap = 0;  // blocks of `stages` that can be resident at once: its tiles wait on each other
+};
+
+struct BucketKernels {
+  const BucketConfig* bucket = nullptr;
+  int bm1 = 0, bm2 = 0;
+  Kernel<RouteCountArgs> route_count;
+  Kernel<RouteArgs> route;
+  Kernel<CombineArgs> combine;
+  std::variant<PortableLoaded, TensorCoreLoaded, HopperLoaded> path;
+};
+
+// Builds (through the cache) and loads every kernel of `specs`.
+std::unique_ptr<BucketKernels> load_bucket_kernels(Device& device, KernelBuilder& builder, const BucketConfig& bucket,
+                                                   const LayerKernels& specs);
+
+}  // namespace megamoe

@@ -1,0 +1,65 @@
+// One call's launches: the launch helper (a kernel and the struct it takes), the persistent
+// grids' size, and one launcher per kernel path (launch_*.cpp). Runtime::forward checks its
+// arguments, then calls these in order.
+#pragma once
+#include <algorithm>
+
+#include "megamoe/runtime.hpp"
+#include "runtime/bucket_kernels.hpp"
+#include "runtime/workspace.hpp"
+
+namespace megamoe {
+
+// What every launch of a call needs: the device, the stream, the events between the stages
+// (recorded only with RuntimeOptions.profile) and the call's inputs.
+struct LayerCall {
+  Device& device;
+  StreamHandle stream;
+  EventHandle* marks;  // the 6 stage events (StageTimes), or null
+  const ModelShape& model;
+  const BucketKernels& kernels;
+  Workspace& ws;
+  const PreparedWeights& weights;
+  const void* x;
+  const int* ids;
+  const float* route_weights;
+  void* y;
+  int tokens;
+
+  int slots() const { return tokens * model.topk; }
+
+  // early: may start while the stream's previous kernel finishes (Device::launch's early_start);
+  // such a kernel waits for it in mm_wait_prior_grid() before it touches memory.
+  template <class Args>
+  void launch(const Kernel<Args>& kernel, unsigned grid, const Args& args, bool early = false) const {
+    void* params[] = {const_cast<Args*>(&args)};
+    device.launch(kernel.function, {grid}, {unsigned(kernel.threads)}, std::size_t(kernel.shared_bytes), stream,
+                  params, early);
+  }
+  // Event i of the stage boundaries (StageTimes): 0 before routing ... 5 after combine.
+  void mark(int i) const {
+    if (marks) device.record(marks[i], stream);
+  }
+
+  // A persistent grid: at most blocks_per_sm blocks per SM walk the tiles routing laid out, in
+  // whole clusters (the tile count is a multiple of the cluster: col_tiles is).
+  unsigned tile_grid(int bm, int col_tiles, int blocks_per_sm, int cluster = 1) const {
+    const long long row_tiles = (slots() + bm - 1) / bm + model.experts_per_rank;  // each expert adds at most one partial tile
+    const long long g = std::min<long long>(row_tiles * col_tiles, (long long)blocks_per_sm * device.multiprocessors());
+    return unsigned(std::max<long long>(g / cluster * cluster, cluster));
+  }
+};
+
+// Every path: routing (route_count where it takes more than one block, then route), and combine.
+void launch_route(const LayerCall& call);
+void launch_combine(const LayerCall& call);
+
+// x to fp8 by token (the portable and tensor-core paths).
+void launch_quantize_rows(const LayerCall& call, const Kernel<QuantizeRowsArgs>& kernel);
+
+// Each path's quantization and stages, between marks 1 and 4.
+void launch_stages_portable(const LayerCall& call, const PortableLoaded& k);
+void launch_stages_tensor_core(const LayerCall& call, const TensorCoreLoaded& k);
+void launch_stages_hopper(const LayerCall& call, const HopperLoaded& k);
+
+}  // namespace megamoe

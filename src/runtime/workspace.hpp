@@ -1,0 +1,35 @@
+// The device buffers one Runtime's calls work in, allocated once, sized from the config, the
+// options and the path (docs/layer.md, "Workspace", lists them with their sizes).
+#pragma once
+#include <cstddef>
+
+#include "megamoe/config.hpp"
+#include "megamoe/device.hpp"
+#include "megamoe/runtime.hpp"
+
+namespace megamoe {
+
+struct Workspace {
+  static Workspace create(Device& device, const Config& config, const RuntimeOptions& options, KernelPath path);
+
+  // Routing: route_count's rows per block and expert; the layout per expert (first routed row,
+  // first Stage1 and Stage2 row tiles); per routed row its token, slot and route weight; per
+  // slot its routed row.
+  DeviceBuffer route_counts, expert_offsets, tile_offsets1, tile_offsets2;
+  DeviceBuffer row_token, row_slot, row_weight, slot_row;
+  // x and h in fp8 with their scales: x by token (portable, tensor_core) or routed (hopper), h
+  // by routed row; e8m0 scales per 32 or 64 values, or on the Hopper path f32 per 128.
+  DeviceBuffer x_q, x_scales, h_q, h_scales;
+  // Stage2's rows for combine, by slot: bf16, or e4m3 in the first half with e8m0 wire_scales.
+  DeviceBuffer wire, wire_scales;
+  DeviceBuffer errors;       // kErrWords ints (interface/kernel_constants.cuh)
+  DeviceBuffer expert_done;  // the fused stages' Stage1 tiles stored, by expert
+  int rows_capacity = 0;     // routed rows: max_tokens x topk
+  int rows_pad = 0;          // rows per chunk of the routed layout: rows_capacity and a last tile's overhang
+
+  // The error words as no call has touched them.
+  void clear_errors(Device& device);
+  std::size_t bytes() const;
+};
+
+}  // namespace megamoe

@@ -1,0 +1,209 @@
+// The arguments of every kernel family, one struct each. The host fills a struct by field name
+// (src/runtime/launch_*.cpp), the rendered entry point takes it by value and hands it to its
+// template (src/codegen/render.cpp), and the templates read it by field name: both compilers see
+// this one definition. Plain types and pointers only (the host compiler includes it too); kName
+// is what the rendered entry point calls the struct.
+// Device pointers throughout; "routed rows" are the rows route lays out expert by expert
+// (docs/layer.md), rows_capacity their count in the workspace.
+#pragma once
+#include "interface/kernel_constants.cuh"
+
+namespace megamoe {
+
+// route_count (moe/route.cuh): counts[block][expert], block b's rows routed to each expert.
+struct RouteCountArgs {
+  static constexpr const char* kName = "RouteCountArgs";
+  const int* ids;  // [tokens][topk] expert ids; -1 an empty slot
+  int tokens, topk, experts;
+  int* counts;
+  int* errors;  // kErrWords words
+};
+
+// route (moe/route.cuh): the routed layout of a call. counts: route_count's, or null where route
+// runs on one block and counts for itself.
+struct RouteArgs {
+  static constexpr const char* kName = "RouteArgs";
+  const int* ids;
+  const float* weights;  // [tokens][topk] route weights
+  int tokens, topk, experts;
+  int bm1, bm2;  // Stage1's and Stage2's token tiles
+  const int* counts;
+  int* expert_offsets;  // [experts + 1]: an expert's first routed row
+  int* tile_offsets1;   // [experts + 1]: an expert's first Stage1 row tile
+  int* tile_offsets2;   // [experts + 1]: the same for Stage2
+  int* row_token;       // per routed row: its token
+  int* row_slot;        // per routed row: its slot t * topk + k
+  float* row_weight;    // per routed row: its route weight
+  int* slot_row;        // per slot: its routed row, -1 for none
+  int* errors;
+};
+
+// quantize_rows (moe/quantize_rows.cuh): x to fp8 by token, e8m0 scales per block of values.
+struct QuantizeRowsArgs {
+  static constexpr const char* kName = "QuantizeRowsArgs";
+  const u16* x;  // [rows][cols] bf16
+  int rows, cols;
+  u8* q;       // [rows][cols] e4m3
+  u8* scales;  // [rows][cols / block] e8m0
+};
+
+// dispatch_rows (moe/dispatch_rows.cuh): x quantized once per token and written to each of its
+// routed rows in the routed layout (moe/routed_rows.cuh).
+struct DispatchRowsArgs {
+  static constexpr const char* kName = "DispatchRowsArgs";
+  const u16* x;
+  const int* ids;
+  const int* slot_row;
+  const int* expert_offsets;
+  int tokens, topk, experts, model_dim;
+  int rows_pad;  // rows per chunk of the routed layout
+  int rows_capacity;
+  u8* xr;            // routed x, e4m3
+  float* xs;         // routed x's scales
+  int* expert_done;  // the fused stages' counters by expert, zeroed here; or null
+  int* errors;
+};
+
+// stage1_portable (moe/stage1_portable.cuh): h = act(W1 x) by routed row, W1 in layout v1.
+struct Stage1PortableArgs {
+  static constexpr const char* kName = "Stage1PortableArgs";
+  const u8* x_q;       // by token, e4m3
+  const u8* x_scales;  // by token, e8m0 per 32 values
+  const int* expert_offsets;
+  const int* tile_offsets;
+  const int* row_token;
+  const u8* w1_packed;  // layout v1 (the checkpoint's)
+  const u8* w1_scales;
+  int experts, model_dim, inter_dim;
+  u8* h_q;       // by routed row
+  u8* h_scales;  // e8m0 per 32 values
+  int rows_capacity, tokens;
+  int* errors;
+};
+
+// stage2_portable (moe/stage2_portable.cuh): W2 h by routed row, times the route weight, onto the
+// combine wire at the row's slot.
+struct Stage2PortableArgs {
+  static constexpr const char* kName = "Stage2PortableArgs";
+  const u8* h_q;
+  const u8* h_scales;
+  const int* expert_offsets;
+  const int* tile_offsets;
+  const int* row_slot;
+  const float* row_weight;
+  const u8* w2_packed;
+  const u8* w2_scales;
+  int experts, model_dim, inter_dim;
+  void* wire;        // [slots][model_dim]: bf16, or e4m3 with wire_scales
+  u8* wire_scales;   // e8m0 per 32 values (the fp8 wire)
+  int rows_capacity, slots;
+  int* errors;
+};
+
+// stage1_tensor_core (moe/stage1_tensor_core.cuh): as stage1_portable, W1 in layout v3 and x
+// and h in scale blocks of 64.
+struct Stage1TensorCoreArgs {
+  static constexpr const char* kName = "Stage1TensorCoreArgs";
+  const u8* x_q;
+  const u8* x_scales;
+  const int* expert_offsets;
+  const int* tile_offsets;
+  const int* row_token;
+  const u8* w1_units;         // layout v3
+  const float* w1_row_scale;  // layout v3: 2^r per weight row
+  int experts, model_dim, inter_dim;
+  u8* h_q;
+  u8* h_scales;
+  int rows_capacity, tokens;
+  int* errors;
+};
+
+// stage2_tensor_core (moe/stage2_tensor_core.cuh).
+struct Stage2TensorCoreArgs {
+  static constexpr const char* kName = "Stage2TensorCoreArgs";
+  const u8* h_q;
+  const u8* h_scales;
+  const int* expert_offsets;
+  const int* tile_offsets;
+  const int* row_slot;
+  const float* row_weight;
+  const u8* w2_units;
+  const float* w2_row_scale;
+  int experts, model_dim, inter_dim;
+  void* wire;
+  u8* wire_scales;
+  int rows_capacity, slots;
+  int* errors;
+};
+
+// stage1_hopper (moe/stage1_hopper.cuh): x and h in the routed layout, their scales f32.
+struct Stage1HopperArgs {
+  static constexpr const char* kName = "Stage1HopperArgs";
+  const u8* x_q;
+  const float* x_scales;
+  const int* expert_offsets;
+  const int* tile_offsets;
+  const int* row_token;
+  const u8* w1_units;
+  const float* w1_row_scale;
+  int experts, model_dim, inter_dim;
+  u8* h_q;
+  float* h_scales;
+  int rows_pad, rows_capacity, tokens;
+  int* errors;
+};
+
+// stage2_hopper (moe/stage2_hopper.cuh).
+struct Stage2HopperArgs {
+  static constexpr const char* kName = "Stage2HopperArgs";
+  const u8* h_q;
+  const float* h_scales;
+  const int* expert_offsets;
+  const int* tile_offsets;
+  const int* row_slot;
+  const float* row_weight;
+  const u8* w2_units;
+  const float* w2_row_scale;
+  int experts, model_dim, inter_dim;
+  void* wire;
+  u8* wire_scales;
+  int rows_pad, rows_capacity, slots;
+  int* errors;
+};
+
+// stages_hopper (moe/stages_hopper.cuh): Stage1 and Stage2 in one kernel.
+struct StagesHopperArgs {
+  static constexpr const char* kName = "StagesHopperArgs";
+  const u8* x_q;
+  const float* x_scales;
+  const int* expert_offsets;
+  const int* tile_offsets1;
+  const int* tile_offsets2;
+  const int* row_token;
+  const int* row_slot;
+  const float* row_weight;
+  const u8* w1_units;
+  const float* w1_row_scale;
+  const u8* w2_units;
+  const float* w2_row_scale;
+  int experts, model_dim, inter_dim;
+  u8* h_q;
+  float* h_scales;
+  void* wire;
+  u8* wire_scales;
+  int* expert_done;  // Stage1 tiles stored, by expert (dispatch_rows zeroes it)
+  int rows_pad, rows_capacity, tokens, slots;
+  int* errors;
+};
+
+// combine (moe/combine.cuh): y[t] = the sum over k of the wire rows of t's slots.
+struct CombineArgs {
+  static constexpr const char* kName = "CombineArgs";
+  const int* ids;
+  int tokens, topk, experts, model_dim;
+  const void* wire;
+  const u8* wire_scales;
+  u16* y;  // [tokens][model_dim] bf16
+};
+
+}  // namespace megamoe

@@ -1,0 +1,81 @@
+// Constants and sizes that the host and the kernels must agree on, defined once: block sizes
+// the host launches with, the error words, the weight layout's units, the epilogue regions and
+// the shared-memory layout of the Hopper kernels. Plain C++ (the host compiler includes it too,
+// through interface/kernel_args.cuh); functions here are constexpr on both sides.
+#pragma once
+#include "interface/scalar_types.cuh"
+
+#if defined(__CUDACC_RTC__) || defined(__HIPCC_RTC__) || defined(__CUDACC__) || defined(__HIPCC__)
+#define MM_SHARED_FN __host__ __device__ constexpr
+#else
+#define MM_SHARED_FN constexpr
+#endif
+
+namespace megamoe {
+
+// The error words the kernels count into and Runtime::take_errors() reads and clears: bad ids,
+// the first bad slot (kNoBadSlot when none), bounds violations (the checked build).
+enum : int { kErrBadIds = 0, kErrFirstBadSlot = 1, kErrBoundsViolations = 2, kErrWords = 4 };
+enum : int { kNoBadSlot = 0x7fffffff };
+
+// Routing: one thread per expert in the scans; one block per kRouteSlotsPerBlock slots, at most
+// kRouteMaxBlocks (more than one: route_count first).
+enum : int { kRouteThreads = 1024, kMaxExperts = 1024, kRouteSlotsPerBlock = 2048, kRouteMaxBlocks = 256 };
+
+// Block sizes of the element-wise kernels; dispatch_rows takes kDispatchChunks chunks of 128
+// values per warp.
+enum : int { kQuantizeThreads = 256, kDispatchThreads = 256, kDispatchChunks = 4, kCombineThreads = 256 };
+
+// Combine wire codes (the kWire template argument).
+enum : int { kWireBf16 = 0, kWireFp8x32 = 1 };
+
+// Weight layout v3 (src/weights/tensor_core_layout.hpp): a block's unit of one 128-k chunk holds
+// 8 slabs of 16 rows, their words (1 KB a slab) then their exponents (64 B a slab).
+enum : int { kSlabRows = 16, kSlabGroup = 8, kSlabWordBytes = 1024, kSlabExpBytes = 64 };
+enum : int { kLayoutV3UnitBytes = kSlabGroup * (kSlabWordBytes + kSlabExpBytes) };
+// Weight rows a tensor-core or Hopper block computes (one group of 8 slabs).
+enum : int { kWeightRowsPerBlock = kSlabGroup * kSlabRows };
+// Bytes of one expert's matrix of rows x k values in layout v3: the words (4 bits a value) and
+// the exponents (a byte per 32).
+MM_SHARED_FN i64 layout_v3_expert_bytes(i64 rows, int k) { return rows * k / 2 + rows * (k / 32); }
+
+// The portable kernels' tile along the weights (columns of the output).
+enum : int { kPortableThreads = 256, kPortableBn = 64 };
+
+// The tensor-core kernels: 8 warps; the activations of a stage in rows of 144 bytes (128 k and
+// 16 against bank conflicts); shared memory holds kStages stages, then the tile's activation
+// scales as floats [BN][K / 64], or the epilogue tile [BN][epilogue_cols + 1] floats.
+enum : int { kTensorCoreThreads = 256, kTensorCoreRowBytes = 144, kTensorCoreScaleBlock = 64 };
+MM_SHARED_FN int tensor_core_stage_bytes(int bn) { return bn * kTensorCoreRowBytes + kLayoutV3UnitBytes; }
+MM_SHARED_FN int tensor_core_smem_bytes(int bn, int stages, int k, int epilogue_cols) {
+  const int pipeline = stages * tensor_core_stage_bytes(bn) + bn * (k / kTensorCoreScaleBlock) * 4;
+  const int epilogue = bn * (epilogue_cols + 1) * 4;
+  return pipeline > epilogue ? pipeline : epilogue;
+}
+
+// The Hopper kernels (moe/hopper_gemm.cuh): a producer warpgroup and two consumer warpgroups;
+// shared memory from a 1024-aligned base: the barriers (512 bytes) and kHopperTileInfos
+// TileInfo<BN> entries, then the stages, each 1024-aligned, of [activations BN x 128 B][the
+// unit][activation scales BN x 16 B], then the epilogue region [BN][ld] floats, ld
+// kStage1RegionLd (h's 64 columns and 4 of padding) or kStage2RegionLd (128 output columns and 4).
+enum : int { kHopperThreads = 384, kHopperTileInfos = 4, kHopperBarrierBytes = 512 };
+enum : int { kStage1RegionLd = 68, kStage2RegionLd = 132 };
+MM_SHARED_FN int round_up_1024(int bytes) { return (bytes + 1023) / 1024 * 1024; }
+MM_SHARED_FN int hopper_tile_info_bytes(int bn) { return 3 * 4 + bn * 8; }  // expert, col_tile, rows; out, weight
+MM_SHARED_FN int hopper_head_bytes(int bn) {
+  return round_up_1024(kHopperBarrierBytes + kHopperTileInfos * hopper_tile_info_bytes(bn));
+}
+MM_SHARED_FN int hopper_stage_bytes(int bn) { return round_up_1024(bn * 128 + kLayoutV3UnitBytes + bn * 16); }
+MM_SHARED_FN int hopper_pipeline_bytes(int bn, int stages) {
+  return hopper_head_bytes(bn) + stages * hopper_stage_bytes(bn);
+}
+// The dynamic shared memory a Hopper kernel is launched with: 1023 bytes of alignment slack, the
+// pipeline and the region.
+MM_SHARED_FN int hopper_dynamic_smem_bytes(int bn, int stages, int region_ld) {
+  return 1024 + hopper_pipeline_bytes(bn, stages) + bn * region_ld * 4;
+}
+// Stage1's static shared memory (moe/stage1_hopper.cuh's Stage1PairShared): its rows' maxima, its
+// own and its cluster peer's two, and two barriers.
+MM_SHARED_FN int hopper_pair_shared_bytes(int bn) { return 3 * bn * 4 + 2 * 8; }
+
+}  // namespace megamoe
