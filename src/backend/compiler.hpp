@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/kernel_spec.hpp"
+#include "common/source_file.hpp"
 #include "megamoe/device.hpp"
 
 namespace megamoe {

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/kernel_spec.hpp"
+#include "common/source_file.hpp"
 
 namespace megamoe {
 
