@@ -1,37 +1,63 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine: the GPU tests, the layer runs with checks (stage times
-# included), and (unless the first argument is "quick") the portable path's times, the kernels'
-# resources and cold-compile versus cache-hit times. Binaries are built on the CPU machine and
-# kernels precompiled there into .megamoe-cache/ (tools/precompile/gpu_session_cache.sh);
-# docs/perf-notes.md says how it is invoked.
+# One call on a lent GPU machine. Binaries are built on the CPU machine and kernels precompiled
+# there into .megamoe-cache/ (tools/precompile/gpu_session_cache.sh); carry build and
+# .megamoe-cache (docs/perf-notes.md, "How to measure"). Every step has a time bound, so that a
+# hang costs its bound, not the call.
+#   quick: the GPU suite, the layer with checks at every bucket, the bench (world 1)
+#   ep:    the suite's expert-parallel tests, then (with build-ab from tools/ab/build.sh) the
+#          world-1 bench side by side with earlier commits
+#   ep-tools: megamoe-run and megamoe-bench over loopback ranks (W = 2, 4, 8), fused and serial
+#   full:  quick, then the portable path's times, the kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-full}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export CUDA_DEVICE_MAX_CONNECTIONS=32
 out=${OUT:-/tmp/megamoe-out}
 mkdir -p "$out"
 export MEGAMOE_CACHE_DIR="$PWD/.megamoe-cache"
 status=0
-step() { echo "== $*"; "$@" || { echo "!! failed: $*"; status=1; }; }
+step() {  # bound in seconds, then the command
+  local bound=$1
+  shift
+  echo "== $*"
+  timeout --kill-after=10 "$bound" "$@" || { echo "!! failed ($?): $*"; status=1; }
+}
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-  step ./build/tests/megamoe_gpu_tests --durations yes
-  step ./build/megamoe-run --config kimi_k3_a8w4 --check --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
-  step ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --json "$out/bench_kimi.json"
-  if [ "${1:-full}" = quick ]; then echo "gpu_session status $status (quick)"; exit $status; fi
-  step ./build/megamoe-run --config kimi_k3_a8w4 --check --path portable --bs 1,128,8192
-  step ./build/megamoe-run --config generic_a8w4 --check --bs 1,64,4096
+  if [ "$mode" = ep ]; then
+    step 330 ./build/tests/megamoe_gpu_tests "[ep]" --durations yes
+    [ -d build-ab ] && step 240 bash tools/ab/bench.sh --bs 1,8,128,1024,8192 --reps 10
+    echo "gpu_session status $status (ep)"
+    exit $status
+  fi
+  if [ "$mode" = ep-tools ]; then
+    for w in 2 8; do
+      step 150 ./build/megamoe-run --config kimi_k3_a8w4 --world "$w" --check --bs 1,8,128,1024,8192 --ref-tokens 16
+    done
+    step 100 ./build/megamoe-run --config kimi_k3_a8w4 --world 4 --serial --check --bs 1,128,1024 --ref-tokens 16
+    step 150 ./build/megamoe-bench --world 4 --config kimi_k3_a8w4 --bs 1,8,128,1024,8192 --reps 5 --json "$out/bench_ep4.json"
+    echo "gpu_session status $status (ep-tools)"
+    exit $status
+  fi
+  step 420 ./build/tests/megamoe_gpu_tests "~[ep]" --durations yes
+  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
+  step 200 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --json "$out/bench_kimi.json"
+  if [ "$mode" = quick ]; then echo "gpu_session status $status (quick)"; exit $status; fi
+  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --path portable --bs 1,128,8192
+  step 200 ./build/megamoe-run --config generic_a8w4 --check --bs 1,64,4096
   echo "== resources of the expert-GEMM kernels"
   for f in .megamoe-cache/v1/megamoe_stage*_bm1*/kernel.cubin; do
     echo "$f"; cuobjdump -res-usage "$f" 2>&1 | grep -E "REG|STACK|SHARED" | head -2
     cuobjdump -sass "$f" 2>&1 | grep -oE "\b(QGMMA|HGMMA|QMMA|HMMA|UTMALDG|UBLKCP|LDL|STL|PRMT|FFMA)\b" | sort | uniq -c | tr '\n' ' '; echo
   done
-  step ./build/megamoe-run --config kimi_k3_a8w4 --check --route holes --bs 1000 --save-routing "$out/holes.routing"
-  step ./build/megamoe-run --config kimi_k3_a8w4 --check --routing-file "$out/holes.routing"
+  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --route holes --bs 1000 --save-routing "$out/holes.routing"
+  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --routing-file "$out/holes.routing"
   echo "== cold compile, then cache hit (-j 1, fresh cache folder)"
   rm -rf /tmp/megamoe-cold
-  MEGAMOE_CACHE_DIR=/tmp/megamoe-cold step ./build/megamoe-precompile --config kimi_k3_a8w4 --all -j 1
-  MEGAMOE_CACHE_DIR=/tmp/megamoe-cold step ./build/megamoe-precompile --config kimi_k3_a8w4 --all -j 1
+  MEGAMOE_CACHE_DIR=/tmp/megamoe-cold step 300 ./build/megamoe-precompile --config kimi_k3_a8w4 --all -j 1
+  MEGAMOE_CACHE_DIR=/tmp/megamoe-cold step 100 ./build/megamoe-precompile --config kimi_k3_a8w4 --all -j 1
   echo "gpu_session status $status"
   exit $status
 } 2>&1 | tee "$out/gpu_session.log"

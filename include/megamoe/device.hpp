@@ -35,6 +35,7 @@ class Device {
   virtual std::string name() const = 0;
   virtual std::string arch() const = 0;  // compile target for this device, e.g. "sm_90a"
   virtual int multiprocessors() const = 0;
+  virtual int ordinal() const = 0;  // the GPU's index in its backend
 
   virtual void* alloc(std::size_t bytes) = 0;
   virtual void free(void* ptr) = 0;
@@ -56,6 +57,16 @@ class Device {
     (void)function, (void)block, (void)shared_bytes, (void)cluster;
     return 0;
   }
+
+  // Memory of another process (expert parallelism over processes): a handle to memory this
+  // device allocated, which another process opens on its own device; open_ipc_handle maps it
+  // (close_ipc_handle unmaps). Memory of another device of this process: enable_peer_access lets
+  // this device's kernels read and write `peer`'s memory at its own addresses.
+  virtual std::string ipc_handle(void* ptr) = 0;
+  virtual void* open_ipc_handle(const std::string& handle) = 0;
+  virtual void close_ipc_handle(void* mapped) = 0;
+  virtual bool can_access_peer(const Device& peer) = 0;
+  virtual void enable_peer_access(const Device& peer) = 0;
 
   virtual StreamHandle create_stream() = 0;
   virtual void destroy_stream(StreamHandle stream) = 0;

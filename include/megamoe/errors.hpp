@@ -34,4 +34,15 @@ struct NoGpuError : DeviceError {
   using DeviceError::DeviceError;
 };
 
+// A wait for another rank of an expert-parallel group that did not end within the runtime's
+// timeout (RuntimeOptions::timeout_ms). Raised at the next sync point (Runtime::take_errors) on
+// the rank whose kernel waited; names the rank it waited for and the phase of the call.
+// Every rank of the group must then call Runtime::recover() before its next call (docs/ep.md).
+struct PeerTimeoutError : Error {
+  PeerTimeoutError(int rank, int peer, std::string phase, int timeout_ms);
+  int rank, peer;
+  std::string phase;  // "counts", "rows", "layout" or "outputs"
+  int timeout_ms;
+};
+
 }  // namespace megamoe

@@ -1,20 +1,26 @@
 // The run-time entry point: created from a config name, it picks the bucket for a call's token
 // count, gets that bucket's kernels from the cache (compiling on a miss), loads and launches them.
-// One GPU (world size 1): every expert of the config is local.
+// One Runtime is one rank: of a group of one (every expert local) or of an expert-parallel group
+// of several (ep.hpp, docs/ep.md).
 #pragma once
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "megamoe/config.hpp"
 #include "megamoe/device.hpp"
+#include "megamoe/ep.hpp"
 #include "megamoe/weights.hpp"
 
 namespace megamoe {
 
-struct Workspace;      // src/runtime/workspace.hpp
-struct BucketKernels;  // src/runtime/bucket_kernels.hpp
+struct Workspace;        // src/runtime/workspace.hpp
+struct BucketKernels;    // src/runtime/bucket_kernels.hpp
+struct EpBucketKernels;  // src/runtime/bucket_kernels.hpp
+struct EpWorkspace;      // src/ep/ep_workspace.hpp
+struct Group;            // src/ep/group.hpp
 
 struct RuntimeOptions {
   BackendKind backend = BackendKind::cuda;
@@ -22,6 +28,20 @@ struct RuntimeOptions {
   int max_tokens = 8192;  // the most tokens one call may pass (sizes the workspace)
   bool profile = false;   // record events between the stages (see last_stage_times)
   KernelPath path = KernelPath::automatic;  // the expert-GEMM kernels (config.hpp)
+
+  // Several ranks (docs/ep.md). Every rank of a group passes the same config and options but
+  // rank (and, for peer, its device from devices).
+  int world = 1;  // ranks in the group, 1 to 8
+  int rank = 0;   // this process's rank (ipc); Runtime::create_ranks numbers its ranks itself
+  Transport transport = Transport::loopback;
+  std::vector<int> devices;  // peer: each rank's GPU (default 0 .. world - 1)
+  AllGather all_gather;      // ipc: the group's all-gather (default: folder_all_gather of MEGAMOE_BOOTSTRAP_DIR)
+  int timeout_ms = 5000;     // the bound of every cross-rank wait (MEGAMOE_TIMEOUT_MS overrides it)
+  bool serial = false;       // dispatch, the expert GEMMs and combine as launches with full barriers between
+  // Routed rows a rank can hold (its workspace): 0 for the worst case, world x max_tokens x topk
+  // (every slot of every rank routed to this rank's experts). Rows past it are dropped, counted
+  // (CallErrors::dropped_rows), and their tokens' outputs lack them.
+  long long routed_rows_capacity = 0;
 };
 
 // Expert weights on the device, in the layout the runtime's kernels read (docs/layer.md):
@@ -43,21 +63,30 @@ struct StageTimes {
 
 // What the kernels found wrong in the calls since the last take_errors().
 struct CallErrors {
-  long long bad_ids = 0;            // ids outside [-1, experts): skipped
+  long long bad_ids = 0;            // ids outside [-1, world x experts_per_rank): skipped, never sent
   long long first_bad_slot = -1;    // t * topk + k of the first of them, in the call that had it
   long long bounds_violations = 0;  // only counted by the checked build (bounds_check)
-  bool any() const { return bad_ids || bounds_violations; }
+  long long dropped_rows = 0;       // several ranks: routed rows past routed_rows_capacity, dropped
+  bool any() const { return bad_ids || bounds_violations || dropped_rows; }
 };
 
 class Runtime {
  public:
-  // Throws ConfigError for a bad config, NoGpuError where there is no GPU.
+  // Throws ConfigError for a bad config, NoGpuError where there is no GPU. With options.world > 1
+  // (transport ipc) this is one rank of a group of processes, and every rank must call it: it
+  // maps the peers' memory, loads the kernels of every bucket up to max_tokens (compiling what
+  // the cache lacks, with a line of progress each), and returns once every rank has.
   static std::unique_ptr<Runtime> create(std::string_view config_name, RuntimeOptions options = {});
+  // Every rank of a group in this process (transport loopback or peer), each with its own
+  // workspace; with the kernels of every bucket up to max_tokens loaded.
+  static std::vector<std::unique_ptr<Runtime>> create_ranks(std::string_view config_name, RuntimeOptions options);
   ~Runtime();
 
   const Config& config() const { return config_; }
   const RuntimeOptions& options() const { return options_; }
   KernelPath path() const { return path_; }  // resolved: portable, tensor_core or hopper
+  int rank() const { return options_.rank; }
+  int world() const { return options_.world; }
   PathArithmetic arithmetic() const;  // how this runtime's path rounds and sums (for the references)
   Device& device() { return *device_; }
 
@@ -69,8 +98,10 @@ class Runtime {
 
   // y[t] = sum_k weights[t,k] * FFN_{ids[t,k]}(x[t]) for t < tokens, on `stream`. Device pointers:
   // x and y bf16 [tokens][model_dim], 16-byte aligned; ids int32 and weights fp32 [tokens][topk].
-  // An id of -1 is an empty slot; other ids outside [0, experts) are skipped and reported by
-  // take_errors().
+  // An id of -1 is an empty slot; other ids outside [0, world x experts_per_rank) are skipped and
+  // reported by take_errors(). With several ranks ids are global, every rank calls forward() for
+  // each call (tokens may differ between ranks, and may be 0), and a call's kernels wait for the
+  // other ranks' (each wait bounded by timeout_ms).
   // Throws megamoe::Error for tokens outside [0, max_tokens], x or y not 16-byte aligned, a null
   // pointer where tokens > 0, or weights of another shape.
   // Launches only: no host sync and no allocation once the bucket's kernels are loaded, so calls
@@ -87,11 +118,27 @@ class Runtime {
   StageTimes last_stage_times();
 
   // Waits for the device, returns the errors gathered since the last call, and clears them.
+  // Throws PeerTimeoutError when a wait for another rank timed out: then every rank of the group
+  // calls recover() before its next call.
   CallErrors take_errors();
+
+  // After a PeerTimeoutError: waits until no kernel of the group runs (each ends within its
+  // bound), clears the group's flags and counters, and lets calls go on; the runtime need not be
+  // recreated. In-process groups: one call recovers every rank. ipc: every rank calls it.
+  void recover();
+
+  // Several ranks: the serial path (RuntimeOptions::serial) for later calls; every rank of the
+  // group must make the same choice for a call.
+  void set_serial(bool serial) { options_.serial = serial; }
 
  private:
   Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device);
   const BucketKernels& kernels_for(std::int64_t tokens);
+  const EpBucketKernels& ep_kernels_for(std::int64_t tokens);
+  void load_every_bucket();
+  void connect_ipc_peers();
+  void forward_ep(const PreparedWeights& weights, const void* x, const int* ids, const float* route_weights, void* y,
+                  int tokens, StreamHandle stream);
 
   Config config_;
   RuntimeOptions options_;
@@ -99,6 +146,11 @@ class Runtime {
   KernelPath path_ = KernelPath::portable;
   std::unique_ptr<Workspace> workspace_;
   std::map<int, std::unique_ptr<BucketKernels>> loaded_;  // by bucket
+  // Several ranks:
+  std::shared_ptr<Group> group_;
+  std::unique_ptr<EpWorkspace> ep_;
+  std::map<int, std::unique_ptr<EpBucketKernels>> ep_loaded_;  // by bucket
+  bool needs_recover_ = false;
   EventHandle stage_events_[6] = {};  // the stage boundaries of the last call (StageTimes): 6 events
 };
 

@@ -38,11 +38,27 @@ TypedSpec<Stage2TensorCoreArgs> stage2_tensor_core_spec(int bm, int inter_dim, C
 // --- hopper (specs_hopper.cpp) ---
 // x quantized once per token into the routed layout: quantize_rows' place on this path.
 TypedSpec<DispatchRowsArgs> dispatch_rows_spec(int x_block, bool bounds_check);
-TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check);
-TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check);
+// ep: sized for the EP kernel made of it (specs_ep.cpp), which keeps a few more words of static
+// shared memory.
+TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check,
+                                               bool ep = false);
+TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check, bool ep = false);
 // Both stages in one persistent kernel (a bucket's fused_stages).
 TypedSpec<StagesHopperArgs> stages_hopper_spec(const Activation& act, int bm, int x_block, CombineWire wire,
                                                bool bounds_check);
+
+// --- expert parallelism (specs_ep.cpp; templates/ep/) ---
+TypedSpec<RouteEpArgs> route_ep_spec();
+// routed: x into the routed layout (the Hopper path), else only the rows' metadata.
+TypedSpec<DispatchEpArgs> dispatch_ep_spec(int x_block, bool routed, bool bounds_check);
+TypedSpec<CombineEpArgs> combine_ep_spec(CombineWire wire);
+TypedSpec<Stage1PortableEpArgs> stage1_portable_ep_spec(const Activation& act, int bm, bool bounds_check);
+TypedSpec<Stage2PortableEpArgs> stage2_portable_ep_spec(int bm, CombineWire wire, bool bounds_check);
+TypedSpec<Stage1TensorCoreEpArgs> stage1_tensor_core_ep_spec(const Activation& act, int bm, int model_dim,
+                                                             bool bounds_check);
+TypedSpec<Stage2TensorCoreEpArgs> stage2_tensor_core_ep_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
+TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, int x_block, bool bounds_check);
+TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, bool bounds_check);
 
 // Name parts shared by the builders.
 std::string wire_tag(CombineWire wire);            // "bf16", "fp8x32"

@@ -48,8 +48,46 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
   return k;
 }
 
-std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path) {
-  return layer_kernels(config, bucket, path).all();
+std::vector<KernelSpec> EpLayerKernels::all() const {
+  std::vector<KernelSpec> v = {route};
+  if (auto* p = std::get_if<PortableEpKernels>(&path)) v.insert(v.end(), {p->stage1, p->stage2, p->stage1_serial});
+  if (auto* t = std::get_if<TensorCoreEpKernels>(&path)) v.insert(v.end(), {t->stage1, t->stage2, t->stage1_serial});
+  if (auto* h = std::get_if<HopperEpKernels>(&path)) v.insert(v.end(), {h->stage1, h->stage2, h->stage1_serial});
+  v.push_back(dispatch);
+  v.push_back(combine);
+  return v;
+}
+
+EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
+  EpLayerKernels k;
+  const ModelShape& m = config.model;
+  k.arithmetic = path_arithmetic(path, m);
+  k.route = route_ep_spec();
+  k.combine = combine_ep_spec(b.combine_wire);
+  k.dispatch = dispatch_ep_spec(k.arithmetic.x, path == KernelPath::hopper, b.bounds_check);
+  if (path == KernelPath::hopper) {
+    k.bm1 = hopper_bm(b.stage1.bm), k.bm2 = hopper_bm(b.stage2.bm);
+    k.path = HopperEpKernels{stage1_hopper_ep_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check),
+                             stage2_hopper_ep_spec(k.bm2, b.combine_wire, b.bounds_check),
+                             stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check)};
+  } else if (path == KernelPath::tensor_core) {
+    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm);
+    k.path = TensorCoreEpKernels{
+        stage1_tensor_core_ep_spec(config.activation, k.bm1, m.model_dim, b.bounds_check),
+        stage2_tensor_core_ep_spec(k.bm2, m.inter_dim, b.combine_wire, b.bounds_check),
+        stage1_tensor_core_spec(config.activation, k.bm1, m.model_dim, b.bounds_check)};
+  } else {
+    k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm);
+    k.path = PortableEpKernels{stage1_portable_ep_spec(config.activation, k.bm1, b.bounds_check),
+                               stage2_portable_ep_spec(k.bm2, b.combine_wire, b.bounds_check),
+                               stage1_portable_spec(config.activation, k.bm1, b.bounds_check)};
+  }
+  return k;
+}
+
+std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path,
+                                           int world) {
+  return world > 1 ? ep_layer_kernels(config, bucket, path).all() : layer_kernels(config, bucket, path).all();
 }
 
 }  // namespace megamoe

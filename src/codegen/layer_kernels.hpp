@@ -44,7 +44,39 @@ struct LayerKernels {
 // The kernels of a bucket on a (resolved) path.
 LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path);
 
-// The same, as a list in launch order (the precompile tool and the tests).
-std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path);
+// Over several ranks (docs/ep.md): route_ep with the count exchange, the stages with the protocol
+// around them (Stage1 runs the dispatch), combine_ep; and the serial path's dispatch_ep and
+// single-GPU Stage1, launched in their place.
+struct PortableEpKernels {
+  TypedSpec<Stage1PortableEpArgs> stage1;
+  TypedSpec<Stage2PortableEpArgs> stage2;
+  TypedSpec<Stage1PortableArgs> stage1_serial;
+};
+struct TensorCoreEpKernels {
+  TypedSpec<Stage1TensorCoreEpArgs> stage1;
+  TypedSpec<Stage2TensorCoreEpArgs> stage2;
+  TypedSpec<Stage1TensorCoreArgs> stage1_serial;
+};
+struct HopperEpKernels {
+  TypedSpec<Stage1HopperEpArgs> stage1;
+  TypedSpec<Stage2HopperEpArgs> stage2;
+  TypedSpec<Stage1HopperArgs> stage1_serial;
+};
+struct EpLayerKernels {
+  TypedSpec<RouteEpArgs> route;
+  TypedSpec<DispatchEpArgs> dispatch;  // the serial path
+  TypedSpec<CombineEpArgs> combine;
+  std::variant<PortableEpKernels, TensorCoreEpKernels, HopperEpKernels> path;
+  int bm1 = 0, bm2 = 0;
+  PathArithmetic arithmetic;
+  std::vector<KernelSpec> all() const;
+};
+EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path);
+
+// Every kernel a bucket launches on a path, as a list: on one GPU (world 1) or as a rank of a
+// group of several (world > 1, both the fused and the serial path's). The precompile tool and
+// the tests.
+std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path,
+                                           int world = 1);
 
 }  // namespace megamoe

@@ -23,28 +23,28 @@ namespace {
 // producer and two consumer warpgroups, its blocks per SM and shared memory, and the name parts
 // that spell them.
 template <class Args>
-TypedSpec<Args> hopper_tile_spec(const char* family, int bm, int stage) {
+TypedSpec<Args> hopper_tile_spec(const char* family, int bm, int stage, bool ep) {
   TypedSpec<Args> s;
   s.family = family;
   s.function = std::string("megamoe::") + family;
   s.threads = kHopperThreads;
   s.min_blocks = hopper_blocks_per_sm(bm);
-  s.shared_bytes = hopper_smem(bm, stage);
+  s.shared_bytes = hopper_smem(bm, stage, ep);
   s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kWeightRowsPerBlock),
-                  fmt::format("s{}", hopper_stages(bm, stage)), fmt::format("b{}", s.min_blocks)};
+                  fmt::format("s{}", hopper_stages(bm, stage, ep)), fmt::format("b{}", s.min_blocks)};
   return s;
 }
 }  // namespace
 
-TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check) {
+TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check, bool ep) {
   ActivationCode a = activation_code(act);
-  auto s = hopper_tile_spec<Stage1HopperArgs>("stage1_hopper", bm, 1);
+  auto s = hopper_tile_spec<Stage1HopperArgs>("stage1_hopper", bm, 1, ep);
   s.name_parts.insert(s.name_parts.begin(), a.tag);
   s.name_parts.push_back(fmt::format("x{}", x_block));
   s.name_parts.push_back(bounds_tag(bounds_check));
   s.includes = {"moe/stage1_hopper.cuh"};
   s.preamble = a.preamble;
-  s.template_args = {a.type, std::to_string(bm), std::to_string(hopper_stages(bm, 1)), std::to_string(s.min_blocks),
+  s.template_args = {a.type, std::to_string(bm), std::to_string(hopper_stages(bm, 1, ep)), std::to_string(s.min_blocks),
                      std::to_string(x_block), std::to_string(s.shared_bytes), bool_literal(bounds_check)};
   s.cluster = 2;  // the two tiles of a 128-column block of h side by side
   return s;
@@ -53,7 +53,7 @@ TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, in
 TypedSpec<StagesHopperArgs> stages_hopper_spec(const Activation& act, int bm, int x_block, CombineWire wire,
                                                bool bounds_check) {
   ActivationCode a = activation_code(act);
-  auto s = hopper_tile_spec<StagesHopperArgs>("stages_hopper", bm, 3);
+  auto s = hopper_tile_spec<StagesHopperArgs>("stages_hopper", bm, 3, false);
   s.name_parts.insert(s.name_parts.begin(), a.tag);
   for (std::string part : {fmt::format("x{}", x_block), wire_tag(wire), bounds_tag(bounds_check)})
     s.name_parts.push_back(part);
@@ -66,12 +66,12 @@ TypedSpec<StagesHopperArgs> stages_hopper_spec(const Activation& act, int bm, in
   return s;
 }
 
-TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check) {
-  auto s = hopper_tile_spec<Stage2HopperArgs>("stage2_hopper", bm, 2);
+TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check, bool ep) {
+  auto s = hopper_tile_spec<Stage2HopperArgs>("stage2_hopper", bm, 2, ep);
   s.name_parts.push_back(wire_tag(wire));
   s.name_parts.push_back(bounds_tag(bounds_check));
   s.includes = {"moe/stage2_hopper.cuh"};
-  s.template_args = {std::to_string(bm), std::to_string(hopper_stages(bm, 2)), std::to_string(s.min_blocks),
+  s.template_args = {std::to_string(bm), std::to_string(hopper_stages(bm, 2, ep)), std::to_string(s.min_blocks),
                      std::to_string(s.shared_bytes), wire_code(wire), bool_literal(bounds_check)};
   return s;
 }

@@ -40,16 +40,20 @@ int region_ld(int stage) { return stage == 1 ? kStage1RegionLd : kStage2RegionLd
 // Stage1's (and both stages') static shared memory is Stage1PairShared; Stage2 has none. Each
 // counted with the 1 KB that the cubins list in every sm_90 kernel using shared memory (the
 // driver's own reservation per block is apart from the 227 KB a block may have).
-int hopper_static_smem(int bm, int stage) { return 1024 + (stage == 2 ? 0 : hopper_pair_shared_bytes(bm)); }
+int hopper_static_smem(int bm, int stage, bool ep) {
+  return 1024 + (stage == 2 ? 0 : hopper_pair_shared_bytes(bm)) + (ep ? 64 : 0);
+}
 
 // As many stages as fit beside the head and the region, 2 to 12: an SM's 228 KB, less 1 KB the
 // system keeps per block, shared by its blocks.
-int hopper_stages(int bm, int stage) {
+int hopper_stages(int bm, int stage, bool ep) {
   const int limit = hopper_blocks_per_sm(bm) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
-  const int room = limit - hopper_static_smem(bm, stage) - hopper_dynamic_smem_bytes(bm, 0, region_ld(stage));
+  const int room = limit - hopper_static_smem(bm, stage, ep) - hopper_dynamic_smem_bytes(bm, 0, region_ld(stage));
   return std::clamp(room / hopper_stage_bytes(bm), 2, 12);
 }
 
-int hopper_smem(int bm, int stage) { return hopper_dynamic_smem_bytes(bm, hopper_stages(bm, stage), region_ld(stage)); }
+int hopper_smem(int bm, int stage, bool ep) {
+  return hopper_dynamic_smem_bytes(bm, hopper_stages(bm, stage, ep), region_ld(stage));
+}
 
 }  // namespace megamoe

@@ -25,10 +25,11 @@ int hopper_bm(int config_bm);
 // Blocks per SM: 2 for token tiles up to 48 (more warps to hide a chunk's latencies).
 int hopper_blocks_per_sm(int bm);
 // Pipeline stages and dynamic shared memory of a Hopper kernel: `stage` 1, 2, or 3 (both stages
-// in one kernel, whose region is Stage2's, the longer); and its static shared memory.
-int hopper_stages(int bm, int stage);
-int hopper_smem(int bm, int stage);
-int hopper_static_smem(int bm, int stage);
+// in one kernel, whose region is Stage2's, the longer); and its static shared memory. ep: the
+// kernel over several ranks, whose protocol keeps a few words of static shared memory more.
+int hopper_stages(int bm, int stage, bool ep = false);
+int hopper_smem(int bm, int stage, bool ep = false);
+int hopper_static_smem(int bm, int stage, bool ep = false);
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
 
 // The largest token tile of any path (the routed layout's overhang past its last row).

@@ -27,4 +27,13 @@ CompileError::CompileError(std::string kernel_name_, std::string key_,
       log(std::move(log_)),
       source_path(std::move(source_path_)) {}
 
+PeerTimeoutError::PeerTimeoutError(int rank_, int peer_, std::string phase_, int timeout_ms_)
+    : Error(fmt::format("megamoe: rank {} waited more than {} ms for rank {} ({} phase of a call); every rank "
+                        "must call Runtime::recover() before its next call",
+                        rank_, timeout_ms_, peer_, phase_)),
+      rank(rank_),
+      peer(peer_),
+      phase(std::move(phase_)),
+      timeout_ms(timeout_ms_) {}
+
 }  // namespace megamoe

@@ -1,6 +1,7 @@
 #include "jit/diagnostics.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 namespace megamoe {
@@ -15,6 +16,13 @@ void warn(const std::string& message) {
     g_handler(message);
   else
     std::fprintf(stderr, "megamoe: warning: %s\n", message.c_str());
+}
+
+void progress(const std::string& message) {
+  const char* quiet = std::getenv("MEGAMOE_QUIET");
+  if (quiet && quiet[0] == '1') return;
+  std::lock_guard lock(g_mutex);
+  std::fprintf(stderr, "megamoe: %s\n", message.c_str());
 }
 
 WarningHandler set_warning_handler(WarningHandler handler) {

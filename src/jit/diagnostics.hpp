@@ -9,6 +9,9 @@ namespace megamoe {
 using WarningHandler = std::function<void(const std::string& message)>;
 
 void warn(const std::string& message);
+// A line of progress for long work (a kernel compiled at run time): stderr, unless
+// MEGAMOE_QUIET=1.
+void progress(const std::string& message);
 // Returns the handler it replaced; an empty handler means stderr.
 WarningHandler set_warning_handler(WarningHandler handler);
 

@@ -76,7 +76,8 @@ void pair_sums(int n, const float* w, const float* const* v, int len, Accumulati
 
 LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64_t>& tokens, int threads) {
   const Mxfp4ExpertWeights& w = *in.weights;
-  const int E = w.experts, D = w.model_dim, I = w.inter_dim, K = in.topk;
+  const int E = in.experts > 0 ? std::min(in.experts, w.experts) : w.experts, D = w.model_dim, I = w.inter_dim,
+            K = in.topk;
   const std::size_t n_rows = tokens.size();
 
   // Each routed (token, k) pair, grouped by expert.

@@ -6,7 +6,8 @@
 //              the combine wire (bf16, or fp8 1x32 blocks), the k rows summed in fp32 in k order,
 //              and y rounded to bf16; the two GEMMs summed as the path's matrix instructions sum
 //              (exact, or sm_90's fp8 MMA promoted per scale block: fp8_mma_model.hpp).
-// Slots with id -1, or any id outside [0, experts), contribute nothing.
+// Slots with id -1, or any id outside [0, experts), contribute nothing (experts: the weights', or
+// fewer: a group's experts when the weights hold more).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,6 +27,7 @@ struct LayerInputs {
   const std::uint16_t* x = nullptr;   // [tokens][model_dim] bf16
   const int* ids = nullptr;           // [tokens][topk]
   const float* route_weights = nullptr;  // [tokens][topk]
+  int experts = 0;                       // ids at or past it are bad: skipped (0: weights->experts)
 };
 
 struct LayerOutputs {

@@ -2,18 +2,26 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "jit/diagnostics.hpp"
+
 namespace megamoe {
 
 namespace {
 
 template <class Args>
-Kernel<Args> load(Device& device, KernelBuilder& builder, const TypedSpec<Args>& spec) {
+Kernel<Args> load(Device& device, KernelBuilder& builder, const TypedSpec<Args>& spec, int min_shared_bytes = 0) {
   Kernel<Args> k;
-  k.built = builder.build(spec).kernel;
+  const BuildReport report = builder.build(spec);
+  if (report.origin == BuildOrigin::compiled)
+    progress(fmt::format("compiled {} in {:.1f} s (kernel cache: {})", spec.name(), report.seconds,
+                         builder.cache().enabled() ? builder.cache().root().string() : "off"));
+  k.built = report.kernel;
   k.module = device.load_module(k.built->binary);
   k.function = k.module->function(k.built->symbol);
   k.threads = spec.threads;
-  k.shared_bytes = spec.shared_bytes;
+  k.shared_bytes = std::max(spec.shared_bytes, min_shared_bytes);
   k.blocks_per_sm = spec.min_blocks;
   k.cluster = std::max(spec.cluster, 1);
   return k;
@@ -53,6 +61,47 @@ std::unique_ptr<BucketKernels> load_bucket_kernels(Device& device, KernelBuilder
     b->path = std::move(l);
   }
   b->combine = load(device, builder, specs.combine);
+  return b;
+}
+
+namespace {
+// The blocks of `k` that can be resident at once on the whole device, in whole clusters.
+unsigned resident(Device& device, const LoadedKernel& k) {
+  const int n = device.resident_blocks(k.function, {unsigned(k.threads)}, std::size_t(k.shared_bytes), k.cluster);
+  const int planned = k.planned_per_sm() * device.multiprocessors();
+  return unsigned(n > 0 ? n : planned) / unsigned(k.cluster) * unsigned(k.cluster);
+}
+}  // namespace
+
+std::unique_ptr<EpBucketKernels> load_ep_bucket_kernels(Device& device, KernelBuilder& builder,
+                                                        const BucketConfig& bucket, const EpLayerKernels& specs,
+                                                        int min_shared_bytes) {
+  auto b = std::make_unique<EpBucketKernels>();
+  const int m = min_shared_bytes;
+  b->bucket = &bucket;
+  b->bm1 = specs.bm1, b->bm2 = specs.bm2;
+  b->route = load(device, builder, specs.route, m);
+  b->dispatch = load(device, builder, specs.dispatch, m);
+  b->combine = load(device, builder, specs.combine, m);
+  b->resident_route = resident(device, b->route);
+  b->resident_dispatch = resident(device, b->dispatch);
+  if (auto* p = std::get_if<PortableEpKernels>(&specs.path)) {
+    PortableEpLoaded l{load(device, builder, p->stage1, m), load(device, builder, p->stage2, m),
+                       load(device, builder, p->stage1_serial, m)};
+    b->resident_stage1 = resident(device, l.stage1);
+    b->path = std::move(l);
+  } else if (auto* t = std::get_if<TensorCoreEpKernels>(&specs.path)) {
+    TensorCoreEpLoaded l{load(device, builder, t->stage1, m), load(device, builder, t->stage2, m),
+                         load(device, builder, t->stage1_serial, m)};
+    b->resident_stage1 = resident(device, l.stage1);
+    b->path = std::move(l);
+  } else {
+    const HopperEpKernels& h = std::get<HopperEpKernels>(specs.path);
+    HopperEpLoaded l{load(device, builder, h.stage1, m), load(device, builder, h.stage2, m),
+                     load(device, builder, h.stage1_serial, m)};
+    b->resident_stage1 = resident(device, l.stage1);
+    b->path = std::move(l);
+  }
   return b;
 }
 

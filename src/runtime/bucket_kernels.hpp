@@ -60,4 +60,38 @@ struct BucketKernels {
 std::unique_ptr<BucketKernels> load_bucket_kernels(Device& device, KernelBuilder& builder, const BucketConfig& bucket,
                                                    const LayerKernels& specs);
 
+// A bucket's kernels over several ranks. The kernels whose blocks wait for each other (route_ep's
+// grid barrier, the dispatch's senders and receivers, Stage1's tiles and the dispatch) launch no
+// more blocks than can be resident at once: resident_* hold those numbers.
+struct PortableEpLoaded {
+  Kernel<Stage1PortableEpArgs> stage1;
+  Kernel<Stage2PortableEpArgs> stage2;
+  Kernel<Stage1PortableArgs> stage1_serial;
+};
+struct TensorCoreEpLoaded {
+  Kernel<Stage1TensorCoreEpArgs> stage1;
+  Kernel<Stage2TensorCoreEpArgs> stage2;
+  Kernel<Stage1TensorCoreArgs> stage1_serial;
+};
+struct HopperEpLoaded {
+  Kernel<Stage1HopperEpArgs> stage1;
+  Kernel<Stage2HopperEpArgs> stage2;
+  Kernel<Stage1HopperArgs> stage1_serial;
+};
+struct EpBucketKernels {
+  const BucketConfig* bucket = nullptr;
+  int bm1 = 0, bm2 = 0;
+  Kernel<RouteEpArgs> route;
+  Kernel<DispatchEpArgs> dispatch;
+  Kernel<CombineEpArgs> combine;
+  std::variant<PortableEpLoaded, TensorCoreEpLoaded, HopperEpLoaded> path;
+  unsigned resident_route = 0, resident_dispatch = 0, resident_stage1 = 0;
+};
+
+// min_shared_bytes: the dynamic shared memory every kernel is launched with at least (loopback
+// ranks: enough that no two blocks share an SM, docs/ep.md).
+std::unique_ptr<EpBucketKernels> load_ep_bucket_kernels(Device& device, KernelBuilder& builder,
+                                                        const BucketConfig& bucket, const EpLayerKernels& specs,
+                                                        int min_shared_bytes);
+
 }  // namespace megamoe

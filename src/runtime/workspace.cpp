@@ -1,35 +1,47 @@
 #include "runtime/workspace.hpp"
 
+#include <algorithm>
+
 #include "codegen/kernel_specs.hpp"
 #include "codegen/tile_sizes.hpp"
 
 namespace megamoe {
 
+long long routed_rows_capacity(const Config& config, const RuntimeOptions& o) {
+  const long long worst = (long long)o.world * o.max_tokens * config.model.topk;
+  return o.world > 1 && o.routed_rows_capacity > 0 ? std::min(o.routed_rows_capacity, worst) : worst;
+}
+
 Workspace Workspace::create(Device& d, const Config& config, const RuntimeOptions& options, KernelPath path) {
+  const bool ep = options.world > 1;  // several ranks: the rest is in EpWorkspace
   const std::size_t T = options.max_tokens, K = config.model.topk, E = config.model.experts_per_rank,
-                    D = config.model.model_dim, I = config.model.inter_dim, R = T * K;
+                    D = config.model.model_dim, I = config.model.inter_dim;
+  const std::size_t R = std::size_t(routed_rows_capacity(config, options));
   const bool hopper = path == KernelPath::hopper;
   Workspace w;
   w.rows_capacity = int(R);
   w.rows_pad = int(R) + kMaxTokenTile;
-  w.route_counts = DeviceBuffer(d, std::size_t(route_blocks((long long)R)) * E * 4);
+  w.route_counts = DeviceBuffer(d, ep ? 4 : std::size_t(route_blocks((long long)(T * K))) * E * 4);
   w.expert_offsets = DeviceBuffer(d, (E + 1) * 4);
   w.tile_offsets1 = DeviceBuffer(d, (E + 1) * 4);
   w.tile_offsets2 = DeviceBuffer(d, (E + 1) * 4);
   w.row_token = DeviceBuffer(d, R * 4);
   w.row_slot = DeviceBuffer(d, R * 4);
-  w.slot_row = DeviceBuffer(d, R * 4);
   w.row_weight = DeviceBuffer(d, R * 4);
+  w.slot_row = DeviceBuffer(d, ep ? 4 : T * K * 4);
   // The routed layout (templates/moe/routed_rows.cuh) holds 16 bytes of scales per row and 128
-  // values; the by-token and by-row layouts one byte per 32 or 64 (D / 8 covers both).
-  const std::size_t x_rows = hopper ? std::size_t(w.rows_pad) : T;
+  // values; the by-token and by-row layouts one byte per 32 or 64 (D / 8 covers both). Over
+  // several ranks the portable and tensor-core paths read x from the receive buffers.
+  const std::size_t x_rows = hopper ? std::size_t(w.rows_pad) : ep ? 0 : T;
   const std::size_t h_rows = hopper ? std::size_t(w.rows_pad) : R;
   w.x_q = DeviceBuffer(d, x_rows * D);
   w.x_scales = DeviceBuffer(d, x_rows * D / 8);
   w.h_q = DeviceBuffer(d, h_rows * I);
   w.h_scales = DeviceBuffer(d, h_rows * I / 8);
-  w.wire = DeviceBuffer(d, R * D * 2);
-  w.wire_scales = DeviceBuffer(d, R * D / 32);
+  w.wire = DeviceBuffer(d, ep ? 16 : T * K * D * 2);  // several ranks: in the symmetric region
+  w.wire_scales = DeviceBuffer(d, ep ? 16 : T * K * D / 32);
+  for (const DeviceBuffer* b : {&w.expert_offsets, &w.tile_offsets1, &w.tile_offsets2})
+    d.fill_bytes(b->get(), 0, b->bytes());  // an empty layout until a call lays one out
   w.errors = DeviceBuffer(d, kErrWords * 4);
   w.expert_done = DeviceBuffer(d, E * 4);  // zeroed by dispatch_rows in each call that uses it
   w.clear_errors(d);

@@ -9,6 +9,10 @@
 
 namespace megamoe {
 
+// Routed rows a rank holds: max_tokens x topk on one GPU; over several ranks
+// RuntimeOptions::routed_rows_capacity, or the worst case world x max_tokens x topk.
+long long routed_rows_capacity(const Config& config, const RuntimeOptions& options);
+
 struct Workspace {
   static Workspace create(Device& device, const Config& config, const RuntimeOptions& options, KernelPath path);
 
@@ -24,7 +28,7 @@ struct Workspace {
   DeviceBuffer wire, wire_scales;
   DeviceBuffer errors;       // kErrWords ints (interface/kernel_constants.cuh)
   DeviceBuffer expert_done;  // the fused stages' Stage1 tiles stored, by expert
-  int rows_capacity = 0;     // routed rows: max_tokens x topk
+  int rows_capacity = 0;     // routed rows (routed_rows_capacity)
   int rows_pad = 0;          // rows per chunk of the routed layout: rows_capacity and a last tile's overhang
 
   // The error words as no call has touched them.

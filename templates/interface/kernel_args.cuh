@@ -206,4 +206,122 @@ struct CombineArgs {
   u16* y;  // [tokens][model_dim] bf16
 };
 
+// --- expert parallelism (templates/ep/, docs/ep.md) ---
+
+// What every EP kernel knows of the group and of this rank's plan. The symmetric region is the
+// same buffer at the same offsets on every rank; peers write into it.
+struct EpArgs {
+  u8* peers[kMaxWorld];  // every rank's symmetric region (this rank's own at [rank])
+  int rank, world;
+  int experts;     // per rank: rank r owns global experts [r * experts, (r + 1) * experts)
+  int max_tokens;  // per rank and call: a source's rows in a receive buffer
+  int topk, model_dim;
+  int x_block;     // values per e8m0 scale of x on the dispatch wire
+  u32* state;      // kStateWords words of this rank's state
+  int* errors;
+  u64 timeout_ns;  // every cross-rank wait's bound
+  // The symmetric region, byte offsets:
+  u64 counts_at;        // [2][world][experts + 1] ints: a source's rows per local expert, then its tokens here
+  u64 count_flags_at;   // [2][world] u32: the call sequence those counts belong to
+  u64 arrive_flags_at;  // [world] u32: a source's rows of this call all sent here
+  u64 done_flags_at;    // [world] u32: a rank's Stage2 outputs of this call all sent here
+  u64 recv_x_at;        // [world][max_tokens][model_dim] e4m3
+  u64 recv_scales_at;   // [world][max_tokens][model_dim / x_block] e8m0
+  u64 recv_meta_at;     // [world][max_tokens][ep_meta_bytes(topk)]
+  u64 wire_at;          // [max_tokens * topk][model_dim]: bf16, or e4m3 in the first half
+  u64 wire_scales_at;   // [max_tokens * topk][model_dim / 32] e8m0 (the fp8 wire)
+  // This rank's plan (local):
+  int* dest_row;      // [max_tokens][world]: token t's row in rank d's receive buffer, -1 if none
+  int* slot_rank;     // [max_tokens * topk]: a slot's rank among this rank's slots to its expert
+  int* segment;       // [experts][world]: the first routed row of (local expert, source)
+  int* segment_rows;  // [experts][world]: the rows of (local expert, source) laid out here
+  int* ready;         // [experts][world]: the rows of (local expert, source) laid out so far
+};
+
+// route_ep (ep/route_ep.cuh): this rank's tokens routed over the group, the counts exchanged,
+// and this rank's layout of the rows it will receive.
+struct RouteEpArgs {
+  static constexpr const char* kName = "RouteEpArgs";
+  EpArgs ep;
+  const int* ids;  // [tokens][topk] global expert ids; -1 an empty slot
+  int tokens;
+  int bm1, bm2;
+  int* block_counts;  // [gridDim][world * experts + world]: a block's rows per global expert, then tokens per rank
+  int* expert_offsets;
+  int* tile_offsets1;
+  int* tile_offsets2;
+  int rows_capacity;  // routed rows this rank can hold; rows past it are dropped and counted
+};
+
+// The dispatch of a call: this rank's tokens sent once per destination rank, and the rows other
+// ranks send here laid out for Stage1. Run by the first `blocks` blocks of Stage1, or by every
+// block of dispatch_ep (the serial path).
+struct EpDispatch {
+  const u16* x;  // [tokens][model_dim] bf16
+  const int* ids;
+  const float* weights;
+  int tokens;
+  int blocks;      // blocks that dispatch
+  int persistent;  // 1: they take no Stage1 tiles afterwards
+  int stride;      // consecutive tokens a dispatch warp takes per step
+  const int* expert_offsets;
+  int* row_token;     // per routed row: its row in the receive buffers (source * max_tokens + row)
+  int* row_slot;      // per routed row: its home's wire row (home * max_tokens * topk + slot)
+  float* row_weight;  // per routed row: its route weight
+  u8* xr;             // the routed layout of x (Hopper), or null where Stage1 reads the receive buffers
+  float* xs;
+  int rows_pad, rows_capacity;
+};
+
+// dispatch_ep (ep/dispatch_ep.cuh): the serial path's dispatch launch.
+struct DispatchEpArgs {
+  static constexpr const char* kName = "DispatchEpArgs";
+  EpArgs ep;
+  EpDispatch dispatch;
+};
+
+// The EP stage kernels: the single-GPU stage's arguments (over the rows this rank received), the
+// group, and for Stage1 the dispatch its first blocks run.
+struct Stage1PortableEpArgs {
+  static constexpr const char* kName = "Stage1PortableEpArgs";
+  Stage1PortableArgs stage;
+  EpArgs ep;
+  EpDispatch dispatch;
+};
+struct Stage2PortableEpArgs {
+  static constexpr const char* kName = "Stage2PortableEpArgs";
+  Stage2PortableArgs stage;
+  EpArgs ep;
+};
+struct Stage1TensorCoreEpArgs {
+  static constexpr const char* kName = "Stage1TensorCoreEpArgs";
+  Stage1TensorCoreArgs stage;
+  EpArgs ep;
+  EpDispatch dispatch;
+};
+struct Stage2TensorCoreEpArgs {
+  static constexpr const char* kName = "Stage2TensorCoreEpArgs";
+  Stage2TensorCoreArgs stage;
+  EpArgs ep;
+};
+struct Stage1HopperEpArgs {
+  static constexpr const char* kName = "Stage1HopperEpArgs";
+  Stage1HopperArgs stage;
+  EpArgs ep;
+  EpDispatch dispatch;
+};
+struct Stage2HopperEpArgs {
+  static constexpr const char* kName = "Stage2HopperEpArgs";
+  Stage2HopperArgs stage;
+  EpArgs ep;
+};
+
+// combine_ep (ep/combine_ep.cuh): once every rank's Stage2 outputs are here, the single-GPU
+// combine over this rank's tokens (ids global).
+struct CombineEpArgs {
+  static constexpr const char* kName = "CombineEpArgs";
+  CombineArgs combine;
+  EpArgs ep;
+};
+
 }  // namespace megamoe

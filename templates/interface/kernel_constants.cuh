@@ -14,9 +14,45 @@
 namespace megamoe {
 
 // The error words the kernels count into and Runtime::take_errors() reads and clears: bad ids,
-// the first bad slot (kNoBadSlot when none), bounds violations (the checked build).
-enum : int { kErrBadIds = 0, kErrFirstBadSlot = 1, kErrBoundsViolations = 2, kErrWords = 4 };
+// the first bad slot (kNoBadSlot when none), bounds violations (the checked build); with several
+// ranks also the first timed-out wait (its phase, kEpPhase*, and the rank it waited for) and the
+// routed rows dropped past the workspace's capacity.
+enum : int {
+  kErrBadIds = 0,
+  kErrFirstBadSlot = 1,
+  kErrBoundsViolations = 2,
+  kErrTimeoutPhase = 4,
+  kErrTimeoutPeer = 5,
+  kErrDroppedRows = 6,
+  kErrWords = 8
+};
 enum : int { kNoBadSlot = 0x7fffffff };
+
+// --- expert parallelism (docs/ep.md) ---
+enum : int { kMaxWorld = 8 };
+// The waits that can time out: a peer's counts, a source's rows, this rank's own layout of a
+// tile's rows, a peer's Stage2 outputs.
+enum : int { kEpPhaseCounts = 1, kEpPhaseRows = 2, kEpPhaseLayout = 3, kEpPhaseOutputs = 4 };
+// A rank's state words (EpArgs::state): the calls completed (the call sequence), the route
+// kernel's grid barrier, the blocks of a kernel that have finished (the last one signals), and
+// the abort flag a timeout raises.
+enum : int {
+  kStateCallSeq = 0,
+  kStateBarrierCount = 1,
+  kStateBarrierGeneration = 2,
+  kStateDispatchDone = 3,
+  kStateStage2Done = 4,
+  kStateCombineDone = 5,
+  kStateAbort = 6,
+  kStateWords = 8
+};
+// A slot in a receive buffer's metadata: (local expert << kSlotRankBits) | its rank among the
+// source's rows to that expert, or kNoSlot for a slot that goes elsewhere.
+enum : int { kSlotRankBits = 21 };
+enum : unsigned { kNoSlot = 0xffffffffu };
+// Bytes of one received token's metadata: its token index (16 bytes with padding), then per slot
+// the packed slot and its route weight.
+MM_SHARED_FN int ep_meta_bytes(int topk) { return 16 + 8 * ((topk + 1) / 2 * 2); }
 
 // Routing: one thread per expert in the scans; one block per kRouteSlotsPerBlock slots, at most
 // kRouteMaxBlocks (more than one: route_count first).

@@ -39,12 +39,26 @@ struct Ring {
 };
 
 // The persistent walk over the tiles routing laid out: `total` tiles of m_tiles weight tiles each
-// per token tile.
+// per token tile; a block takes tiles first, first + step, ... (its index and the grid's, unless
+// some blocks of the grid do other work).
 struct TileWalk {
   int total, m_tiles;
   const int* tile_offsets;
   const int* expert_offsets;
   int experts;
+  int first, step;
+};
+
+// What a tile's producer waits for before it copies the tile's activations, and whether it
+// requests the tile's first weights before that wait. By default a block's first tile requests
+// early and waits for the previous kernel (Device::launch's early_start); every later tile's
+// inputs are there by then.
+struct FirstTileGate {
+  MM_DEVICE bool early(bool first) const { return first; }
+  MM_DEVICE void wait(const RoutedTile&, int, bool) const {
+    mm_wait_prior_grid();
+    mm_release_dependents();
+  }
 };
 
 // What the consumers' epilogue needs of a tile, written by the producers.
@@ -387,20 +401,21 @@ struct HopperGemm {
 
   // The producer warpgroup (threads 0..127). Warp 0, per tile, once a TileInfo entry is free:
   // fill(tile, info, lane) writes the rows the epilogue needs, the entry is published, and lane 0
-  // stages the tile's chunks of the expert's weights (units advance by expert_bytes per expert).
-  // Warps 1 to 3, per tile, once the consumers have stashed it: store(info, region, stid) with
-  // stid 0..95, then the region and the entry are handed back.
-  template <class Fill, class Store>
+  // stages the tile's chunks of the expert's weights (units advance by expert_bytes per expert),
+  // the activations once gate.wait returns. Warps 1 to 3, per tile, once the consumers have
+  // stashed it: store(info, region, stid) with stid 0..95, then the region and the entry are
+  // handed back.
+  template <class Fill, class Store, class Gate = FirstTileGate>
   MM_DEVICE static void run_producer(u8* smem, const TileWalk& walk, const u8* a_q, const float* a_scales,
                                      int rows_pad, int K, const u8* units, i64 expert_bytes, Fill fill,
-                                     Store store) {
+                                     Store store, Gate gate = {}) {
     regs_dealloc<kProducerRegs>();
     const int ptid = threadIdx.x;
     Ring<kInfos> ts;
     if (ptid < kFillers) {
       Ring<kStages> ps;
-      for (int tile = blockIdx.x; tile < walk.total; tile += gridDim.x, ts.advance()) {
-        const bool first = tile == (int)blockIdx.x;
+      for (int tile = walk.first; tile < walk.total; tile += walk.step, ts.advance()) {
+        const bool first = tile == walk.first;
         mbar_wait(tile_empty(smem, ts.index), ts.phase ^ 1);
         const RoutedTile rt =
             routed_tile(tile, walk.m_tiles, BN, walk.tile_offsets, walk.expert_offsets, walk.experts);
@@ -408,14 +423,16 @@ struct HopperGemm {
         fill(rt, ti, ptid);
         if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile, ti->rows = min(rt.p_end - rt.p0, BN);
         mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
-        if (ptid == 0)
-          produce(smem, a_q, a_scales, rows_pad, rt.p0, min(rt.p_end - rt.p0, BN), K,
-                  units + rt.expert * expert_bytes, rt.col_tile, ps, first, [] { wait_previous_kernel(); });
+        if (ptid == 0) {
+          const int rows = min(rt.p_end - rt.p0, BN);
+          produce(smem, a_q, a_scales, rows_pad, rt.p0, rows, K, units + rt.expert * expert_bytes, rt.col_tile, ps,
+                  gate.early(first), [&] { gate.wait(rt, rows, first); });
+        }
         __syncwarp();
       }
     } else {
       u32 phase = 0;
-      for (int tile = blockIdx.x; tile < walk.total; tile += gridDim.x, ts.advance(), phase ^= 1) {
+      for (int tile = walk.first; tile < walk.total; tile += walk.step, ts.advance(), phase ^= 1) {
         mbar_wait(out_full(smem), phase);
         store(*info(smem, ts.index), region(smem), ptid - kFillers);
         mbar_arrive(out_empty(smem));
@@ -427,13 +444,13 @@ struct HopperGemm {
   // The consumer warpgroups (threads 128..383): per tile, the main loop, then, once the storers
   // are done with the region, stash(info, acc, ctid, region) and on to the next tile.
   template <class Stash>
-  MM_DEVICE static void run_consumers(u8* smem, int total, int K, Stash stash) {
+  MM_DEVICE static void run_consumers(u8* smem, const TileWalk& walk, int K, Stash stash) {
     regs_alloc<kConsumerRegs>();
     const int ctid = threadIdx.x - kProducers;
     Ring<kStages> ps;
     Ring<kInfos> ts;
     u32 phase = 0;
-    for (int tile = blockIdx.x; tile < total; tile += gridDim.x, ts.advance(), phase ^= 1) {
+    for (int tile = walk.first; tile < walk.total; tile += walk.step, ts.advance(), phase ^= 1) {
       mbar_wait(tile_full(smem, ts.index), ts.phase);
       const TileInfo<BN>& ti = *info(smem, ts.index);
       float acc[NT][4];

@@ -10,6 +10,7 @@
 // is the runtime's (route_blocks: one block per kRouteSlotsPerBlock slots).
 #pragma once
 #include "interface/kernel_args.cuh"
+#include "moe/block_scan.cuh"
 #include "prelude/megamoe_prelude.cuh"
 
 namespace megamoe {
@@ -48,36 +49,6 @@ MM_DEVICE void route_count(const RouteCountArgs& a) {
   for (int e = threadIdx.x; e < a.experts; e += kRouteThreads) a.counts[blockIdx.x * a.experts + e] = count[e];
 }
 
-// Inclusive prefix sums, in thread order over the block, of each thread's three values: a scan
-// within each warp, then one over the warps' totals (two barriers, where a scan of shared memory
-// takes two per step).
-MM_DEVICE void block_inclusive_scan3(int (&v)[3]) {
-  constexpr int kWidth = MEGAMOE_WARP_SIZE, kWarps = kRouteThreads / kWidth;
-  static_assert(kWarps <= kWidth, "one warp scans the warps' totals");
-  __shared__ int totals[3][kWarps];
-  const int lane = threadIdx.x % kWidth, warp = threadIdx.x / kWidth;
-  for (int d = 1; d < kWidth; d *= 2)
-    for (int i = 0; i < 3; ++i) {
-      const int o = mm_shfl_up(v[i], d);
-      if (lane >= d) v[i] += o;
-    }
-  if (lane == kWidth - 1)
-    for (int i = 0; i < 3; ++i) totals[i][warp] = v[i];
-  __syncthreads();
-  if (warp == 0)
-    for (int i = 0; i < 3; ++i) {
-      int t = lane < kWarps ? totals[i][lane] : 0;
-      for (int d = 1; d < kWarps; d *= 2) {
-        const int o = mm_shfl_up(t, d);
-        if (lane >= d) t += o;
-      }
-      if (lane < kWarps) totals[i][lane] = t;
-    }
-  __syncthreads();
-  if (warp > 0)
-    for (int i = 0; i < 3; ++i) v[i] += totals[i][warp - 1];
-}
-
 MM_DEVICE void route(const RouteArgs& a) {
   __shared__ int cursor[kMaxExperts];
   const SlotRange r = route_slots(a.tokens * a.topk);
@@ -98,7 +69,7 @@ MM_DEVICE void route(const RouteArgs& a) {
   }
   const int tiles1 = (total + a.bm1 - 1) / a.bm1, tiles2 = (total + a.bm2 - 1) / a.bm2;
   int ends[3] = {total, tiles1, tiles2};  // expert e's ends: its rows and tiles, and those before it
-  block_inclusive_scan3(ends);
+  block_inclusive_scan<3>(ends);
   if (e < experts) {
     const int first = ends[0] - total;  // exclusive
     cursor[e] = first + before;

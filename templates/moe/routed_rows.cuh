@@ -21,19 +21,21 @@ MM_DEVICE i64 routed_scale_index(int chunk, int p, int r16, int rows_pad) {
   return ((i64)chunk * rows_pad + p - r16) * 4 + at;
 }
 
-// A lane's piece of a 128-value chunk in fp8: 16 values (one 16-byte piece of the row) and the
-// chunk's scale.
+// A lane's piece of a 128-value chunk in fp8: 16 values (one 16-byte piece of the row), the
+// block's scale and its exponent (scale = 2^exponent).
 struct RoutedPiece {
   uint4 bytes;
   float scale;
+  int exponent;
 };
 
-// Quantizes the values of kLanes consecutive lanes (8, 16 or 32: one, two or four chunks, 16
-// values a lane, lane l % 8 holding values 16 (l % 8) .. + 15 of its chunk) into one fp8 block.
-// Every lane of the warp must call it.
+// Quantizes the values of kLanes consecutive lanes (2 to 32: a block of 32 to 512 values, 16
+// values a lane; in the routed layout lane l % 8 holds values 16 (l % 8) .. + 15 of its chunk)
+// into one fp8 block. Every lane of the warp must call it.
 template <int kLanes>
 MM_DEVICE RoutedPiece quantize_piece(const float (&v)[16]) {
-  static_assert(kLanes == 8 || kLanes == 16 || kLanes == 32, "a block of one, two or four chunks");
+  static_assert(kLanes == 2 || kLanes == 4 || kLanes == 8 || kLanes == 16 || kLanes == 32,
+                "a block of 32 to 512 values");
   float amax = 0.f;
   for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
   for (int m = kLanes / 2; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
@@ -44,7 +46,7 @@ MM_DEVICE RoutedPiece quantize_piece(const float (&v)[16]) {
     const float s[4] = {v[4 * q] * inv, v[4 * q + 1] * inv, v[4 * q + 2] * inv, v[4 * q + 3] * inv};
     w[q] = mm_f32x4_to_e4m3(s);
   }
-  return RoutedPiece{make_uint4(w[0], w[1], w[2], w[3]), mm_pow2(e)};
+  return RoutedPiece{make_uint4(w[0], w[1], w[2], w[3]), mm_pow2(e), e};
 }
 
 // Stores piece `piece` (0..7) of chunk `chunk` of routed row p, r16 rows (mod 16) into its

@@ -107,39 +107,52 @@ MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBN>& ti, const float (&acc)[Ge
   }
 }
 
-// kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
-// here against what the pipeline and the region take.
-template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck>
-MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
-  const int model_dim = a.model_dim;
-  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, kXBlock / 128>;
-  extern __shared__ u8 smem_raw[];
-  __shared__ Stage1PairShared<BN> pair;
-  Stage1PairShared<BN>* sh = &pair;  // the lambdas below capture by value: a pointer
-  u8* smem = pair.template init<Gemm>(smem_raw);
+// The tiles of a walk: the producer warpgroup fills each tile's rows (fill) and stages its
+// chunks once gate allows, the consumers compute and stash h, the storers quantize and store it.
+// smem: the pipeline, initialised (Stage1PairShared::init).
+template <class Act, class Gemm, bool kCheck, class Fill, class Gate>
+MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1PairShared<Gemm::kBN>* sh,
+                                  const TileWalk& walk, Fill fill, Gate gate) {
+  constexpr int BN = Gemm::kBN, kLd = kStage1RegionLd;
   const int rank = cluster_rank(), peer = rank ^ 1;
   const i64 rows_e = 2LL * a.inter_dim;
-  const TileWalk walk{a.tile_offsets[a.experts] * int(rows_e / Gemm::kRows), int(rows_e / Gemm::kRows),
-                      a.tile_offsets, a.expert_offsets, a.experts};
-  // The output region: [BN][kLd] floats; 68 keeps the consumers' writes free of bank conflicts
-  // and the storers' rows 16-byte aligned.
-  constexpr int kLd = kStage1RegionLd;
-  static_assert(1023 + Gemm::kPipelineBytes + BN * kLd * 4 <= kSharedBytes,
-                "the catalog's shared memory holds the alignment slack, the stages and the region");
   if (threadIdx.x < Gemm::kProducers) {
-    Gemm::run_producer(
-        smem, walk, a.x_q, a.x_scales, a.rows_pad, model_dim, a.w1_units, layout_v3_expert_bytes(rows_e, model_dim),
-        [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-          stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.row_token, a.rows_capacity, a.tokens, a.errors, nullptr,
-                                                       ti->out, lane);
-        },
-        Stage1Storer<BN, Gemm::kStorers, kLd>{sh, rank, peer, a.rows_pad, a.h_q, a.h_scales});
+    Gemm::run_producer(smem, walk, a.x_q, a.x_scales, a.rows_pad, a.model_dim, a.w1_units,
+                       layout_v3_expert_bytes(rows_e, a.model_dim), fill,
+                       Stage1Storer<BN, Gemm::kStorers, kLd>{sh, rank, peer, a.rows_pad, a.h_q, a.h_scales}, gate);
   } else {
-    Gemm::run_consumers(smem, walk.total, model_dim,
+    Gemm::run_consumers(smem, walk, a.model_dim,
                         [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
                           stage1_stash<Act, Gemm, kLd>(ti, acc, ctid, o, a.w1_row_scale, rows_e);
                         });
   }
+}
+
+// The walk over every Stage1 tile routing laid out: each block's tiles blockIdx.x + i gridDim.x.
+template <class Gemm>
+MM_DEVICE TileWalk stage1_hopper_tiles(const Stage1HopperArgs& a, int first, int step) {
+  const int m_tiles = 2 * a.inter_dim / Gemm::kRows;
+  return TileWalk{a.tile_offsets[a.experts] * m_tiles, m_tiles, a.tile_offsets, a.expert_offsets, a.experts, first, step};
+}
+
+// kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
+// here against what the pipeline and the region (h's [BN][kStage1RegionLd] floats: 68 keeps the
+// consumers' writes free of bank conflicts and the storers' rows 16-byte aligned) take.
+template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck>
+MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
+  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, kXBlock / 128>;
+  static_assert(1023 + Gemm::kPipelineBytes + BN * kStage1RegionLd * 4 <= kSharedBytes,
+                "the launch's shared memory holds the alignment slack, the stages and the region");
+  extern __shared__ u8 smem_raw[];
+  __shared__ Stage1PairShared<BN> pair;
+  u8* smem = pair.template init<Gemm>(smem_raw);
+  stage1_hopper_walk<Act, Gemm, kCheck>(
+      a, smem, &pair, stage1_hopper_tiles<Gemm>(a, int(blockIdx.x), int(gridDim.x)),
+      [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
+        stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.row_token, a.rows_capacity, a.tokens, a.errors, nullptr,
+                                                     ti->out, lane);
+      },
+      FirstTileGate{});
   cluster_sync();  // neither block leaves while its peer may still write to its shared memory
 }
 

@@ -7,11 +7,14 @@
 #include "moe/epilogue_fp8.cuh"
 #include "moe/portable_gemm.cuh"
 #include "moe/routed_tiles.cuh"
+#include "moe/stage_gate.cuh"
 
 namespace megamoe {
 
-template <class Act, int BM, int BN, bool kCheck>
-MM_DEVICE void stage1_portable(const Stage1PortableArgs& a) {
+// The tiles first, first + step, ...; a tile's rows are read once gate.wait returns (one thread
+// waits; ep/stage_gates.cuh).
+template <class Act, int BM, int BN, bool kCheck, class Gate>
+MM_DEVICE void stage1_portable_tiles(const Stage1PortableArgs& a, int first, int step, const Gate& gate) {
   const int model_dim = a.model_dim, inter_dim = a.inter_dim;
   using Gemm = PortableGemm<BM, BN, 2>;
   __shared__ union {
@@ -22,10 +25,12 @@ MM_DEVICE void stage1_portable(const Stage1PortableArgs& a) {
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int col_tiles = inter_dim / BN;
   const int total = a.tile_offsets[a.experts] * col_tiles;
-  for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+  for (int tile = first; tile < total; tile += step) {
     const RoutedTile rt = routed_tile(tile, col_tiles, BM, a.tile_offsets, a.expert_offsets, a.experts);
     const int e = rt.expert, col0 = rt.col_tile * BN;
-    __syncthreads();  // the previous tile's epilogue is done with shared memory
+    if constexpr (Gate::kWaits)
+      if (tid == 0) gate.wait(rt, min(rt.p_end - rt.p0, BM), tile == first);
+    __syncthreads();  // the previous tile's epilogue is done with shared memory (and the rows are there)
     stage1_tile_rows<BM, Gemm::kThreads, kCheck>(rt, a.row_token, a.rows_capacity, a.tokens, a.errors, a_rows, out_rows,
                                                   threadIdx.x);
     __syncthreads();
@@ -35,9 +40,14 @@ MM_DEVICE void stage1_portable(const Stage1PortableArgs& a) {
     for (int i = 0; i < Gemm::TM; ++i)
       for (int j = 0; j < Gemm::TN; ++j) smem.h[ty + 16 * i][tx + 16 * j] = Act::apply(acc[0][i][j], acc[1][i][j]);
     __syncthreads();
-    store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.h[0][0], BN + 1, out_rows, a.h_q, inter_dim, a.h_scales, inter_dim / 32,
-                                             col0, threadIdx.x);
+    store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.h[0][0], BN + 1, out_rows,
+                                               DenseRows{a.h_q, inter_dim, a.h_scales, inter_dim / 32}, col0, tid);
   }
+}
+
+template <class Act, int BM, int BN, bool kCheck>
+MM_DEVICE void stage1_portable(const Stage1PortableArgs& a) {
+  stage1_portable_tiles<Act, BM, BN, kCheck>(a, int(blockIdx.x), int(gridDim.x), NoRowsGate{});
 }
 
 }  // namespace megamoe

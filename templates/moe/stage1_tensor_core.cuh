@@ -6,12 +6,15 @@
 #include "interface/kernel_args.cuh"
 #include "moe/epilogue_fp8.cuh"
 #include "moe/routed_tiles.cuh"
+#include "moe/stage_gate.cuh"
 #include "moe/tensor_core_gemm.cuh"
 
 namespace megamoe {
 
-template <class Act, int BN, int kStages, bool kCheck>
-MM_DEVICE void stage1_tensor_core(const Stage1TensorCoreArgs& a) {
+// The tiles first, first + step, ...; a tile's rows are read once gate.wait returns (one thread
+// waits; moe/stage_gate.cuh).
+template <class Act, int BN, int kStages, bool kCheck, class Gate>
+MM_DEVICE void stage1_tensor_core_tiles(const Stage1TensorCoreArgs& a, int first, int step, const Gate& gate) {
   const int model_dim = a.model_dim, inter_dim = a.inter_dim;
   using Gemm = TensorCoreGemm<BN, kStages>;
   extern __shared__ __align__(16) u8 smem[];
@@ -19,10 +22,12 @@ MM_DEVICE void stage1_tensor_core(const Stage1TensorCoreArgs& a) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int m_tiles = 2 * inter_dim / Gemm::kRows;
   const int total = a.tile_offsets[a.experts] * m_tiles;
-  for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
+  for (int tile = first; tile < total; tile += step) {
     const RoutedTile rt = routed_tile(tile, m_tiles, BN, a.tile_offsets, a.expert_offsets, a.experts);
     const int e = rt.expert, m_tile = rt.col_tile;
-    __syncthreads();  // the previous tile's epilogue is done with shared memory
+    if constexpr (Gate::kWaits)
+      if (tid == 0) gate.wait(rt, min(rt.p_end - rt.p0, BN), tile == first);
+    __syncthreads();  // the previous tile's epilogue is done with shared memory (and the rows are there)
     stage1_tile_rows<BN, Gemm::kThreads, kCheck>(rt, a.row_token, a.rows_capacity, a.tokens, a.errors, a_rows, out_rows,
                                                   threadIdx.x);
     __syncthreads();
@@ -38,9 +43,14 @@ MM_DEVICE void stage1_tensor_core(const Stage1TensorCoreArgs& a) {
     for (int j = 0; j < Gemm::NT; ++j)
       for (int c = 0; c < 2; ++c) h[(8 * j + 2 * t + c) * 65 + 8 * warp + g] = Act::apply(acc[j][c] * sg, acc[j][2 + c] * su);
     __syncthreads();
-    store_tile_fp8<BN, 64, 64, Gemm::kThreads>(h, 65, out_rows, a.h_q, inter_dim, a.h_scales, inter_dim / 64, m_tile * 64,
-                                               threadIdx.x);
+    store_tile_fp8<BN, 64, 64, Gemm::kThreads>(h, 65, out_rows, DenseRows{a.h_q, inter_dim, a.h_scales, inter_dim / 64},
+                                               m_tile * 64, tid);
   }
+}
+
+template <class Act, int BN, int kStages, bool kCheck>
+MM_DEVICE void stage1_tensor_core(const Stage1TensorCoreArgs& a) {
+  stage1_tensor_core_tiles<Act, BN, kStages, kCheck>(a, int(blockIdx.x), int(gridDim.x), NoRowsGate{});
 }
 
 }  // namespace megamoe

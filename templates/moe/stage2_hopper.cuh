@@ -11,47 +11,42 @@
 namespace megamoe {
 
 // Stage2's storers (warpgroup 0's warps 1 to 3) for one tile: the region's rows (the tile's 128
-// output columns, kLd floats apart) onto the wire at each row's slot.
-template <int BN, int kStorers, int kLd, int kWire>
-MM_DEVICE void stage2_store(const TileInfo<BN>& ti, const float* o, int stid, void* wire, u8* wire_scales,
-                            int model_dim) {
+// output columns, kLd floats apart) onto the wire row of each row's code (wire.row()).
+template <int BN, int kStorers, int kLd, int kWire, class Wire>
+MM_DEVICE void stage2_store(const TileInfo<BN>& ti, const float* o, int stid, const Wire& wire) {
   constexpr int kCols = 128;
   const int col0 = ti.col_tile * kCols;
-  if (kWire == 0) {  // four values per thread and step: one 16-byte load, one 8-byte store
-    u16* out = static_cast<u16*>(wire);
+  if (kWire == kWireBf16) {  // four values per thread and step: one 16-byte load, one 8-byte store
     for (int i = stid; i < ti.rows * (kCols / 4); i += kStorers) {
       const int n = i / (kCols / 4), c = 4 * (i % (kCols / 4)), slot = ti.out[n];
       if (slot >= 0) {
         const float4 v = *reinterpret_cast<const float4*>(o + n * kLd + c);
-        *reinterpret_cast<uint2*>(out + (i64)slot * model_dim + col0 + c) =
+        *reinterpret_cast<uint2*>(reinterpret_cast<u16*>(wire.row(slot)) + col0 + c) =
             make_uint2(u32(mm_f32_to_bf16(v.x)) | (u32(mm_f32_to_bf16(v.y)) << 16),
                        u32(mm_f32_to_bf16(v.z)) | (u32(mm_f32_to_bf16(v.w)) << 16));
       }
     }
   } else {
-    store_tile_fp8<BN, kCols, 32, kStorers>(o, kLd, ti.out, static_cast<u8*>(wire), model_dim, wire_scales,
-                                            model_dim / 32, col0, stid);
+    store_tile_fp8<BN, kCols, 32, kStorers>(o, kLd, ti.out, wire, col0, stid);
   }
 }
 
-// kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
-// here against what the pipeline and the region take.
-template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck>
-MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
+// The tiles of a grid-wide walk, rows onto `wire`; every thread returns here. The region:
+// [BN][kStage2RegionLd] floats, the tile's rows with the weight rows' scales and the route weights
+// applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8): the consumers' writes fall
+// in 32 different banks, and the storers read 16-byte pieces.
+template <class Gemm, int kWire, bool kCheck, class Wire>
+MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wire& wire) {
+  constexpr int BN = Gemm::kBN, kLd = kStage2RegionLd;
   const int model_dim = a.model_dim, inter_dim = a.inter_dim;
-  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM>;
-  extern __shared__ u8 smem_raw[];
-  u8* smem = Gemm::align(smem_raw);
-  Gemm::init(smem);
   const i64 rows_e = model_dim;
-  const TileWalk walk{a.tile_offsets[a.experts] * (model_dim / Gemm::kRows), model_dim / Gemm::kRows,
-                      a.tile_offsets, a.expert_offsets, a.experts};
-  // The output region: [BN][kLd] floats, the tile's rows with the weight rows' scales and the route
-  // weights applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8). 132: the
-  // consumers' writes fall in 32 different banks, and the storers read 16-byte pieces.
-  constexpr int kLd = kStage2RegionLd;
-  static_assert(1023 + Gemm::kPipelineBytes + BN * kLd * 4 <= kSharedBytes,
-                "the catalog's shared memory holds the alignment slack, the stages and the region");
+  const TileWalk walk{a.tile_offsets[a.experts] * (model_dim / Gemm::kRows),
+                      model_dim / Gemm::kRows,
+                      a.tile_offsets,
+                      a.expert_offsets,
+                      a.experts,
+                      int(blockIdx.x),
+                      int(gridDim.x)};
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
         smem, walk, a.h_q, a.h_scales, a.rows_pad, inter_dim, a.w2_units, layout_v3_expert_bytes(rows_e, inter_dim),
@@ -60,15 +55,28 @@ MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
                                                        a.errors, nullptr, ti->out, ti->weight, lane);
         },
         [=](const TileInfo<BN>& ti, const float* o, int stid) {
-          stage2_store<BN, Gemm::kStorers, kLd, kWire>(ti, o, stid, a.wire, a.wire_scales, model_dim);
+          stage2_store<BN, Gemm::kStorers, kLd, kWire>(ti, o, stid, wire);
         });
-    return;
+  } else {
+    Gemm::run_consumers(smem, walk, inter_dim,
+                        [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
+                          Gemm::stash_rows(acc, a.w2_row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
+                                           [&](int n) { return ti.weight[n]; });  // the route weight
+                        });
   }
-  Gemm::run_consumers(smem, walk.total, inter_dim,
-                      [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                        Gemm::stash_rows(acc, a.w2_row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
-                                         [&](int n) { return ti.weight[n]; });  // the route weight
-                      });
+}
+
+// kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
+// here against what the pipeline and the region take.
+template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck>
+MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
+  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM>;
+  static_assert(1023 + Gemm::kPipelineBytes + BN * kStage2RegionLd * 4 <= kSharedBytes,
+                "the launch's shared memory holds the alignment slack, the stages and the region");
+  extern __shared__ u8 smem_raw[];
+  u8* smem = Gemm::align(smem_raw);
+  Gemm::init(smem);
+  stage2_hopper_walk<Gemm, kWire, kCheck>(a, smem, wire_rows<kWire>(a.wire, a.wire_scales, a.model_dim));
 }
 
 }  // namespace megamoe

@@ -9,8 +9,10 @@
 
 namespace megamoe {
 
-template <int BM, int BN, int kWire, bool kCheck>
-MM_DEVICE void stage2_portable(const Stage2PortableArgs& a) {
+// The tiles of a grid-wide walk; each output row (a row's wire code, row_slot) goes where
+// wire.row() says.
+template <int BM, int BN, int kWire, bool kCheck, class Wire>
+MM_DEVICE void stage2_portable_tiles(const Stage2PortableArgs& a, const Wire& wire) {
   const int model_dim = a.model_dim, inter_dim = a.inter_dim;
   using Gemm = PortableGemm<BM, BN, 1>;
   __shared__ union {
@@ -33,21 +35,24 @@ MM_DEVICE void stage2_portable(const Stage2PortableArgs& a) {
     Gemm::run(smem.gemm, a.h_q, a.h_scales, a_rows, inter_dim, a.w2_packed + (i64)e * model_dim * (inter_dim / 2),
               a.w2_scales + (i64)e * model_dim * (inter_dim / 32), col0, 0, acc);
     if (kWire == kWireBf16) {
-      u16* out = static_cast<u16*>(a.wire);
       for (int i = 0; i < Gemm::TM; ++i) {
         const int r = ty + 16 * i;
         if (out_slot[r] < 0) continue;
-        for (int j = 0; j < Gemm::TN; ++j)
-          out[(i64)out_slot[r] * model_dim + col0 + tx + 16 * j] = mm_f32_to_bf16(acc[0][i][j] * weight[r]);
+        u16* out = reinterpret_cast<u16*>(wire.row(out_slot[r])) + col0 + tx;
+        for (int j = 0; j < Gemm::TN; ++j) out[16 * j] = mm_f32_to_bf16(acc[0][i][j] * weight[r]);
       }
     } else {
       for (int i = 0; i < Gemm::TM; ++i)
         for (int j = 0; j < Gemm::TN; ++j) smem.o[ty + 16 * i][tx + 16 * j] = acc[0][i][j] * weight[ty + 16 * i];
       __syncthreads();
-      store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.o[0][0], BN + 1, out_slot, static_cast<u8*>(a.wire), model_dim,
-                                                a.wire_scales, model_dim / 32, col0, threadIdx.x);
+      store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.o[0][0], BN + 1, out_slot, wire, col0, threadIdx.x);
     }
   }
+}
+
+template <int BM, int BN, int kWire, bool kCheck>
+MM_DEVICE void stage2_portable(const Stage2PortableArgs& a) {
+  stage2_portable_tiles<BM, BN, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.model_dim));
 }
 
 }  // namespace megamoe

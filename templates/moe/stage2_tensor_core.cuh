@@ -9,8 +9,10 @@
 
 namespace megamoe {
 
-template <int BN, int kStages, int kWire, bool kCheck>
-MM_DEVICE void stage2_tensor_core(const Stage2TensorCoreArgs& a) {
+// The tiles of a grid-wide walk; each output row (a row's wire code, row_slot) goes where
+// wire.row() says.
+template <int BN, int kStages, int kWire, bool kCheck, class Wire>
+MM_DEVICE void stage2_tensor_core_tiles(const Stage2TensorCoreArgs& a, const Wire& wire) {
   const int model_dim = a.model_dim, inter_dim = a.inter_dim;
   using Gemm = TensorCoreGemm<BN, kStages>;
   extern __shared__ __align__(16) u8 smem[];
@@ -42,17 +44,21 @@ MM_DEVICE void stage2_tensor_core(const Stage2TensorCoreArgs& a) {
       }
     __syncthreads();
     const int col0 = m_tile * Gemm::kRows;
-    if (kWire == 0) {
-      u16* out = static_cast<u16*>(a.wire);
+    if (kWire == kWireBf16) {
       for (int i = tid; i < BN * Gemm::kRows; i += Gemm::kThreads) {
         const int n = i / Gemm::kRows, c = i % Gemm::kRows;
-        if (out_slot[n] >= 0) out[(i64)out_slot[n] * model_dim + col0 + c] = mm_f32_to_bf16(o[n * 129 + c]);
+        if (out_slot[n] >= 0)
+          reinterpret_cast<u16*>(wire.row(out_slot[n]))[col0 + c] = mm_f32_to_bf16(o[n * 129 + c]);
       }
     } else {
-      store_tile_fp8<BN, 128, 32, Gemm::kThreads>(o, 129, out_slot, static_cast<u8*>(a.wire), model_dim, a.wire_scales,
-                                                  model_dim / 32, col0, threadIdx.x);
+      store_tile_fp8<BN, 128, 32, Gemm::kThreads>(o, 129, out_slot, wire, col0, threadIdx.x);
     }
   }
+}
+
+template <int BN, int kStages, int kWire, bool kCheck>
+MM_DEVICE void stage2_tensor_core(const Stage2TensorCoreArgs& a) {
+  stage2_tensor_core_tiles<BN, kStages, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.model_dim));
 }
 
 }  // namespace megamoe

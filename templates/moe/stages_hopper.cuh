@@ -32,6 +32,7 @@ MM_DEVICE void stages_hopper(const StagesHopperArgs& a) {
   const int* tile_offsets2 = a.tile_offsets2;
   const int* expert_offsets = a.expert_offsets;
   int* expert_done = a.expert_done;
+  const DenseRows wire = wire_rows<kWire>(a.wire, a.wire_scales, model_dim);
   using Gemm1 = HopperGemm<BN, kStages, kBlocksPerSM, kXBlock / 128>;
   using Gemm2 = HopperGemm<BN, kStages, kBlocksPerSM>;
   static_assert(Gemm1::kPipelineBytes == Gemm2::kPipelineBytes && Gemm1::kStageBytes == Gemm2::kStageBytes,
@@ -100,7 +101,7 @@ MM_DEVICE void stages_hopper(const StagesHopperArgs& a) {
           named_barrier(1, Gemm1::kStorers);
           if (stid == 0) atomicAdd(expert_done + ti.expert, 1);
         } else {
-          stage2_store<BN, Gemm1::kStorers, kLd2, kWire>(ti, region, stid, a.wire, a.wire_scales, model_dim);
+          stage2_store<BN, Gemm1::kStorers, kLd2, kWire>(ti, region, stid, wire);
         }
         mbar_arrive(Gemm1::out_empty(smem));
         mbar_arrive(Gemm1::tile_empty(smem, ts.index));

@@ -41,11 +41,87 @@ MM_DEVICE float mm_warp_sum(float v) {
   return v;
 }
 
-// Fences and atomics visible to peer GPUs and the host (system scope).
+// Lane l gets v of lane `src` (a warp-wide broadcast when src is the same on every lane).
+MM_DEVICE int mm_shfl(int v, int src) {
+#if MEGAMOE_CUDA
+  return __shfl_sync(0xffffffffu, v, src);
+#else
+  return __shfl(v, src);
+#endif
+}
+// Bit l set where lane l's predicate holds.
+MM_DEVICE u64 mm_ballot(bool p) {
+#if MEGAMOE_CUDA
+  return __ballot_sync(0xffffffffu, p);
+#else
+  return __ballot(p);
+#endif
+}
+MM_DEVICE void mm_syncwarp() {
+#if MEGAMOE_CUDA
+  __syncwarp();
+#endif
+}
+
+// Fences: the device's, and the system's (what peer GPUs and the host see).
 MM_DEVICE void mm_fence_system() { __threadfence_system(); }
 MM_DEVICE void mm_fence_device() { __threadfence(); }
-MM_DEVICE int mm_atomic_add_system(int* p, int v) { return atomicAdd_system(p, v); }
-MM_DEVICE int mm_atomic_max_device(int* p, int v) { return atomicMax(p, v); }
+
+// Flags between GPUs and between blocks: a load that acquires what the writer released before
+// its store, at system scope (a peer GPU writes) or device scope (another block writes).
+MM_DEVICE u32 mm_load_acquire_system(const u32* p) {
+#if MEGAMOE_CUDA
+  u32 v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+#endif
+}
+MM_DEVICE int mm_load_acquire_device(const int* p) {
+#if MEGAMOE_CUDA
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+MM_DEVICE void mm_store_release_system(u32* p, u32 v) {
+#if MEGAMOE_CUDA
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#else
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+#endif
+}
+// Orders this thread's bulk copies (the async proxy, sm_90) after what it has acquired of other
+// threads' ordinary stores; elsewhere nothing to do.
+MM_DEVICE void mm_fence_proxy_async() {
+#if MEGAMOE_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+}
+
+// A relaxed load that is not cached across iterations (a counter another block changes).
+MM_DEVICE u32 mm_load_volatile(const u32* p) { return *static_cast<const volatile u32*>(p); }
+
+// Nanoseconds of a clock that runs at the same rate on every SM (a wait's deadline).
+MM_DEVICE u64 mm_clock_ns() {
+#if MEGAMOE_CUDA
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  return wall_clock64() * 10;  // a 100 MHz counter on CDNA
+#endif
+}
+MM_DEVICE void mm_pause() {
+#if MEGAMOE_CUDA
+  __nanosleep(64);
+#else
+  __builtin_amdgcn_s_sleep(1);
+#endif
+}
 
 // fp8 e4m3 values travel as bytes; the conversions live with the kernels that use them.
 typedef u8 fp8_e4m3_storage;

@@ -29,6 +29,19 @@ TEST_CASE("hipRTC compiles the layer kernels of each activation for gfx90a", "[h
   CHECK(b.build(quantize_rows_spec()).kernel->binary.substr(0, 4) == "\x7f" "ELF");
 }
 
+TEST_CASE("hipRTC compiles the portable path's kernels over several ranks for gfx90a", "[hiprtc][ep]") {
+  KernelBuilder b(make_compiler(BackendKind::hip), "gfx90a", {});
+  const Activation a{ActivationKind::situv2, 4.f, 25.f, 0.f};
+  for (bool bc : {false, true})
+    for (auto wire : {CombineWire::bf16, CombineWire::fp8_blockwise_1x32})
+      for (const KernelSpec& s : std::vector<KernelSpec>{
+               route_ep_spec(), dispatch_ep_spec(32, false, bc), stage1_portable_ep_spec(a, 32, bc),
+               stage2_portable_ep_spec(32, wire, bc), combine_ep_spec(wire)}) {
+        INFO(s.name());
+        CHECK(b.build(s).kernel->binary.substr(0, 4) == "\x7f" "ELF");
+      }
+}
+
 TEST_CASE("the hip backend refuses targets its hipRTC cannot build, before calling it", "[hiprtc]") {
   CHECK_THROWS_WITH(KernelBuilder(make_compiler(BackendKind::hip), "gfx942", {}),
                     Catch::Contains("gfx942") && Catch::Contains("gfx90a"));

@@ -1,5 +1,5 @@
 // NVRTC compiles every kernel variant of every built-in config for sm_90a, checked and
-// unchecked, and of each activation; and every Hopper token-tile width, with ptxas keeping its
+// unchecked, on one GPU and over several ranks, and of each activation; and every Hopper token-tile width, with ptxas keeping its
 // wgmma asynchronous.
 #include <catch2/catch.hpp>
 
@@ -24,7 +24,8 @@ void compile_all_variants(const std::string& config_name) {
     Config c = load_config(config_name);
     for (auto& bucket : c.buckets)
       for (KernelPath path : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper})
-      for (auto& spec : kernels_for_bucket(c, bucket, path)) {
+      for (int world : {1, 2})  // on one GPU, and as a rank of an expert-parallel group
+      for (auto& spec : kernels_for_bucket(c, bucket, path, world)) {
         PlannedKernel p = b.plan(spec);
         if (!done.insert(p.key.hex).second) continue;
         INFO(p.rendered.name);

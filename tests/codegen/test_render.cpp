@@ -71,7 +71,7 @@ TEST_CASE("every template header a kernel includes is collected, each once", "[c
                                           "prelude/megamoe_prelude.cuh", "interface/scalar_types.cuh",
                                           "interface/kernel_args.cuh", "interface/kernel_constants.cuh",
                                           "moe/epilogue_fp8.cuh", "common/numerics.cuh", "moe/portable_gemm.cuh",
-                                          "moe/routed_tiles.cuh"});
+                                          "moe/routed_tiles.cuh", "moe/stage_gate.cuh"});
   for (auto& h : k.headers) CHECK(h.text == std::string(template_text(h.path)));
 }
 

@@ -23,7 +23,8 @@ Mxfp4ExpertWeights hand_weights() {
   return quantize_expert_weights(w1.data(), w2.data(), E, D, I);
 }
 
-reference::LayerOutputs run(Activation act, CombineWire wire, std::vector<int> ids, std::vector<float> weights) {
+reference::LayerOutputs run(Activation act, CombineWire wire, std::vector<int> ids, std::vector<float> weights,
+                            int experts = 0) {
   static const Mxfp4ExpertWeights w = hand_weights();
   std::vector<std::uint16_t> x(32, formats::float_to_bf16(1.f));
   reference::LayerInputs in;
@@ -34,6 +35,7 @@ reference::LayerOutputs run(Activation act, CombineWire wire, std::vector<int> i
   in.x = x.data();
   in.ids = ids.data();
   in.route_weights = weights.data();
+  in.experts = experts;
   return reference::reference_layer(in, {0}, 2);
 }
 
@@ -67,6 +69,12 @@ TEST_CASE("reference layer: -1 slots and ids out of range contribute nothing", "
   auto holes = run({ActivationKind::silu}, CombineWire::bf16, {0, -1, 1, 7, -5}, {0.25f, 9.f, 0.75f, 9.f, 9.f});
   CHECK(holes.exact == base.exact);
   CHECK(holes.emulated == base.emulated);
+  // A group's experts may be fewer than the weights hold: ids past them are bad too.
+  auto fewer = run({ActivationKind::silu}, CombineWire::bf16, {0, 1}, {0.25f, 0.75f}, 1);
+  auto only0 = run({ActivationKind::silu}, CombineWire::bf16, {0, -1}, {0.25f, 0.75f});
+  CHECK(fewer.exact == only0.exact);
+  CHECK(fewer.emulated == only0.emulated);
+  CHECK(fewer.exact != base.exact);
   auto none = run({ActivationKind::silu}, CombineWire::bf16, {-1, -1}, {1.f, 1.f});
   for (float v : none.exact) CHECK(v == 0.f);
   for (float v : none.emulated) CHECK(v == 0.f);

@@ -7,6 +7,7 @@
 //         beside the burst's).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/ceilings.hpp"
+#include "bench/group_bench.hpp"
 #include "common/cli.hpp"
 #include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
@@ -27,14 +29,18 @@ using namespace megamoe;
 namespace {
 
 constexpr const char* kTool = "megamoe-bench";
-const char* kUsage = R"(usage: megamoe-bench --world 1 --config NAME [--bs LIST] [--path auto|portable|tensor_core|hopper]
-                     [--reps N] [--seed S] [--json FILE]
+const char* kUsage = R"(usage: megamoe-bench --world W --config NAME [--bs LIST] [--path auto|portable|tensor_core|hopper]
+                     [--transport loopback|peer] [--reps N] [--seed S] [--json FILE]
 
-Times the layer of a config on GPU 0 (world size 1: the per-rank load of bs x topk routed rows
-over experts_per_rank experts, uniform routing) and prints per batch size the Stage1, Stage2,
+--world 1: times the layer of a config on GPU 0 (the per-rank load of bs x topk routed rows over
+experts_per_rank experts, uniform routing) and prints per batch size the Stage1, Stage2,
 single-call and total (burst) times, the floor max(weight bytes of the experts touched / copy
 bandwidth, FLOPs / fp8 rate) with both ceilings measured sustained in the same run, and
 time / floor.
+--world W > 1: the W ranks of an expert-parallel group in this process (--transport loopback,
+the default: every rank on GPU 0; peer: rank r on GPU r), bs tokens a rank, uniform routing over
+every rank's experts: per batch size the fused and the serial call's time (the slowest rank's)
+and their ratio, measured side by side.
   --config C   built-in config name, or a path ending in .json
   --bs LIST    default 1,8,32,64,128,256,512,1024,2048,4096,8192
   --reps N     timed repetitions per measurement (default 20); medians are reported
@@ -53,10 +59,12 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // loopback ranks' streams on queues of their own (docs/ep.md)
   std::string config_name, json_path;
   KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
   int world = 0, reps = 20;
+  Transport transport = Transport::loopback;
   std::uint64_t seed = 123;
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
@@ -71,15 +79,22 @@ int main(int argc, char** argv) {
     else if (s == "--reps") reps = int(cli::parse_int(kTool, s, value()));
     else if (s == "--seed") seed = std::uint64_t(cli::parse_int(kTool, s, value()));
     else if (s == "--json") json_path = value();
+    else if (s == "--transport") {
+      const std::string t = value();
+      if (t != "loopback" && t != "peer") cli::usage_error(kTool, "--transport expects loopback or peer, got '" + t + "'");
+      transport = transport_from_name(t);
+    }
     else cli::usage_error(kTool, "unknown argument '" + s + "'");
   }
   if (config_name.empty()) cli::usage_error(kTool, "--config NAME is required");
-  if (world != 1) cli::usage_error(kTool, fmt::format("--world {}: only --world 1 is implemented", world));
+  if (world < 1 || world > 8) cli::usage_error(kTool, "--world expects 1..8");
   if (reps < 3) cli::usage_error(kTool, "--reps must be at least 3");
   if (sizes.empty() || *std::min_element(sizes.begin(), sizes.end()) < 1)
     cli::usage_error(kTool, "--bs needs sizes of at least 1");
 
   try {
+    if (world > 1)
+      return bench::run_group_bench({config_name, json_path, path, transport, world, reps, seed, sizes});
     RuntimeOptions options;
     options.max_tokens = int(*std::max_element(sizes.begin(), sizes.end()));
     options.path = path;

@@ -75,6 +75,51 @@ Mxfp4ExpertWeights random_weights(const ModelShape& m, std::uint64_t seed) {
   return w;
 }
 
+Mxfp4ExpertWeights random_group_weights(const ModelShape& m, int world, std::uint64_t seed) {
+  const int experts = world * m.experts_per_rank;
+  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, m.model_dim, m.inter_dim);
+  const std::size_t p1 = w.w1_packed.size() / experts, p2 = w.w2_packed.size() / experts;
+  const std::size_t s1 = w.w1_scales.size() / experts, s2 = w.w2_scales.size() / experts;
+  std::atomic<int> next{0};
+  auto worker = [&] {
+    for (int e; (e = next++) < experts;) {
+      std::uint64_t s = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (std::uint64_t(e) + 1) * 0xD1B54A32D192ED03ull;
+      auto bytes = [&](std::uint8_t* p, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) {
+          s ^= s << 13, s ^= s >> 7, s ^= s << 17;  // xorshift64
+          p[i] = std::uint8_t(s >> 24);
+        }
+      };
+      bytes(w.w1_packed.data() + e * p1, p1);
+      bytes(w.w2_packed.data() + e * p2, p2);
+      std::mt19937_64 rng(s);
+      auto scales = [&](std::uint8_t* p, std::size_t n, int k) {
+        const int base = int(std::lround(std::log2(1.5 / (std::sqrt(double(k)) * 2.93)))) - 1;
+        for (std::size_t i = 0; i < n; ++i) p[i] = std::uint8_t(127 + base + int(rng() % 2));
+      };
+      scales(w.w1_scales.data() + e * s1, s1, m.model_dim);
+      scales(w.w2_scales.data() + e * s2, s2, m.inter_dim);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency()); ++i) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  return w;
+}
+
+Mxfp4ExpertWeights slice_experts(const Mxfp4ExpertWeights& w, int first, int count) {
+  Mxfp4ExpertWeights out = Mxfp4ExpertWeights::zeros(count, w.model_dim, w.inter_dim);
+  auto copy = [&](const std::vector<std::uint8_t>& from, std::vector<std::uint8_t>& to) {
+    const std::size_t per = from.size() / w.experts;
+    std::copy(from.begin() + first * per, from.begin() + (first + count) * per, to.begin());
+  };
+  copy(w.w1_packed, out.w1_packed);
+  copy(w.w1_scales, out.w1_scales);
+  copy(w.w2_packed, out.w2_packed);
+  copy(w.w2_scales, out.w2_scales);
+  return out;
+}
+
 std::mt19937_64 inputs_rng(std::uint64_t seed, std::int64_t tokens, int draw) {
   std::seed_seq seq{std::uint32_t(seed), std::uint32_t(seed >> 32), std::uint32_t(tokens), std::uint32_t(tokens >> 32),
                     std::uint32_t(draw)};
@@ -89,11 +134,12 @@ std::vector<std::uint16_t> random_bf16(std::int64_t tokens, int dim, std::mt1993
 }
 
 const std::vector<std::string>& routing_kinds() {
-  static const std::vector<std::string> kinds = {"uniform", "single", "sparse", "holes", "bad", "ramp"};
+  static const std::vector<std::string> kinds = {"uniform", "single", "sparse", "holes", "bad", "ramp", "one_rank"};
   return kinds;
 }
 
-Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int experts, std::mt19937_64& rng) {
+Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int experts, std::mt19937_64& rng,
+                     int experts_per_rank) {
   Routing r;
   r.tokens = tokens, r.topk = topk;
   r.ids.assign(std::size_t(tokens) * topk, 0);
@@ -113,6 +159,10 @@ Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int
     if (kind == "uniform" || kind == "holes" || kind == "bad") {
       distinct_experts(ids, k_distinct, experts, rng);
       for (int k = k_distinct; k < topk; ++k) ids[k] = -1;
+    } else if (kind == "one_rank") {
+      const int pool = experts_per_rank > 0 ? std::min(experts_per_rank, experts) : experts;
+      distinct_experts(ids, std::min(topk, pool), pool, rng);
+      for (int k = std::min(topk, pool); k < topk; ++k) ids[k] = -1;
     } else if (kind == "single") {
       std::fill(ids, ids + topk, 0);
     } else if (kind == "sparse") {
@@ -177,45 +227,77 @@ EmulatedBars emulated_bars(CombineWire wire) {
   return wire == CombineWire::bf16 ? EmulatedBars{1e-3, 5e-3} : EmulatedBars{2.5e-3, 2e-2};
 }
 
-CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
-                        const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
-                        std::mt19937_64& rng, PathArithmetic arithmetic) {
-  const int D = config.model.model_dim;
-  std::vector<std::int64_t> tokens(r.tokens);
-  std::iota(tokens.begin(), tokens.end(), 0);
-  CheckResult c;
-  if (tokens.size() > max_tokens) {
-    std::shuffle(tokens.begin(), tokens.end(), rng);
-    tokens.resize(max_tokens);
-    std::sort(tokens.begin(), tokens.end());
-    c.subset = true;
+std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeights& w, int experts,
+                                     const std::vector<RankOutput>& ranks, std::size_t max_tokens,
+                                     std::mt19937_64& rng, PathArithmetic arithmetic) {
+  const int D = config.model.model_dim, K = config.model.topk;
+  // Every rank's checked tokens in one call of the references: each expert's weights are
+  // dequantized once for all of them.
+  std::vector<CheckResult> out(ranks.size());
+  std::vector<std::vector<std::int64_t>> tokens(ranks.size());
+  std::vector<std::uint16_t> x;
+  std::vector<int> ids;
+  std::vector<float> weights;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const Routing& routing = *ranks[r].routing;
+    tokens[r].resize(routing.tokens);
+    std::iota(tokens[r].begin(), tokens[r].end(), 0);
+    if (tokens[r].size() > max_tokens) {
+      std::shuffle(tokens[r].begin(), tokens[r].end(), rng);
+      tokens[r].resize(max_tokens);
+      std::sort(tokens[r].begin(), tokens[r].end());
+      out[r].subset = true;
+    }
+    out[r].checked_tokens = tokens[r].size();
+    for (std::int64_t t : tokens[r]) {
+      x.insert(x.end(), ranks[r].x->begin() + t * D, ranks[r].x->begin() + (t + 1) * D);
+      ids.insert(ids.end(), routing.ids.begin() + t * K, routing.ids.begin() + (t + 1) * K);
+      weights.insert(weights.end(), routing.weights.begin() + t * K, routing.weights.begin() + (t + 1) * K);
+    }
   }
-  c.checked_tokens = tokens.size();
+  std::vector<std::int64_t> all(x.size() / D);
+  std::iota(all.begin(), all.end(), 0);
   reference::LayerInputs in;
   in.weights = &w;
   in.activation = config.activation;
-  in.wire = config.bucket_for_tokens(r.tokens).combine_wire;
-  c.bars = emulated_bars(in.wire);
+  in.wire = config.bucket_for_tokens(ranks.empty() ? 1 : ranks[0].routing->tokens).combine_wire;
   in.x_block = arithmetic.x, in.h_block = arithmetic.h;
   in.accumulation = arithmetic.accumulation;
-  in.topk = r.topk;
+  in.topk = K;
   in.x = x.data();
-  in.ids = r.ids.data();
-  in.route_weights = r.weights.data();
-  reference::LayerOutputs ref = reference::reference_layer(in, tokens);
-  std::vector<float> got(tokens.size() * D);
-  for (std::size_t i = 0; i < tokens.size(); ++i)
-    for (int d = 0; d < D; ++d) {
-      float v = formats::bf16_to_float(y[tokens[i] * D + d]);
-      c.unwritten += std::isnan(v);
-      got[i * D + d] = v;
-    }
-  c.rel_l2_exact = reference::rel_l2(got.data(), ref.exact.data(), got.size());
-  c.rel_l2_emulated = reference::rel_l2(got.data(), ref.emulated.data(), got.size());
-  for (std::size_t i = 0; i < tokens.size(); ++i)
-    c.worst_token_emulated =
-        std::max(c.worst_token_emulated, reference::rel_l2(got.data() + i * D, ref.emulated.data() + i * D, D));
-  return c;
+  in.ids = ids.data();
+  in.route_weights = weights.data();
+  in.experts = experts;
+  reference::LayerOutputs ref;
+  if (!all.empty()) ref = reference::reference_layer(in, all);
+  std::size_t row = 0;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    CheckResult& c = out[r];
+    c.bars = emulated_bars(in.wire);
+    const std::size_t n = tokens[r].size();
+    std::vector<float> got(n * D);
+    for (std::size_t i = 0; i < n; ++i)
+      for (int d = 0; d < D; ++d) {
+        const float v = formats::bf16_to_float((*ranks[r].y)[tokens[r][i] * D + d]);
+        c.unwritten += std::isnan(v);
+        got[i * D + d] = v;
+      }
+    if (n == 0) continue;
+    const float* exact = ref.exact.data() + row * D;
+    const float* emulated = ref.emulated.data() + row * D;
+    c.rel_l2_exact = reference::rel_l2(got.data(), exact, got.size());
+    c.rel_l2_emulated = reference::rel_l2(got.data(), emulated, got.size());
+    for (std::size_t i = 0; i < n; ++i)
+      c.worst_token_emulated = std::max(c.worst_token_emulated, reference::rel_l2(got.data() + i * D, emulated + i * D, D));
+    row += n;
+  }
+  return out;
+}
+
+CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
+                        const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
+                        std::mt19937_64& rng, PathArithmetic arithmetic) {
+  return check_group(config, w, w.experts, {RankOutput{&x, &r, &y}}, max_tokens, rng, arithmetic)[0];
 }
 
 }  // namespace megamoe::workload

@@ -16,6 +16,12 @@ namespace megamoe::workload {
 // that each GEMM's outputs are of order 1 for inputs of order 1.
 Mxfp4ExpertWeights random_weights(const ModelShape& shape, std::uint64_t seed);
 
+// The same for a group of `world` ranks: world x experts_per_rank experts, each drawn from the
+// seed and its global id alone (so a row sent to the wrong expert, or to the right local id of
+// the wrong rank, meets other weights); slice_experts gives one rank's.
+Mxfp4ExpertWeights random_group_weights(const ModelShape& shape, int world, std::uint64_t seed);
+Mxfp4ExpertWeights slice_experts(const Mxfp4ExpertWeights& w, int first, int count);
+
 // The random sequence of one call's inputs (routing, x, the check's token subset): from the seed,
 // the call's token count and which draw of that count it is, so that a size's inputs do not
 // depend on the sizes a tool was given before it.
@@ -35,12 +41,14 @@ struct Routing {
 // uniform: topk distinct experts per token, softmax weights. single: every slot of every token
 // to expert 0. sparse: topk distinct experts among the first topk + 4 (the rest stay empty).
 // holes: uniform with 30% of slots -1 and 1 token in 16 with no expert at all. bad: uniform with
-// 1 slot in 50 given an id outside [-1, experts). ramp: expert e takes 2e + 1 rows (1, 3, 5, ...),
+// 1 slot in 50 given an id outside [-1, experts). one_rank: topk distinct experts among the first
+// experts_per_rank (over several ranks: every slot to rank 0's experts). ramp: expert e takes 2e + 1 rows (1, 3, 5, ...),
 // dealt to the tokens in turn, slot 0 of every token first, until the slots or the experts run
 // out (the slots left are -1), so that one call has experts of every row count up to
 // 2 x experts - 1 (every width of a last tile); a token's experts are distinct while
 // 2 x experts - 1 <= tokens.
-Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int experts, std::mt19937_64& rng);
+Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int experts, std::mt19937_64& rng,
+                     int experts_per_rank = 0);
 const std::vector<std::string>& routing_kinds();
 
 // Text format: "megamoe-routing 1", then "tokens T topk K", then per token K ids and K weights.
@@ -70,6 +78,20 @@ struct CheckResult {
            worst_token_emulated <= bars.token;
   }
 };
+
+// One rank's call: its inputs and its output y [tokens][model_dim] (bf16, from the device).
+struct RankOutput {
+  const std::vector<std::uint16_t>* x;
+  const Routing* routing;
+  const std::vector<std::uint16_t>* y;
+};
+
+// Every rank's output of a group's call against both CPU references (ids global; w holds every
+// rank's experts, and maybe more: ids at or past `experts` are bad), each over all its tokens or
+// over `max_tokens` random ones; one result a rank.
+std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeights& w, int experts,
+                                     const std::vector<RankOutput>& ranks, std::size_t max_tokens,
+                                     std::mt19937_64& rng, PathArithmetic arithmetic);
 
 // Compares y [tokens][model_dim] (bf16, from the device) with both CPU references over all
 // tokens, or over `max_tokens` random ones when there are more.

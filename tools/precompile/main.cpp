@@ -35,6 +35,9 @@ Compiles the kernels of a config's batch-size buckets into the kernel cache
   --backend B      cuda (default) or hip
   --path P         expert-GEMM kernels: auto (default: what the run time picks for the arch),
                    portable, tensor_core, hopper, or all (those the arch can run)
+  --world N        1 (default): the single-GPU layer's kernels; more: those a rank of an
+                   expert-parallel group launches (the fused and the serial path's; the same
+                   kernels for any N > 1)
   -j N             parallel compiles (default: all cores)
   --list           list the kernels of each bucket, compile nothing
   --dry-run        say per kernel whether it is cached, compile nothing
@@ -47,6 +50,7 @@ struct Args {
   std::vector<int> buckets;
   bool all = false, list = false, dry_run = false;
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
+  int world = 1;
 };
 
 constexpr const char* kTool = "megamoe-precompile";
@@ -68,6 +72,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--backend") a.backend = value();
     else if (s == "--path") a.path = value();
     else if (s == "-j") a.jobs = parse_int(s, value());
+    else if (s == "--world") a.world = parse_int(s, value());
     else if (s == "--list") a.list = true;
     else if (s == "--dry-run") a.dry_run = true;
     else usage_error("unknown argument '" + s + "'");
@@ -75,6 +80,7 @@ Args parse(int argc, char** argv) {
   if (a.config.empty()) usage_error("--config NAME is required");
   if (a.all == !a.buckets.empty()) usage_error("give either --bucket N (one or more) or --all");
   if (a.jobs < 1) usage_error("-j must be at least 1");
+  if (a.world < 1 || a.world > kMaxWorld) usage_error("--world expects 1.." + std::to_string(int(kMaxWorld)));
   if (a.path != "auto" && a.path != "portable" && a.path != "tensor_core" && a.path != "hopper" && a.path != "all")
     usage_error("--path expects auto, portable, tensor_core, hopper or all, got '" + a.path + "'");
   return a;
@@ -116,7 +122,7 @@ int main(int argc, char** argv) {
     std::map<std::string, std::size_t> by_key;
     for (KernelPath path : paths)
     for (int b : buckets)
-      for (auto& spec : kernels_for_bucket(config, config.bucket(b), path)) {
+      for (auto& spec : kernels_for_bucket(config, config.bucket(b), path, args.world)) {
         PlannedKernel p = builder.plan(spec);
         auto [it, fresh] = by_key.emplace(p.key.hex, jobs.size());
         if (fresh) jobs.push_back({std::move(p), {}, {}, {}});

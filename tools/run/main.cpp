@@ -1,9 +1,14 @@
-// megamoe-run: runs the MoE layer of a config on one GPU with fresh random inputs per batch
-// size (the output poisoned before each call) and, with --check, compares the output with the
-// CPU references (docs/layer.md, accuracy): PASS/FAIL per batch size.
+// megamoe-run: runs the MoE layer of a config, on one GPU or as every rank of an expert-parallel
+// group, with fresh random inputs per batch size (each output poisoned before its call) and,
+// with --check, compares every rank's output with the CPU references (docs/layer.md, accuracy):
+// PASS/FAIL per batch size.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -20,139 +25,298 @@ using namespace megamoe;
 namespace {
 
 const char* kUsage = R"(usage: megamoe-run --config NAME [--bs LIST] [--route KIND | --routing-file F] [--seed S]
-                   [--check] [--ref-tokens N] [--save-routing F]
+                   [--check] [--ref-tokens N] [--save-routing F] [--path P]
+                   [--world W [--transport loopback|peer|ipc] [--serial] [--taper]]
 
-Runs the MoE layer of a config on GPU 0 (world size 1: every expert local) with fresh random
-bf16 inputs and random MXFP4 weights, the output poisoned (NaN) before each call.
+Runs the MoE layer of a config with fresh random bf16 inputs and random MXFP4 weights, the
+output poisoned (NaN) before each call: on GPU 0 (world 1: every expert local), or as the W ranks
+of an expert-parallel group (each rank its own tokens, experts and weights).
   --config NAME     built-in config name, or a path ending in .json
-  --bs LIST         comma-separated token counts (default 1,8,128,1024,8192)
-  --route KIND      uniform (default), single, sparse, holes, bad, ramp
+  --bs LIST         comma-separated token counts per rank (default 1,8,128,1024,8192)
+  --route KIND      uniform (default), single, sparse, holes, bad, ramp, one_rank (every slot
+                    to rank 0's experts)
   --routing-file F  replay a routing (ids and weights) from a file; its token count is the size
-  --save-routing F  write the routing of the last size to F (replay it with --routing-file)
-  --seed S          random seed (default 123): the weights come from it, each call's inputs from
-                    it, the call's size and how many calls of that size came before
+                    (world 1)
+  --save-routing F  write the routing of the last size to F (world 1; replay it with --routing-file)
+  --seed S          random seed (default 123): the weights come from it (over several ranks each
+                    expert from it and its global id), each call's inputs from it, the rank, the
+                    call's size and how many calls of that size came before
   --check           compare with the CPU references: relL2 against the exact (dequantized
                     weights, fp32) one must be <= 0.06; against the one that emulates the path's
                     quantizers and sums, <= 1e-3 over the call and <= 5e-3 for every token
-                    (with an fp8 combine wire: 2.5e-3 and 2e-2)
+                    (with an fp8 combine wire: 2.5e-3 and 2e-2); over several ranks the worst rank
   --ref-tokens N    references over at most N random tokens of a call (default 256: all of
                     a call up to bucket 256, as SPEC.md's relL2 is over the whole output)
   --path P          expert-GEMM kernels: auto (default), portable, tensor_core, hopper
+  --world W         ranks of the group (default 1)
+  --transport T     loopback (default: every rank on GPU 0), peer (rank r on GPU r, one process),
+                    ipc (a process of this tool per rank, rank r on GPU r)
+  --serial          the serial path: dispatch, the expert GEMMs and combine as separate launches
+  --taper           rank r gets bs x (W - r) / W tokens instead of bs (unequal token counts)
 Exit status: 0 on success, 1 on a failed check or error, 2 on bad usage, 3 when no GPU is present.
 )";
 
 constexpr const char* kTool = "megamoe-run";
 [[noreturn]] void usage_error(const std::string& msg) { cli::usage_error(kTool, msg); }
-std::vector<std::int64_t> parse_list(const std::string& flag, const std::string& v) {
-  return cli::parse_int_list(kTool, flag, v);
+
+struct Args {
+  std::string config, route = "uniform", routing_file, save_routing, bootstrap;
+  KernelPath path = KernelPath::automatic;
+  std::vector<std::int64_t> sizes = {1, 8, 128, 1024, 8192};
+  std::uint64_t seed = 123;
+  std::size_t ref_tokens = 256;
+  bool check = false, serial = false, taper = false;
+  int world = 1, rank = -1;  // rank: a child process of --transport ipc
+  Transport transport = Transport::loopback;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
+    auto list = [&](const std::string& v) { return cli::parse_int_list(kTool, s, v); };
+    if (s == "-h" || s == "--help") {
+      fmt::print("{}", kUsage);
+      std::exit(0);
+    } else if (s == "--config") a.config = value();
+    else if (s == "--bs") a.sizes = list(value());
+    else if (s == "--route") a.route = value();
+    else if (s == "--routing-file") a.routing_file = value();
+    else if (s == "--save-routing") a.save_routing = value();
+    else if (s == "--seed") a.seed = std::uint64_t(list(value()).at(0));
+    else if (s == "--ref-tokens") a.ref_tokens = std::size_t(list(value()).at(0));
+    else if (s == "--check") a.check = true;
+    else if (s == "--path") a.path = cli::parse_path(kTool, value());
+    else if (s == "--world") a.world = int(cli::parse_int(kTool, s, value()));
+    else if (s == "--transport") {
+      const std::string t = value();
+      if (t != "loopback" && t != "peer" && t != "ipc") usage_error("--transport expects loopback, peer or ipc, got '" + t + "'");
+      a.transport = transport_from_name(t);
+    } else if (s == "--serial") a.serial = true;
+    else if (s == "--taper") a.taper = true;
+    else if (s == "--ipc-rank") a.rank = int(cli::parse_int(kTool, s, value()));  // internal: a child of ipc
+    else if (s == "--ipc-bootstrap") a.bootstrap = value();                       // internal
+    else usage_error("unknown argument '" + s + "'");
+  }
+  if (a.config.empty()) usage_error("--config NAME is required");
+  if (a.sizes.empty()) usage_error("--bs needs at least one size");
+  if (a.world < 1 || a.world > 8) usage_error("--world expects 1..8");
+  if (a.world > 1 && (!a.routing_file.empty() || !a.save_routing.empty()))
+    usage_error("--routing-file and --save-routing are for --world 1");
+  const auto& kinds = workload::routing_kinds();
+  if (std::find(kinds.begin(), kinds.end(), a.route) == kinds.end()) usage_error("unknown routing '" + a.route + "'");
+  return a;
+}
+
+// One rank's call inputs, uploaded, with its output poisoned.
+struct RankCall {
+  std::int64_t tokens = 0;
+  workload::Routing routing;
+  std::vector<std::uint16_t> x;
+  DeviceBuffer d_x, d_y, d_ids, d_w;
+};
+
+// Runs every size on `ranks` (this process's ranks of the group: all of them, or one with ipc)
+// and prints a row per size; returns the number of failed sizes.
+int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeights& all_weights,
+              const workload::Routing* replay) {
+  Runtime& first = *ranks[0];
+  const Config& cfg = first.config();
+  const ModelShape& m = cfg.model;
+  const int world = first.world(), experts = world * m.experts_per_rank;
+  std::vector<std::unique_ptr<PreparedWeights>> prepared;
+  for (Runtime* rt : ranks)
+    prepared.push_back(rt->prepare_weights(world == 1 ? all_weights
+                                                      : workload::slice_experts(all_weights, rt->rank() * m.experts_per_rank,
+                                                                                m.experts_per_rank)));
+  std::vector<StreamHandle> streams;
+  for (Runtime* rt : ranks) streams.push_back(rt->device().create_stream());
+  fmt::print("{:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>10} {:>10} {:>7} {:>6}\n", "tokens", "bucket",
+             "route_us", "quant_us", "stage1_us", "stage2_us", "combine_us", "total_us", "relL2_ref", "relL2_emu",
+             "worst_tok", "checked", "result");
+  int failures = 0;
+  std::map<std::int64_t, int> draws;  // a size listed again gets fresh inputs
+  for (std::int64_t bs : a.sizes) {
+    const int draw = draws[bs]++;
+    std::vector<RankCall> calls(ranks.size());
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      Runtime& rt = *ranks[i];
+      const int r = rt.rank();
+      RankCall& c = calls[i];
+      c.tokens = a.taper ? bs * (world - r) / world : bs;
+      std::mt19937_64 rng = workload::inputs_rng(a.seed + 1000003ull * r, c.tokens, draw);
+      c.routing = replay ? *replay : workload::make_routing(a.route, c.tokens, m.topk, experts, rng, m.experts_per_rank);
+      c.x = workload::random_bf16(c.tokens, m.model_dim, rng);
+      Device& dev = rt.device();
+      const std::size_t xy = std::max<std::size_t>(16, c.x.size() * 2);
+      c.d_x = DeviceBuffer(dev, xy), c.d_y = DeviceBuffer(dev, xy);
+      c.d_ids = DeviceBuffer(dev, std::max<std::size_t>(4, c.routing.ids.size() * 4));
+      c.d_w = DeviceBuffer(dev, std::max<std::size_t>(4, c.routing.weights.size() * 4));
+      dev.copy_to_device(c.d_x.get(), c.x.data(), c.x.size() * 2);
+      dev.copy_to_device(c.d_ids.get(), c.routing.ids.data(), c.routing.ids.size() * 4);
+      dev.copy_to_device(c.d_w.get(), c.routing.weights.data(), c.routing.weights.size() * 4);
+    }
+    auto call_all = [&] {
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        RankCall& c = calls[i];
+        ranks[i]->device().fill_bytes(c.d_y.get(), 0xFF, c.d_y.bytes());  // NaN poison
+        ranks[i]->forward(*prepared[i], c.d_x.get(), static_cast<int*>(c.d_ids.get()), static_cast<float*>(c.d_w.get()),
+                          c.d_y.get(), c.tokens, streams[i]);
+      }
+      for (std::size_t i = 0; i < ranks.size(); ++i) ranks[i]->device().synchronize(streams[i]);
+    };
+    call_all();  // warm-up
+    call_all();
+    // The worst rank's numbers: the largest relL2 and stage times.
+    StageTimes t;
+    workload::CheckResult worst;
+    std::size_t checked = 0;
+    bool ok = true, subset = false;
+    std::string notes;
+    std::vector<std::vector<std::uint16_t>> ys(ranks.size());
+    std::vector<workload::RankOutput> outputs;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      Runtime& rt = *ranks[i];
+      RankCall& c = calls[i];
+      StageTimes ti = rt.last_stage_times();
+      t.route_ms = std::max(t.route_ms, ti.route_ms), t.quantize_ms = std::max(t.quantize_ms, ti.quantize_ms);
+      t.stage1_ms = std::max(t.stage1_ms, ti.stage1_ms), t.stage2_ms = std::max(t.stage2_ms, ti.stage2_ms);
+      t.combine_ms = std::max(t.combine_ms, ti.combine_ms), t.total_ms = std::max(t.total_ms, ti.total_ms);
+      CallErrors errors = rt.take_errors();
+      ok = ok && errors.bad_ids == 2LL * c.routing.planted_bad_ids && errors.bounds_violations == 0 &&
+           errors.dropped_rows == 0;  // two calls
+      if (errors.any())
+        notes += fmt::format("  rank {}: kernels reported {} bad ids (first at slot {}), {} bounds violations, {} dropped "
+                             "rows\n",
+                             rt.rank(), errors.bad_ids, errors.first_bad_slot, errors.bounds_violations,
+                             errors.dropped_rows);
+      ys[i].resize(c.x.size());
+      rt.device().copy_to_host(ys[i].data(), c.d_y.get(), ys[i].size() * 2);
+      outputs.push_back({&c.x, &c.routing, &ys[i]});
+    }
+    std::mt19937_64 rng = workload::inputs_rng(a.seed + 7, bs, draw);
+    const std::vector<workload::CheckResult> results =
+        a.check ? workload::check_group(cfg, all_weights, experts, outputs, a.ref_tokens, rng, first.arithmetic())
+                : std::vector<workload::CheckResult>{};
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const workload::CheckResult& res = results[i];
+      if (calls[i].tokens == 0) continue;
+      ok = ok && res.pass();
+      if (res.unwritten)
+        notes += fmt::format("  rank {}: {} output elements were never written\n", ranks[i]->rank(), res.unwritten);
+      worst.rel_l2_exact = std::max(worst.rel_l2_exact, res.rel_l2_exact);
+      worst.rel_l2_emulated = std::max(worst.rel_l2_emulated, res.rel_l2_emulated);
+      worst.worst_token_emulated = std::max(worst.worst_token_emulated, res.worst_token_emulated);
+      checked += res.checked_tokens;
+      subset = subset || res.subset;
+    }
+    const std::string verdict = a.check ? (ok ? "PASS" : "FAIL") : (ok ? "ran" : "FAIL");
+    failures += !ok;
+    if (world > 1 && ranks.size() == 1) fmt::print("rank {}: ", first.rank());  // one process of ipc
+    fmt::print("{:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>10.1f} {:>9.1f} {:>10.3e} {:>10.3e} {:>10.3e} {:>7} {:>6}\n",
+               bs, cfg.bucket_for_tokens(bs).bucket, t.route_ms * 1e3, t.quantize_ms * 1e3, t.stage1_ms * 1e3,
+               t.stage2_ms * 1e3, t.combine_ms * 1e3, t.total_ms * 1e3, worst.rel_l2_exact, worst.rel_l2_emulated,
+               worst.worst_token_emulated, fmt::format("{}{}", checked, subset ? "*" : ""), verdict);
+    fmt::print("{}", notes);
+    std::fflush(stdout);  // a row as soon as it is known, also into a pipe (a run cut short keeps its rows)
+    if (!a.save_routing.empty()) workload::write_routing(calls[0].routing, a.save_routing);
+  }
+  for (std::size_t i = 0; i < ranks.size(); ++i) ranks[i]->device().destroy_stream(streams[i]);
+  return failures;
+}
+
+RuntimeOptions options_for(const Args& a, std::int64_t max_tokens) {
+  RuntimeOptions o;
+  o.max_tokens = int(std::max<std::int64_t>(1, max_tokens));
+  o.profile = true;
+  o.path = a.path;
+  o.world = a.world;
+  o.transport = a.transport;
+  o.serial = a.serial;
+  return o;
+}
+
+void print_header(const Runtime& rt, const Args& a) {
+  const Config& cfg = rt.config();
+  const ModelShape& m = cfg.model;
+  Runtime& r = const_cast<Runtime&>(rt);
+  fmt::print("config {}: {} experts per rank, model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
+             m.experts_per_rank, m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), r.device().name(),
+             r.device().arch());
+  fmt::print("kernels: {} path; world {}{}{}; routing: {}; references: over at most {} random tokens of each call{}\n",
+             to_string(rt.path()), a.world, a.world > 1 ? fmt::format(" ({})", to_string(a.transport)) : "",
+             a.world > 1 ? (a.serial ? ", serial" : ", fused") : "", a.routing_file.empty() ? a.route : "file " + a.routing_file,
+             a.ref_tokens, a.world > 1 ? " of each rank (the worst rank's numbers)" : "");
+}
+
+// --transport ipc: this tool once per rank, each on its GPU, meeting in a fresh folder.
+int spawn_ipc_ranks(const Args& a, int argc, char** argv) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("megamoe-run-{}", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<pid_t> children;
+  for (int r = 0; r < a.world; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) throw Error("megamoe-run: fork failed");
+    if (pid == 0) {
+      std::vector<std::string> args(argv, argv + argc);
+      args.insert(args.end(), {"--ipc-rank", std::to_string(r), "--ipc-bootstrap", dir.string()});
+      std::vector<char*> cargs;
+      for (auto& s : args) cargs.push_back(s.data());
+      cargs.push_back(nullptr);
+      execv("/proc/self/exe", cargs.data());
+      _exit(127);
+    }
+    children.push_back(pid);
+  }
+  int worst = 0;
+  for (int r = 0; r < a.world; ++r) {
+    int status = 0;
+    waitpid(children[r], &status, 0);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (code != 0) fmt::print("rank {} exited with status {}\n", r, code);
+    worst = std::max(worst, code == 3 ? 3 : code ? 1 : 0);
+  }
+  fs::remove_all(dir);
+  return worst;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_name, route = "uniform", routing_file, save_routing;
-  KernelPath path = KernelPath::automatic;
-  std::vector<std::int64_t> sizes = {1, 8, 128, 1024, 8192};
-  std::uint64_t seed = 123;
-  std::size_t ref_tokens = 256;
-  bool check = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
-    if (s == "-h" || s == "--help") {
-      fmt::print("{}", kUsage);
-      return 0;
-    } else if (s == "--config") config_name = value();
-    else if (s == "--bs") sizes = parse_list(s, value());
-    else if (s == "--route") route = value();
-    else if (s == "--routing-file") routing_file = value();
-    else if (s == "--save-routing") save_routing = value();
-    else if (s == "--seed") seed = std::uint64_t(parse_list(s, value()).at(0));
-    else if (s == "--ref-tokens") ref_tokens = std::size_t(parse_list(s, value()).at(0));
-    else if (s == "--check") check = true;
-    else if (s == "--path") path = cli::parse_path(kTool, value());
-    else usage_error("unknown argument '" + s + "'");
-  }
-  if (config_name.empty()) usage_error("--config NAME is required");
-  if (sizes.empty()) usage_error("--bs needs at least one size");
-
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // loopback ranks' streams on queues of their own (docs/ep.md)
+  const Args a = parse(argc, argv);
   try {
+    if (a.world > 1 && a.transport == Transport::ipc && a.rank < 0) return spawn_ipc_ranks(a, argc, argv);
     workload::Routing replay;
-    if (!routing_file.empty()) {
-      replay = workload::read_routing(routing_file);
-      sizes = {replay.tokens};
+    std::vector<std::int64_t> sizes = a.sizes;
+    if (!a.routing_file.empty()) replay = workload::read_routing(a.routing_file), sizes = {replay.tokens};
+    Args args = a;
+    args.sizes = sizes;
+    RuntimeOptions options = options_for(a, *std::max_element(sizes.begin(), sizes.end()));
+    std::vector<std::unique_ptr<Runtime>> owned;
+    if (a.rank >= 0) {  // a rank of --transport ipc
+      options.rank = a.rank, options.device = a.rank;
+      options.all_gather = folder_all_gather(a.bootstrap, a.rank, a.world);
+      owned.push_back(Runtime::create(a.config, options));
+    } else {
+      owned = Runtime::create_ranks(a.config, options);
     }
-    RuntimeOptions options;
-    options.max_tokens = int(std::max<std::int64_t>(1, *std::max_element(sizes.begin(), sizes.end())));
-    options.profile = true;
-    options.path = path;
-    auto rt = Runtime::create(config_name, options);
-    const Config& cfg = rt->config();
-    const ModelShape& m = cfg.model;
-    if (!routing_file.empty() && replay.topk != m.topk)
-      throw Error(fmt::format("megamoe: routing file {} has topk {}, config {} has topk {}", routing_file, replay.topk,
-                              cfg.name, m.topk));
-    Device& dev = rt->device();
-    fmt::print("config {}: {} experts, model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
-               m.experts_per_rank, m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), dev.name(),
-               dev.arch());
-    fmt::print("kernels: {} path; routing: {}; references: over at most {} random tokens of each call\n",
-               to_string(rt->path()), routing_file.empty() ? route : "file " + routing_file, ref_tokens);
-    Mxfp4ExpertWeights weights = workload::random_weights(m, seed);
-    auto prepared = rt->prepare_weights(weights);
-
-    fmt::print("{:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>10} {:>10} {:>7} {:>6}\n", "tokens",
-               "bucket", "route_us", "quant_us", "stage1_us", "stage2_us", "combine_us", "total_us", "relL2_ref",
-               "relL2_emu", "worst_tok", "checked", "result");
-    int failures = 0;
-    std::map<std::int64_t, int> draws;  // a size listed again gets fresh inputs
-    for (std::int64_t tokens : sizes) {
-      std::mt19937_64 rng = workload::inputs_rng(seed, tokens, draws[tokens]++);
-      workload::Routing r = routing_file.empty() ? workload::make_routing(route, tokens, m.topk, m.experts_per_rank, rng)
-                                                 : replay;
-      std::vector<std::uint16_t> x = workload::random_bf16(tokens, m.model_dim, rng);
-      std::size_t xy_bytes = std::max<std::size_t>(2, x.size() * 2);
-      DeviceBuffer d_x(dev, xy_bytes), d_y(dev, xy_bytes), d_ids(dev, std::max<std::size_t>(4, r.ids.size() * 4)),
-          d_w(dev, std::max<std::size_t>(4, r.weights.size() * 4));
-      dev.copy_to_device(d_x.get(), x.data(), x.size() * 2);
-      dev.copy_to_device(d_ids.get(), r.ids.data(), r.ids.size() * 4);
-      dev.copy_to_device(d_w.get(), r.weights.data(), r.weights.size() * 4);
-      auto call = [&] {
-        dev.fill_bytes(d_y.get(), 0xFF, d_y.bytes());  // NaN poison: an unwritten element fails the check
-        rt->forward(*prepared, d_x.get(), static_cast<int*>(d_ids.get()), static_cast<float*>(d_w.get()), d_y.get(),
-                    tokens);
-      };
-      call();  // warm-up: builds or loads the bucket's kernels
-      call();
-      StageTimes t = tokens ? rt->last_stage_times() : StageTimes{};
-      CallErrors errors = rt->take_errors();
-      std::vector<std::uint16_t> y(x.size());
-      dev.copy_to_host(y.data(), d_y.get(), y.size() * 2);
-      bool ok = errors.bad_ids == 2LL * r.planted_bad_ids && errors.bounds_violations == 0;  // two calls
-      std::string verdict = "ran";
-      workload::CheckResult c;
-      if (check && tokens > 0) {
-        c = workload::check_layer(cfg, weights, x, r, y, ref_tokens, rng, rt->arithmetic());
-        ok = ok && c.pass();
-        verdict = ok ? "PASS" : "FAIL";
-      } else if (check) {
-        verdict = ok ? "PASS" : "FAIL";
-      }
-      failures += !ok;
-      fmt::print("{:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>10.1f} {:>9.1f} {:>10.3e} {:>10.3e} {:>10.3e} {:>7} {:>6}\n",
-                 tokens, cfg.bucket_for_tokens(tokens).bucket, t.route_ms * 1e3, t.quantize_ms * 1e3,
-                 t.stage1_ms * 1e3, t.stage2_ms * 1e3, t.combine_ms * 1e3, t.total_ms * 1e3, c.rel_l2_exact,
-                 c.rel_l2_emulated, c.worst_token_emulated,
-                 fmt::format("{}{}", c.checked_tokens, c.subset ? "*" : ""), verdict);
-      if (c.unwritten) fmt::print("  {} output elements were never written\n", c.unwritten);
-      if (errors.any())
-        fmt::print("  kernels reported {} bad ids (first at slot {}), {} bounds violations\n", errors.bad_ids,
-                   errors.first_bad_slot, errors.bounds_violations);
-      std::fflush(stdout);  // a row as soon as it is known, also into a pipe (a run cut short keeps its rows)
-      if (!save_routing.empty()) workload::write_routing(r, save_routing);
-    }
-    fmt::print("checked: tokens compared with the references (* a random subset); worst_tok: the largest relL2 of\n"
-               "one token's row against the emulating reference\n");
+    std::vector<Runtime*> ranks;
+    for (auto& rt : owned) ranks.push_back(rt.get());
+    const ModelShape& m = ranks[0]->config().model;
+    if (!a.routing_file.empty() && replay.topk != m.topk)
+      throw Error(fmt::format("megamoe: routing file {} has topk {}, config {} has topk {}", a.routing_file, replay.topk,
+                              ranks[0]->config().name, m.topk));
+    if (a.rank <= 0) print_header(*ranks[0], a);
+    const Mxfp4ExpertWeights weights =
+        a.world == 1 ? workload::random_weights(m, a.seed) : workload::random_group_weights(m, a.world, a.seed);
+    const int failures = run_sizes(args, ranks, weights, a.routing_file.empty() ? nullptr : &replay);
+    if (a.rank <= 0)
+      fmt::print("checked: tokens compared with the references (* a random subset); worst_tok: the largest relL2 of\n"
+                 "one token's row against the emulating reference\n");
     return failures ? 1 : 0;
   } catch (const NoGpuError& e) {
     fmt::print(stderr, "{}\n", e.what());

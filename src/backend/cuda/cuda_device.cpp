@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <cstring>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -24,7 +25,8 @@ namespace {
   X(cuOccupancyMaxActiveClusters)                                                                \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy)              \
   X(cuEventRecord) X(cuEventElapsedTime) X(cuCtxSynchronize) X(cuFuncSetAttribute) X(cuStreamBeginCapture)     \
-  X(cuMemcpyDtoDAsync)                                                                        \
+  X(cuMemcpyDtoDAsync) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)      \
+  X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess)                                           \
   X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 #define MEGAMOE_QUOTE(x) #x
@@ -85,7 +87,7 @@ class CudaModule final : public Module {
 
 class CudaDevice final : public Device {
  public:
-  explicit CudaDevice(int ordinal) {
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
     const Driver& d = driver();
     if (!d.load_error.empty()) throw NoGpuError("megamoe: " + d.load_error);
     CUresult r = d.cuInit(0);
@@ -115,6 +117,7 @@ class CudaDevice final : public Device {
   std::string name() const override { return name_; }
   std::string arch() const override { return arch_; }
   int multiprocessors() const override { return sms_; }
+  int ordinal() const override { return ordinal_; }
 
   void* alloc(std::size_t bytes) override {
     current();
@@ -196,6 +199,42 @@ class CudaDevice final : public Device {
     return clusters * cluster;
   }
 
+  std::string ipc_handle(void* ptr) override {
+    current();
+    CUipcMemHandle h{};
+    check(driver().cuIpcGetMemHandle(&h, reinterpret_cast<CUdeviceptr>(ptr)), "cuIpcGetMemHandle");
+    return std::string(reinterpret_cast<const char*>(&h), sizeof h);
+  }
+  void* open_ipc_handle(const std::string& handle) override {
+    current();
+    if (handle.size() != sizeof(CUipcMemHandle))
+      throw DeviceError(fmt::format("megamoe: an IPC handle of {} bytes, expected {} (another backend's?)",
+                                    handle.size(), sizeof(CUipcMemHandle)));
+    CUipcMemHandle h{};
+    std::memcpy(&h, handle.data(), sizeof h);
+    CUdeviceptr p = 0;
+    check(driver().cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle");
+    return reinterpret_cast<void*>(p);
+  }
+  void close_ipc_handle(void* mapped) override {
+    current();
+    driver().cuIpcCloseMemHandle(reinterpret_cast<CUdeviceptr>(mapped));
+  }
+  bool can_access_peer(const Device& peer) override {
+    const auto& p = static_cast<const CudaDevice&>(peer);
+    if (p.dev_ == dev_) return true;
+    int can = 0;
+    check(driver().cuDeviceCanAccessPeer(&can, dev_, p.dev_), "cuDeviceCanAccessPeer");
+    return can != 0;
+  }
+  void enable_peer_access(const Device& peer) override {
+    const auto& p = static_cast<const CudaDevice&>(peer);
+    if (p.dev_ == dev_) return;
+    current();
+    const CUresult r = driver().cuCtxEnablePeerAccess(p.ctx_, 0);
+    if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) check(r, "cuCtxEnablePeerAccess");
+  }
+
   StreamHandle create_stream() override {
     current();
     CUstream s = nullptr;
@@ -249,6 +288,7 @@ class CudaDevice final : public Device {
   // The driver's current context is per thread; make ours current before each call.
   void current() { check(driver().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
 
+  int ordinal_ = 0;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   std::string name_, arch_;

@@ -1,5 +1,7 @@
 // The hip backend's device: the HIP runtime from the dlopen'ed libamdhip64. Built and
 // compile-checked here; not run in this project's CI (no AMD GPU there; README.md says so).
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "backend/compiler.hpp"
@@ -53,6 +55,7 @@ class HipDevice final : public Device {
   std::string name() const override { return name_; }
   std::string arch() const override { return arch_; }
   int multiprocessors() const override { return sms_; }
+  int ordinal() const override { return ordinal_; }
 
   void* alloc(std::size_t bytes) override {
     current();
@@ -90,6 +93,41 @@ class HipDevice final : public Device {
                                       unsigned(shared), static_cast<hipStream_t>(s), args, nullptr),
           "hipModuleLaunchKernel");
   }
+  std::string ipc_handle(void* ptr) override {
+    current();
+    hipIpcMemHandle_t h{};
+    check(lib().hipIpcGetMemHandle(&h, ptr), "hipIpcGetMemHandle");
+    return std::string(reinterpret_cast<const char*>(&h), sizeof h);
+  }
+  void* open_ipc_handle(const std::string& handle) override {
+    current();
+    if (handle.size() != sizeof(hipIpcMemHandle_t))
+      throw DeviceError(fmt::format("megamoe: an IPC handle of {} bytes, expected {} (another backend's?)",
+                                    handle.size(), sizeof(hipIpcMemHandle_t)));
+    hipIpcMemHandle_t h{};
+    std::memcpy(&h, handle.data(), sizeof h);
+    void* p = nullptr;
+    check(lib().hipIpcOpenMemHandle(&p, h, hipIpcMemLazyEnablePeerAccess), "hipIpcOpenMemHandle");
+    return p;
+  }
+  void close_ipc_handle(void* mapped) override {
+    current();
+    (void)lib().hipIpcCloseMemHandle(mapped);
+  }
+  bool can_access_peer(const Device& peer) override {
+    const int other = peer.ordinal();
+    if (other == ordinal_) return true;
+    int can = 0;
+    check(lib().hipDeviceCanAccessPeer(&can, ordinal_, other), "hipDeviceCanAccessPeer");
+    return can != 0;
+  }
+  void enable_peer_access(const Device& peer) override {
+    if (peer.ordinal() == ordinal_) return;
+    current();
+    const hipError_t r = lib().hipDeviceEnablePeerAccess(peer.ordinal(), 0);
+    if (r != hipErrorPeerAccessAlreadyEnabled) check(r, "hipDeviceEnablePeerAccess");
+  }
+
   StreamHandle create_stream() override {
     current();
     hipStream_t s = nullptr;

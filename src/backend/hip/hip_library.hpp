@@ -17,7 +17,8 @@ namespace megamoe::hip {
   X(hiprtcCreateProgram) X(hiprtcCompileProgram) X(hiprtcGetProgramLogSize) X(hiprtcGetProgramLog) \
   X(hiprtcGetCodeSize) X(hiprtcGetCode) X(hiprtcDestroyProgram) X(hiprtcGetErrorString)                    \
   X(hipStreamBeginCapture) X(hipStreamEndCapture) X(hipGraphInstantiate) X(hipGraphLaunch)                 \
-  X(hipGraphExecDestroy) X(hipGraphDestroy) X(hipMemcpyDtoDAsync)
+  X(hipGraphExecDestroy) X(hipGraphDestroy) X(hipMemcpyDtoDAsync) X(hipIpcGetMemHandle)                  \
+  X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipDeviceCanAccessPeer) X(hipDeviceEnablePeerAccess)
 
 struct Library {
 #define X(name) decltype(&::name) name = nullptr;

@@ -1,0 +1,59 @@
+#include "ep/ep_workspace.hpp"
+
+#include "codegen/kernel_specs.hpp"
+
+namespace megamoe {
+
+std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config, const RuntimeOptions& o,
+                                                 int x_block) {
+  auto w = std::make_unique<EpWorkspace>();
+  const ModelShape& m = config.model;
+  w->device = &d;
+  w->world = o.world, w->rank = o.rank, w->experts = m.experts_per_rank, w->max_tokens = o.max_tokens;
+  w->topk = m.topk, w->model_dim = m.model_dim, w->x_block = x_block;
+  w->layout = symmetric_layout(o.world, m.experts_per_rank, o.max_tokens, m.topk, m.model_dim, x_block);
+  w->region = DeviceBuffer(d, w->layout.bytes);
+  const std::size_t W = o.world, E = m.experts_per_rank, T = o.max_tokens, K = m.topk;
+  w->state = DeviceBuffer(d, kStateWords * 4);
+  w->dest_row = DeviceBuffer(d, T * W * 4);
+  w->slot_rank = DeviceBuffer(d, T * K * 4);
+  w->segment = DeviceBuffer(d, E * W * 4);
+  w->segment_rows = DeviceBuffer(d, E * W * 4);
+  w->ready = DeviceBuffer(d, E * W * 4);
+  w->block_counts = DeviceBuffer(d, std::size_t(kRouteMaxBlocks) * (W * E + W) * 4);
+  w->peers.assign(W, nullptr);
+  w->peers[o.rank] = w->region.get();
+  w->clear();
+  return w;
+}
+
+EpWorkspace::~EpWorkspace() {
+  for (void* p : opened) device->close_ipc_handle(p);
+}
+
+void EpWorkspace::clear() {
+  device->fill_bytes(state.get(), 0, state.bytes());
+  device->fill_bytes(region.get(), 0, layout.flags_end);
+}
+
+EpArgs EpWorkspace::args(int* errors, int timeout_ms) const {
+  EpArgs a{};
+  for (int r = 0; r < world; ++r) a.peers[r] = static_cast<u8*>(peers[r]);
+  a.rank = rank, a.world = world, a.experts = experts, a.max_tokens = max_tokens;
+  a.topk = topk, a.model_dim = model_dim, a.x_block = x_block;
+  a.state = static_cast<u32*>(state.get());
+  a.errors = errors;
+  a.timeout_ns = u64(timeout_ms) * 1000000ull;
+  a.counts_at = layout.counts_at, a.count_flags_at = layout.count_flags_at;
+  a.arrive_flags_at = layout.arrive_flags_at, a.done_flags_at = layout.done_flags_at;
+  a.recv_x_at = layout.recv_x_at, a.recv_scales_at = layout.recv_scales_at, a.recv_meta_at = layout.recv_meta_at;
+  a.wire_at = layout.wire_at, a.wire_scales_at = layout.wire_scales_at;
+  a.dest_row = static_cast<int*>(dest_row.get());
+  a.slot_rank = static_cast<int*>(slot_rank.get());
+  a.segment = static_cast<int*>(segment.get());
+  a.segment_rows = static_cast<int*>(segment_rows.get());
+  a.ready = static_cast<int*>(ready.get());
+  return a;
+}
+
+}  // namespace megamoe

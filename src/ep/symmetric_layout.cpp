@@ -1,0 +1,30 @@
+#include "ep/symmetric_layout.hpp"
+
+#include "interface/kernel_constants.cuh"
+
+namespace megamoe {
+
+SymmetricLayout symmetric_layout(int world, int experts, int max_tokens, int topk, int model_dim, int x_block) {
+  SymmetricLayout l;
+  std::uint64_t at = 0;
+  auto take = [&](std::uint64_t bytes) {
+    const std::uint64_t here = at;
+    at = (at + bytes + 255) / 256 * 256;  // every buffer 256-byte aligned
+    return here;
+  };
+  const std::uint64_t W = world, E = experts, T = max_tokens, K = topk, D = model_dim;
+  l.counts_at = take(2 * W * (E + 1) * 4);
+  l.count_flags_at = take(2 * W * 4);
+  l.arrive_flags_at = take(W * 4);
+  l.done_flags_at = take(W * 4);
+  l.flags_end = at;
+  l.recv_x_at = take(W * T * D);
+  l.recv_scales_at = take(W * T * (D / x_block));
+  l.recv_meta_at = take(W * T * std::uint64_t(ep_meta_bytes(topk)));
+  l.wire_at = take(T * K * D * 2);
+  l.wire_scales_at = take(T * K * (D / 32));
+  l.bytes = at;
+  return l;
+}
+
+}  // namespace megamoe

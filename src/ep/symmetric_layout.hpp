@@ -1,0 +1,20 @@
+// The symmetric region of a rank of an expert-parallel group: the buffers peers write into, at
+// the same offsets on every rank (docs/ep.md gives their sizes for Kimi-K3 EP8).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace megamoe {
+
+struct SymmetricLayout {
+  std::uint64_t counts_at = 0, count_flags_at = 0, arrive_flags_at = 0, done_flags_at = 0;
+  std::uint64_t recv_x_at = 0, recv_scales_at = 0, recv_meta_at = 0, wire_at = 0, wire_scales_at = 0;
+  std::uint64_t flags_end = 0;  // the counts and the flags end here (what recover() clears)
+  std::uint64_t bytes = 0;
+};
+
+// For `world` ranks of `experts` experts each, max_tokens tokens a call, x in scale blocks of
+// x_block on the dispatch wire; the wire sized for bf16 (the wider) with the fp8 wire's scales.
+SymmetricLayout symmetric_layout(int world, int experts, int max_tokens, int topk, int model_dim, int x_block);
+
+}  // namespace megamoe

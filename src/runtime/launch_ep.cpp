@@ -1,0 +1,178 @@
+// The launches of one call over several ranks (runtime/ep_launch.hpp), on every path.
+#include <variant>
+
+#include "codegen/kernel_specs.hpp"
+#include "runtime/ep_launch.hpp"
+
+namespace megamoe {
+
+namespace {
+
+template <class T>
+T* in_region(const EpCall& c, std::uint64_t offset) {
+  return reinterpret_cast<T*>(static_cast<u8*>(c.ep_ws.region.get()) + offset);
+}
+
+// The dispatch of the call, run by `blocks` blocks (persistent: they take no Stage1 tiles).
+EpDispatch dispatch_args(const EpCall& c, int blocks, bool persistent, bool routed) {
+  const DispatchOptions& o = c.bucket.dispatch;
+  EpDispatch d{};
+  d.x = static_cast<const u16*>(c.x);
+  d.ids = c.ids;
+  d.weights = c.route_weights;
+  d.tokens = c.tokens;
+  d.blocks = blocks;
+  d.persistent = persistent ? 1 : 0;
+  d.stride = o.stride;
+  d.expert_offsets = static_cast<const int*>(c.ws.expert_offsets.get());
+  d.row_token = static_cast<int*>(c.ws.row_token.get());
+  d.row_slot = static_cast<int*>(c.ws.row_slot.get());
+  d.row_weight = static_cast<float*>(c.ws.row_weight.get());
+  d.xr = routed ? static_cast<u8*>(c.ws.x_q.get()) : nullptr;
+  d.xs = routed ? static_cast<float*>(c.ws.x_scales.get()) : nullptr;
+  d.rows_pad = c.ws.rows_pad, d.rows_capacity = c.ws.rows_capacity;
+  return d;
+}
+
+// Stage1's and Stage2's single-GPU arguments over this rank's received rows: x from the routed
+// layout (Hopper) or the receive buffers, rows indexed by receive row (source x max_tokens +
+// row), Stage2's rows coded by home wire row.
+template <class Stage1, class Stage2>
+void stage_args(const EpCall& c, Stage1& s1, Stage2& s2, bool routed) {
+  const ModelShape& m = c.model;
+  Workspace& ws = c.ws;
+  const int world = c.ep.world;
+  s1.x_q = routed ? static_cast<const u8*>(ws.x_q.get()) : in_region<const u8>(c, c.ep.recv_x_at);
+  s1.expert_offsets = s2.expert_offsets = static_cast<const int*>(ws.expert_offsets.get());
+  s1.tile_offsets = static_cast<const int*>(ws.tile_offsets1.get());
+  s2.tile_offsets = static_cast<const int*>(ws.tile_offsets2.get());
+  s1.row_token = static_cast<const int*>(ws.row_token.get());
+  s2.row_slot = static_cast<const int*>(ws.row_slot.get());
+  s2.row_weight = static_cast<const float*>(ws.row_weight.get());
+  s1.experts = s2.experts = m.experts_per_rank;
+  s1.model_dim = s2.model_dim = m.model_dim;
+  s1.inter_dim = s2.inter_dim = m.inter_dim;
+  s1.rows_capacity = s2.rows_capacity = ws.rows_capacity;
+  s1.tokens = world * c.ep.max_tokens;            // receive rows
+  s2.slots = world * c.ep.max_tokens * m.topk;    // home wire rows
+  s2.wire = nullptr, s2.wire_scales = nullptr;    // the homes' wires: the EP Stage2 addresses them
+  s1.errors = s2.errors = static_cast<int*>(ws.errors.get());
+}
+
+void fill_weights(const PreparedWeights& w, Stage1PortableArgs& s1, Stage2PortableArgs& s2) {
+  s1.w1_packed = static_cast<const u8*>(w.w1_packed.get());
+  s1.w1_scales = static_cast<const u8*>(w.w1_scales.get());
+  s2.w2_packed = static_cast<const u8*>(w.w2_packed.get());
+  s2.w2_scales = static_cast<const u8*>(w.w2_scales.get());
+}
+template <class Stage1, class Stage2>
+void fill_weights(const PreparedWeights& w, Stage1& s1, Stage2& s2) {  // layout v3
+  s1.w1_units = static_cast<const u8*>(w.w1_units.get());
+  s1.w1_row_scale = static_cast<const float*>(w.w1_row_scale.get());
+  s2.w2_units = static_cast<const u8*>(w.w2_units.get());
+  s2.w2_row_scale = static_cast<const float*>(w.w2_row_scale.get());
+}
+
+// The portable and tensor-core paths: x and its e8m0 scales from the receive buffers; h by
+// routed row with e8m0 scales.
+template <class Stage1, class Stage2>
+void by_row_args(const EpCall& c, Stage1& s1, Stage2& s2) {
+  stage_args(c, s1, s2, false);
+  fill_weights(c.weights, s1, s2);
+  s1.x_scales = in_region<const u8>(c, c.ep.recv_scales_at);
+  s1.h_q = static_cast<u8*>(c.ws.h_q.get());
+  s1.h_scales = static_cast<u8*>(c.ws.h_scales.get());
+  s2.h_q = s1.h_q, s2.h_scales = s1.h_scales;
+}
+
+void hopper_args(const EpCall& c, Stage1HopperArgs& s1, Stage2HopperArgs& s2) {
+  stage_args(c, s1, s2, true);
+  fill_weights(c.weights, s1, s2);
+  s1.x_scales = static_cast<const float*>(c.ws.x_scales.get());
+  s1.h_q = static_cast<u8*>(c.ws.h_q.get());
+  s1.h_scales = static_cast<float*>(c.ws.h_scales.get());
+  s2.h_q = s1.h_q, s2.h_scales = s1.h_scales;
+  s1.rows_pad = s2.rows_pad = c.ws.rows_pad;
+}
+
+// The stages of a path: Stage1 (with the dispatch, or after dispatch_ep), then Stage2.
+template <class Loaded, class S1Ep, class S2Ep, class S1, class S2, class Fill>
+void launch_stages(const EpCall& c, const Loaded& k, int col_tiles1, int col_tiles2, bool routed, Fill fill) {
+  const EpBucketKernels& kk = c.kernels;
+  S1 s1{};
+  S2 s2{};
+  fill(c, s1, s2);
+  const int cluster = k.stage1.cluster;
+  if (c.serial) {
+    const unsigned dgrid = c.grid(std::min<long long>(kk.resident_dispatch, std::max(c.bucket.dispatch.cus, 1)));
+    c.launch(kk.dispatch, dgrid, DispatchEpArgs{c.ep, dispatch_args(c, int(dgrid), false, routed)});
+    c.mark(2);
+    // Of the single-GPU Stage1 kernels only the Hopper one waits for the launch before it.
+    c.launch(k.stage1_serial, c.tile_grid(kk.bm1, col_tiles1, k.stage1_serial.planned_per_sm(), cluster), s1, routed);
+  } else {
+    c.mark(2);
+    const unsigned grid = std::min(c.tile_grid(kk.bm1, col_tiles1, k.stage1.planned_per_sm(), cluster),
+                                   kk.resident_stage1 / cluster * cluster);
+    // The dispatch blocks: the config's, in whole clusters; persistent ones leave a cluster at
+    // least to the tiles.
+    const int wanted = (std::max(c.bucket.dispatch.cus, 1) + cluster - 1) / cluster * cluster;
+    const int blocks = std::min<int>(wanted, int(grid));
+    const bool persistent = c.bucket.dispatch.persistent && blocks + cluster <= int(grid);
+    c.launch(k.stage1, grid, S1Ep{s1, c.ep, dispatch_args(c, blocks, persistent, routed)});
+  }
+  c.mark(3);
+  c.launch(k.stage2, c.tile_grid(kk.bm2, col_tiles2, k.stage2.planned_per_sm()), S2Ep{s2, c.ep});
+}
+
+}  // namespace
+
+void launch_ep_call(const EpCall& c) {
+  const ModelShape& m = c.model;
+  const EpBucketKernels& k = c.kernels;
+  c.mark(0);
+  RouteEpArgs r{};
+  r.ep = c.ep;
+  r.ids = c.ids;
+  r.tokens = c.tokens;
+  r.bm1 = k.bm1, r.bm2 = k.bm2;
+  r.block_counts = static_cast<int*>(c.ep_ws.block_counts.get());
+  r.expert_offsets = static_cast<int*>(c.ws.expert_offsets.get());
+  r.tile_offsets1 = static_cast<int*>(c.ws.tile_offsets1.get());
+  r.tile_offsets2 = static_cast<int*>(c.ws.tile_offsets2.get());
+  r.rows_capacity = c.ws.rows_capacity;
+  c.launch(k.route, c.grid(std::min<long long>(route_blocks((long long)c.tokens * m.topk), k.resident_route)), r);
+  c.mark(1);
+  const int rows_per_block = kWeightRowsPerBlock;
+  std::visit(
+      [&](const auto& path) {
+        using L = std::decay_t<decltype(path)>;
+        if constexpr (std::is_same_v<L, PortableEpLoaded>)
+          launch_stages<L, Stage1PortableEpArgs, Stage2PortableEpArgs, Stage1PortableArgs, Stage2PortableArgs>(
+              c, path, m.inter_dim / kPortableBn, m.model_dim / kPortableBn, false,
+              [](const EpCall& cc, auto& s1, auto& s2) { by_row_args(cc, s1, s2); });
+        else if constexpr (std::is_same_v<L, TensorCoreEpLoaded>)
+          launch_stages<L, Stage1TensorCoreEpArgs, Stage2TensorCoreEpArgs, Stage1TensorCoreArgs, Stage2TensorCoreArgs>(
+              c, path, 2 * m.inter_dim / rows_per_block, m.model_dim / rows_per_block, false,
+              [](const EpCall& cc, auto& s1, auto& s2) { by_row_args(cc, s1, s2); });
+        else
+          launch_stages<L, Stage1HopperEpArgs, Stage2HopperEpArgs, Stage1HopperArgs, Stage2HopperArgs>(
+              c, path, 2 * m.inter_dim / rows_per_block, m.model_dim / rows_per_block, true,
+              [](const EpCall& cc, auto& s1, auto& s2) { hopper_args(cc, s1, s2); });
+      },
+      k.path);
+  c.mark(4);
+  CombineArgs comb{};
+  comb.ids = c.ids;
+  comb.tokens = c.tokens, comb.topk = m.topk, comb.experts = c.ep.world * m.experts_per_rank;
+  comb.model_dim = m.model_dim;
+  comb.wire = in_region<void>(c, c.ep.wire_at);
+  comb.wire_scales = in_region<const u8>(c, c.ep.wire_scales_at);
+  comb.y = static_cast<u16*>(c.y);
+  const long long tasks = (long long)c.tokens * (m.model_dim / 8);  // a thread per 8 columns
+  c.launch(k.combine,
+           c.grid(std::min<long long>((tasks + kCombineThreads - 1) / kCombineThreads, 16LL * c.device.multiprocessors())),
+           CombineEpArgs{comb, c.ep});
+  c.mark(5);
+}
+
+}  // namespace megamoe

@@ -1,0 +1,51 @@
+// The Hopper path's stages over several ranks. Stage1: the first dispatch.blocks blocks (whole
+// clusters) run the dispatch with x laid out into the routed layout, then, unless persistent,
+// take Stage1 tiles too; a tile's producer requests the tile's first weights, then waits until the
+// rows of each (expert, source) segment the tile covers are laid out. Stage2: the single-GPU
+// Stage2, each row onto its home rank's wire, then the done signal.
+#pragma once
+#include "ep/dispatch_ep.cuh"
+#include "ep/stage_gates.cuh"
+#include "moe/stage1_hopper.cuh"
+#include "moe/stage2_hopper.cuh"
+
+namespace megamoe {
+
+template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck>
+MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
+  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, kXBlock / 128>;
+  static_assert(1023 + Gemm::kPipelineBytes + BN * kStage1RegionLd * 4 <= kSharedBytes,
+                "the launch's shared memory holds the alignment slack, the stages and the region");
+  extern __shared__ u8 smem_raw[];
+  __shared__ Stage1PairShared<BN> pair;
+  u8* smem = pair.template init<Gemm>(smem_raw);
+  mm_wait_prior_grid();
+  mm_release_dependents();
+  const int dispatchers = a.dispatch.blocks, block = int(blockIdx.x);
+  if (block < dispatchers) ep_dispatch_block<kXBlock, true, kCheck>(a.ep, a.dispatch, ep_call_seq(a.ep));
+  if (!(a.dispatch.persistent && block < dispatchers)) {
+    const int skip = a.dispatch.persistent ? dispatchers : 0;  // even: the walk keeps a cluster's tiles in pairs
+    const Stage1HopperArgs& s = a.stage;
+    stage1_hopper_walk<Act, Gemm, kCheck>(
+        s, smem, &pair, stage1_hopper_tiles<Gemm>(s, block - skip, int(gridDim.x) - skip),
+        [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
+          ep_stage1_rows<BN, Gemm::kFillers, kCheck>(rt, s.rows_capacity, s.errors, ti->out, lane);
+        },
+        EpRowsGate{a.ep});
+  }
+  cluster_sync();  // neither block leaves while its peer may still write to its shared memory
+}
+
+template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck>
+MM_DEVICE void stage2_hopper_ep(const Stage2HopperEpArgs& a) {
+  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM>;
+  static_assert(1023 + Gemm::kPipelineBytes + BN * kStage2RegionLd * 4 <= kSharedBytes,
+                "the launch's shared memory holds the alignment slack, the stages and the region");
+  extern __shared__ u8 smem_raw[];
+  u8* smem = Gemm::align(smem_raw);
+  Gemm::init(smem);
+  stage2_hopper_walk<Gemm, kWire, kCheck>(a.stage, smem, PeerWireRows<kWire>{a.ep});
+  ep_stage2_done(a.ep);
+}
+
+}  // namespace megamoe

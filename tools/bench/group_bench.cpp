@@ -1,0 +1,126 @@
+#include "bench/group_bench.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/workload.hpp"
+#include "megamoe/megamoe.hpp"
+
+namespace megamoe::bench {
+
+namespace {
+
+struct RankInputs {
+  DeviceBuffer x, ids, w, y;
+};
+
+// One call on every rank, each on its own stream, timed on each rank's stream; the slowest
+// rank's ms.
+float time_call(std::vector<std::unique_ptr<Runtime>>& ranks, std::vector<StreamHandle>& streams,
+                std::vector<std::unique_ptr<PreparedWeights>>& weights, std::vector<RankInputs>& in, int tokens,
+                std::vector<EventHandle>& start, std::vector<EventHandle>& stop) {
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    Device& d = ranks[r]->device();
+    d.record(start[r], streams[r]);
+    ranks[r]->forward(*weights[r], in[r].x.get(), static_cast<const int*>(in[r].ids.get()),
+                      static_cast<const float*>(in[r].w.get()), in[r].y.get(), tokens, streams[r]);
+    d.record(stop[r], streams[r]);
+  }
+  float worst = 0;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    ranks[r]->device().synchronize(streams[r]);
+    worst = std::max(worst, ranks[r]->device().elapsed_ms(start[r], stop[r]));
+  }
+  return worst;
+}
+
+float median(std::vector<float> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int run_group_bench(const GroupBenchOptions& o) {
+  RuntimeOptions options;
+  options.max_tokens = int(*std::max_element(o.sizes.begin(), o.sizes.end()));
+  options.path = o.path;
+  options.world = o.world;
+  options.transport = o.transport;
+  auto ranks = Runtime::create_ranks(o.config, options);
+  const Config& cfg = ranks[0]->config();
+  const ModelShape& m = cfg.model;
+  Device& dev0 = ranks[0]->device();
+  fmt::print("config {} on {} ({}), {} path, world {} ({})\n", cfg.name, dev0.name(), dev0.arch(),
+             to_string(ranks[0]->path()), o.world, to_string(o.transport));
+  if (o.transport == Transport::loopback)
+    fmt::print("loopback: the {} ranks share one GPU, each on its share of the SMs; these are not NVLink times, and a "
+               "rank's time is not one GPU's\n",
+               o.world);
+  const Mxfp4ExpertWeights all = workload::random_group_weights(m, o.world, o.seed);
+  std::vector<std::unique_ptr<PreparedWeights>> weights;
+  std::vector<StreamHandle> streams;
+  std::vector<EventHandle> start, stop;
+  for (auto& rt : ranks) {
+    weights.push_back(
+        rt->prepare_weights(workload::slice_experts(all, rt->rank() * m.experts_per_rank, m.experts_per_rank)));
+    streams.push_back(rt->device().create_stream());
+    start.push_back(rt->device().create_event());
+    stop.push_back(rt->device().create_event());
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  fmt::print("{:>6} {:>10} {:>10} {:>14}\n", "bs", "fused_ms", "serial_ms", "serial/fused");
+  for (std::int64_t bs : o.sizes) {
+    std::vector<RankInputs> in;
+    for (auto& rt : ranks) {
+      std::mt19937_64 rng = workload::inputs_rng(o.seed + 1000003ull * rt->rank(), bs);
+      workload::Routing r = workload::make_routing("uniform", bs, m.topk, o.world * m.experts_per_rank, rng);
+      std::vector<std::uint16_t> x = workload::random_bf16(bs, m.model_dim, rng);
+      Device& d = rt->device();
+      RankInputs ri{DeviceBuffer(d, x.size() * 2), DeviceBuffer(d, r.ids.size() * 4),
+                    DeviceBuffer(d, r.weights.size() * 4), DeviceBuffer(d, x.size() * 2)};
+      d.copy_to_device(ri.x.get(), x.data(), x.size() * 2);
+      d.copy_to_device(ri.ids.get(), r.ids.data(), r.ids.size() * 4);
+      d.copy_to_device(ri.w.get(), r.weights.data(), r.weights.size() * 4);
+      d.fill_bytes(ri.y.get(), 0xFF, ri.y.bytes());
+      in.push_back(std::move(ri));
+    }
+    // Side by side: fused and serial calls alternate, each after the same warm-up.
+    std::vector<float> fused, serial;
+    for (int i = 0; i < o.reps + 3; ++i)
+      for (bool s : {false, true}) {
+        for (auto& rt : ranks) rt->set_serial(s);
+        const float ms = time_call(ranks, streams, weights, in, int(bs), start, stop);
+        if (i >= 3) (s ? serial : fused).push_back(ms);
+      }
+    for (auto& rt : ranks) {
+      CallErrors e = rt->take_errors();
+      if (e.any()) throw Error(fmt::format("megamoe-bench: rank {}: the kernels reported errors", rt->rank()));
+    }
+    const float f = median(fused), s = median(serial);
+    fmt::print("{:>6} {:>10.3f} {:>10.3f} {:>14.2f}\n", bs, f, s, s / f);
+    std::fflush(stdout);
+    rows.push_back({{"bs", bs}, {"fused_ms", f}, {"serial_ms", s}, {"serial_over_fused", s / f}});
+  }
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    ranks[r]->device().destroy_stream(streams[r]);
+    ranks[r]->device().destroy_event(start[r]);
+    ranks[r]->device().destroy_event(stop[r]);
+  }
+  fmt::print("per call: the slowest rank's time from its call's first launch to its last (events on each rank's "
+             "stream), median of {} calls; fused and serial alternate on the same inputs\n",
+             o.reps);
+  if (!o.json.empty())
+    std::ofstream(o.json) << nlohmann::json{{"config", cfg.name}, {"world", o.world},
+                                            {"transport", std::string(to_string(o.transport))},
+                                            {"path", std::string(to_string(ranks[0]->path()))}, {"buckets", rows}}
+                                 .dump(2)
+                          << "\n";
+  return 0;
+}
+
+}  // namespace megamoe::bench

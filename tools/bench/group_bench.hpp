@@ -1,0 +1,23 @@
+// megamoe-bench over several ranks of one process (loopback or peer): per batch size, the fused
+// and the serial call's time per rank, side by side on the same inputs, and their ratio.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "megamoe/runtime.hpp"
+
+namespace megamoe::bench {
+
+struct GroupBenchOptions {
+  std::string config, json;
+  KernelPath path = KernelPath::automatic;
+  Transport transport = Transport::loopback;
+  int world = 2, reps = 20;
+  std::uint64_t seed = 123;
+  std::vector<std::int64_t> sizes;
+};
+
+int run_group_bench(const GroupBenchOptions& o);
+
+}  // namespace megamoe::bench
