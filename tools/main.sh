@@ -7,7 +7,8 @@ bash tools/setup.sh
 status=0
 ./build/megamoe-run --config kimi_k3_a8w4 --check || status=$?
 if [ "$status" = 3 ]; then
-  echo "main: no GPU here; precompiling the kimi_k3_a8w4 kernels for sm_90a instead"
-  exec ./build/megamoe-precompile --config kimi_k3_a8w4 --all --arch sm_90a
+  echo "main: no GPU here; precompiling the kimi_k3_a8w4 kernels for sm_90a instead (one GPU, and a rank of a group)"
+  ./build/megamoe-precompile --config kimi_k3_a8w4 --all --arch sm_90a
+  exec ./build/megamoe-precompile --config kimi_k3_a8w4 --all --arch sm_90a --world 8
 fi
 exit "$status"
