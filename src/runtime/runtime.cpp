@@ -348,6 +348,12 @@ void Runtime::forward_ep(const PreparedWeights& w, const void* x, const int* ids
     throw Error(fmt::format("megamoe: rank {}: a wait of the group timed out (PeerTimeoutError); call recover() {}before "
                             "the next call",
                             options_.rank, group_->in_process() ? "" : "on every rank "));
+  if (group_->in_process())
+    for (std::size_t r = 0; r < group_->ranks.size(); ++r)
+      if (!group_->ranks[r])
+        throw Error(fmt::format("megamoe: rank {}: rank {} of this process's group was destroyed; the ranks of a group "
+                                "are used and destroyed together",
+                                options_.rank, r));
   if (tokens > 0)
     for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"ids", ids}, {"weights", route_weights},
                              {"y", y}})
