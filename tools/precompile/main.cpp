@@ -16,6 +16,7 @@
 #include "codegen/layer_kernels.hpp"
 #include "common/cli.hpp"
 #include "jit/kernel_builder.hpp"
+#include "jit/precompile.hpp"
 #include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
 
@@ -86,13 +87,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-struct Job {
-  PlannedKernel planned;
-  std::vector<int> buckets;  // that need it
-  BuildReport report;
-  std::string error;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,17 +112,7 @@ int main(int argc, char** argv) {
     }
 
     // One job per distinct key: buckets that share a kernel compile it once.
-    std::vector<Job> jobs;
-    std::map<std::string, std::size_t> by_key;
-    for (KernelPath path : paths)
-    for (int b : buckets)
-      for (auto& spec : kernels_for_bucket(config, config.bucket(b), path, args.world)) {
-        PlannedKernel p = builder.plan(spec);
-        auto [it, fresh] = by_key.emplace(p.key.hex, jobs.size());
-        if (fresh) jobs.push_back({std::move(p), {}, {}, {}});
-        auto& users = jobs[it->second].buckets;
-        if (std::find(users.begin(), users.end(), b) == users.end()) users.push_back(b);
-      }
+    std::vector<PrecompileJob> jobs = plan_precompile(builder, config, buckets, paths, args.world);
 
     fmt::print("config {} ({}), {} bucket(s), {} distinct kernel(s), {} for {}, cache {}\n", config.name,
                config.source, buckets.size(), jobs.size(), compiler->identity(), arch,
@@ -153,29 +137,13 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    std::atomic<std::size_t> next{0}, done{0};
-    std::mutex print_mutex;
-    auto worker = [&] {
-      for (std::size_t i; (i = next++) < jobs.size();) {
-        Job& j = jobs[i];
-        try {
-          j.report = builder.build(j.planned);
-        } catch (const CompileError& e) {
-          j.error = e.what();
-        } catch (const std::exception& e) {
-          j.error = e.what();
-        }
-        std::lock_guard lock(print_mutex);
-        fmt::print("[{}/{}] {} {} ({:.1f} ms)\n", ++done, jobs.size(),
-                   j.error.empty() ? std::string(to_string(j.report.origin)) : "FAILED", j.planned.rendered.name,
-                   j.report.seconds * 1e3);
-        if (!j.error.empty()) fmt::print("{}\n", j.error);
-        std::fflush(stdout);
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int t = 0; t < std::min<int>(args.jobs, int(jobs.size())); ++t) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
+    run_precompile(builder, jobs, args.jobs, [&](const PrecompileJob& j, std::size_t done, std::size_t total) {
+      fmt::print("[{}/{}] {} {} ({:.1f} ms)\n", done, total,
+                 j.error.empty() ? std::string(to_string(j.report.origin)) : "FAILED", j.planned.rendered.name,
+                 j.report.seconds * 1e3);
+      if (!j.error.empty()) fmt::print("{}\n", j.error);
+      std::fflush(stdout);
+    });
 
     int failed = 0;
     fmt::print("\n{:<{}} {:<16} {:<9} {:>9}\n", "kernel", width, "hash", "result", "ms");
