@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine. Binaries are built on the CPU machine and kernels precompiled
-# there into .megamoe-cache/ (tools/precompile/gpu_session_cache.sh); carry build and
+# there into .megamoe-cache/ (tools/precompile/gpu_session_cache.sh); carry build/tests, the three
+# tools in build/, build/wheels and
 # .megamoe-cache (docs/perf-notes.md, "How to measure"). Every step has a time bound, so that a
 # hang costs its bound, not the call.
 #   quick: the GPU suite, the layer with checks at every bucket, the bench (world 1)
 #   ep:    the suite's expert-parallel tests, then (with build-ab from tools/ab/build.sh) the
 #          world-1 bench side by side with earlier commits
 #   ep-tools: megamoe-run and megamoe-bench over loopback ranks (W = 2, 4, 8), fused and serial
+#   python: the Python package's GPU tests and examples/moe_block.py (the wheel of build/wheels)
 #   full:  quick, then the portable path's times, the kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
+case "$mode" in quick | ep | ep-tools | python | full) ;; *) echo "usage: gpu_session.sh [quick|ep|ep-tools|python|full]" >&2; exit 2 ;; esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export CUDA_DEVICE_MAX_CONNECTIONS=32
@@ -30,6 +33,17 @@ step() {  # bound in seconds, then the command
     step 330 ./build/tests/megamoe_gpu_tests "[ep]" --durations yes
     [ -d build-ab ] && step 240 bash tools/ab/bench.sh --bs 1,8,128,1024,8192 --reps 10
     echo "gpu_session status $status (ep)"
+    exit $status
+  fi
+  if [ "$mode" = python ]; then
+    # The wheel was built on the CPU machine for this machine's Python; installed into a folder of
+    # its own, beside the PyTorch that is here.
+    rm -rf build/gpu-python
+    step 120 python3 -m pip install -q --no-deps --no-index --target build/gpu-python build/wheels/megamoe-*.whl
+    export PYTHONPATH="$PWD/build/gpu-python"
+    step 400 python3 -m pytest tests/python -q -rs -m gpu -p no:cacheprovider
+    step 200 python3 examples/moe_block.py --config kimi_k3_a8w4 --tokens 1,8,128,1024
+    echo "gpu_session status $status (python)"
     exit $status
   fi
   if [ "$mode" = ep-tools ]; then

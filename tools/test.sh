@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test. GPU tests (ctest label `gpu`) run where a GPU is
-# present and are reported as skipped elsewhere.
+# Sets up, builds and runs every test: the C++ suites (ctest), then the Python package's (pytest,
+# after building the package into build/venv). GPU tests (ctest label `gpu`, pytest marker `gpu`)
+# run where a GPU is present and are reported as skipped elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -13,3 +14,5 @@ probe=0
 probe_out=$(./build/tests/megamoe_gpu_tests "[probe-matches-no-test]" 2>&1) || probe=$?
 if [ "$probe" = 77 ]; then echo "GPU tests: ${probe_out}"; else echo "GPU tests: a GPU is present, running them"; fi
 ctest --test-dir build --output-on-failure -j "$(nproc)"
+bash tools/python_package.sh
+build/venv/bin/python -m pytest tests/python -q -rs

@@ -2,8 +2,10 @@
 # On the CPU machine, before a call on a lent GPU machine: compiles into .megamoe-cache/ every
 # kernel that the GPU suite, megamoe-run and megamoe-bench use there (both built-in configs on
 # every path, on one GPU and as a rank of a group, and the suite's own config variants), so that
-# the GPU machine spends none of its time compiling. Carry build and .megamoe-cache. Needs a
-# built tree (tools/setup.sh).
+# the GPU machine spends none of its time compiling; and builds the Python package's wheel for the
+# GPU machine's Python (3.12) into build/wheels, since that machine lacks the C++ build's
+# libraries. Carry build and .megamoe-cache. Needs a built tree (tools/setup.sh) and a Python 3.12
+# here (PYTHON312, default python3.12), with PyPI reachable for the wheel's build requirements.
 # Usage: bash tools/precompile/gpu_session_cache.sh [-j N]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,7 +13,7 @@ jobs=(-j "$(nproc)")
 [ "${1:-}" = -j ] && jobs=(-j "$2")
 export MEGAMOE_CACHE_DIR="$PWD/.megamoe-cache"
 rm -rf "$MEGAMOE_CACHE_DIR" build/test-configs
-configs=(kimi_k3_a8w4 generic_a8w4)
+configs=(kimi_k3_a8w4 generic_a8w4 tests/python/configs/small_a8w4.json)
 while read -r file; do configs+=("$file"); done < <(./build/tests/megamoe_gpu_tests --write-configs build/test-configs)
 for c in "${configs[@]}"; do
   for world in 1 2; do  # the single-GPU layer's kernels, and a rank's of an expert-parallel group
@@ -20,4 +22,9 @@ for c in "${configs[@]}"; do
   done
 done
 rm -rf build/test-cache  # the CPU suite's own cache, not needed there
+py312=${PYTHON312:-python3.12}
+echo "== the Python package's wheel for $($py312 --version)"
+rm -rf build/wheels
+$py312 -m pip wheel -q --no-deps -w build/wheels -C build-dir=build/python312 .
+ls -l build/wheels
 du -sh "$MEGAMOE_CACHE_DIR"

@@ -1,0 +1,129 @@
+"""megamoe: a fused expert-parallel Mixture-of-Experts layer (dispatch, two expert GEMMs with the
+activation between them, combine), generated and compiled at run time for the GPU at hand.
+
+    import megamoe
+    layer = megamoe.Layer("kimi_k3_a8w4", max_tokens=8192, device=0)
+    layer.load_weights(w1, w2, w1_scales, w2_scales)   # MXFP4 checkpoint tensors (or dense ones)
+    y = layer(x, topk_ids, topk_weights)               # on the current stream, no host sync
+    errors = layer.take_errors()
+
+Tensors come through DLPack (torch, CuPy, JAX, ...) or __cuda_array_interface__. With PyTorch
+importable, calls with torch tensors go through the custom ops megamoe::forward and
+megamoe::forward_out, which torch.compile traces without a graph break.
+"""
+
+import importlib.util as _util
+import os as _os
+import sys as _sys
+
+
+def _preload_nvrtc():
+    # NVRTC from a CUDA 13 wheel (nvidia-cuda-nvrtc, which CUDA PyTorch brings), where the
+    # extension's run path (the toolkit's folder) has none: loaded first, it serves the extension.
+    import ctypes
+    import glob
+
+    try:
+        import nvidia
+    except ImportError:
+        return
+    for base in getattr(nvidia, "__path__", []):
+        for sub in ("cu13/lib", "cuda_nvrtc/lib"):
+            for lib in sorted(glob.glob(_os.path.join(base, sub, "libnvrtc.so.13*"))):
+                try:
+                    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+                    return
+                except OSError:
+                    pass
+
+
+try:
+    from . import _megamoe
+except ImportError as _e:
+    if "libnvrtc" not in str(_e):
+        raise
+    _preload_nvrtc()
+    from . import _megamoe
+from .errors import CompileError, ConfigError, DeviceError, Error, InputError, NoGpuError, PeerTimeoutError
+from .layer import CallErrors, Layer
+
+__version__ = _megamoe.version()
+__all__ = ["Layer", "CallErrors", "precompile", "cache_dir", "configs", "config_info", "gpu_available",
+           "quantize_mxfp4", "dequantize_mxfp4", "Error", "ConfigError", "CompileError", "DeviceError",
+           "NoGpuError", "PeerTimeoutError", "InputError"]
+
+
+def configs():
+    """The built-in config names."""
+    return list(_megamoe.builtin_configs())
+
+
+def config_info(config):
+    """A config's model shape, activation, formats and buckets, as a dict (a built-in name or a
+    path ending in .json; MEGAMOE_CONFIG_DIR/NAME.json comes first). ConfigError when it is bad."""
+    return _megamoe.config_info(str(config))
+
+
+def cache_dir():
+    """The kernel cache: $MEGAMOE_CACHE_DIR, else $XDG_CACHE_HOME/megamoe, else ~/.cache/megamoe
+    (read once per process, at the first kernel built)."""
+    return _megamoe.cache_dir()
+
+
+def gpu_available():
+    """(True, "") where a CUDA GPU and driver are present, else (False, why)."""
+    ok, why = _megamoe.gpu_available()
+    return bool(ok), why
+
+
+def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=None, progress=True):
+    """Compiles the kernels of a config's buckets (all when None) into the kernel cache, through the
+    run-time build path, so that a Layer finds them there. Needs no GPU. arch: the target
+    (default sm_90a); path: "auto" (what that arch runs), "hopper", "tensor_core" or "portable";
+    world: 1 for the single-GPU layer, more for a rank of an expert-parallel group. Prints a line
+    per kernel unless progress=False (or calls progress(line) when it is callable).
+
+    Returns a list of dicts (name, key, result "compiled" | "hit" | "failed", seconds, error,
+    buckets). Raises CompileError naming the first kernel that failed, after all were tried."""
+    if progress is True:
+        def progress(line):
+            print(line, file=_sys.stderr, flush=True)
+    elif progress is False:
+        progress = None
+    results = _megamoe.precompile(str(config), [int(b) for b in (buckets or [])], arch or "", path, int(world),
+                                  int(jobs or 0), progress)
+    failed = [r for r in results if r["result"] == "failed"]
+    if failed:
+        first = failed[0]
+        raise CompileError(f"megamoe: precompile: {len(failed)} of {len(results)} kernel(s) failed; "
+                           f"first {first['name']}:\n{first['error']}", kernel_name=first["name"], key=first["key"])
+    return results
+
+
+def quantize_mxfp4(values):
+    """MXFP4 of float32 or bfloat16 values along the last axis (a multiple of 32), as the library
+    quantizes weights: (packed uint8 [..., K/2], e8m0 scales uint8 [..., K/32]), numpy arrays.
+    A block's scale is 2^(floor(log2(amax)) - 2); values round to the nearest e2m1 (ties to
+    even) and saturate at 6."""
+    from ._tensors import to_host
+
+    host, _ = to_host(values, "values")
+    import numpy as np
+
+    return _megamoe.quantize_mxfp4(np.ascontiguousarray(host))
+
+
+def dequantize_mxfp4(packed, scales):
+    """float32 values of MXFP4 (packed uint8 [..., K/2], scales uint8 [..., K/32]), a numpy array."""
+    import numpy as np
+
+    from ._tensors import to_host
+
+    p, _ = to_host(packed, "packed")
+    s, _ = to_host(scales, "scales")
+    return _megamoe.dequantize_mxfp4(np.ascontiguousarray(p), np.ascontiguousarray(s))
+
+
+# The torch custom ops, where torch is importable (MEGAMOE_NO_TORCH=1 leaves them out).
+if _os.environ.get("MEGAMOE_NO_TORCH") != "1" and _util.find_spec("torch") is not None:
+    from . import torch_ops  # noqa: F401

@@ -1,0 +1,259 @@
+"""megamoe.Layer: one rank's fused MoE layer (dispatch, the two expert GEMMs with the activation
+between them, combine) on a GPU, over the C++ runtime."""
+
+import itertools
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _megamoe
+from ._tensors import describe, to_host
+from .errors import InputError
+
+_layers = weakref.WeakValueDictionary()  # handle -> Layer, for the torch custom op
+_handles = itertools.count(1)
+# Set by torch_ops when torch is importable: calls with torch tensors go through its custom ops.
+_torch_tensor = None
+_torch_call = None
+
+
+@dataclass
+class CallErrors:
+    """What the kernels found wrong in the calls since the last take_errors()."""
+
+    bad_ids: int = 0            # ids outside [-1, world * experts_per_rank): skipped
+    first_bad_slot: int = -1    # t * topk + k of the first of them
+    bounds_violations: int = 0  # counted by the checked build only (MEGAMOE_BOUNDS_CHECK=1)
+    dropped_rows: int = 0       # several ranks: routed rows past the rank's capacity
+
+    def any(self):
+        return bool(self.bad_ids or self.bounds_violations or self.dropped_rows)
+
+
+def _device_index(device):
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):  # "cuda", "cuda:1"
+        return int(device.split(":")[1]) if ":" in device else 0
+    index = getattr(device, "index", None)  # torch.device
+    if getattr(device, "type", "cuda") != "cuda":
+        raise InputError("device", repr(device), "a CUDA device")
+    return 0 if index is None else int(index)
+
+
+def _torch_all_gather(group):
+    import torch.distributed as dist
+
+    def all_gather(mine):
+        got = [None] * dist.get_world_size(group)
+        dist.all_gather_object(got, bytes(mine), group=group)
+        return b"".join(got)
+
+    return all_gather
+
+
+class Layer:
+    """One rank's MoE layer, built from a config (a built-in name such as "kimi_k3_a8w4", or a
+    path ending in .json).
+
+    Layer(config, max_tokens, device) is the single-GPU layer (every expert local). With
+    group=<torch.distributed process group> it is this process's rank of an expert-parallel
+    group over the group's ranks (one process per GPU, memory shared through CUDA IPC): every rank
+    creates its Layer together (the ranks meet through the group), rank r owns the global experts
+    [r * experts_per_rank, (r + 1) * experts_per_rank), and every rank calls the layer for each
+    step, with its own tokens (0 allowed).
+
+    Kernels come from the kernel cache (megamoe.cache_dir()); those missing are compiled when the
+    layer is created, with a line of progress each (megamoe.precompile() does it ahead of time).
+
+    path: "auto" (the fastest the GPU runs), "hopper", "tensor_core" or "portable".
+    timeout_ms: the bound of every wait for another rank. routed_rows_capacity: rows a rank can
+    receive (0: the worst case, world * max_tokens * topk); rows past it are dropped and counted.
+    """
+
+    def __init__(self, config="kimi_k3_a8w4", max_tokens=8192, device=0, *, path="auto", group=None,
+                 timeout_ms=5000, routed_rows_capacity=0):
+        world, rank, transport, all_gather = 1, 0, "loopback", None
+        if group is not None:
+            import torch.distributed as dist
+
+            world, rank = dist.get_world_size(group), dist.get_rank(group)
+            transport, all_gather = "ipc", _torch_all_gather(group)
+        self._device = _device_index(device)
+        self._runtime = _megamoe.Runtime(str(config), int(max_tokens), self._device, path, world, rank, transport,
+                                         int(timeout_ms), all_gather, int(routed_rows_capacity))
+        self._info = self._runtime.info()
+        self.handle = next(_handles)
+        _layers[self.handle] = self
+
+    # --- what the layer is ---
+    config = property(lambda self: self._info["config"])
+    path = property(lambda self: self._info["path"], doc="the kernel path running: portable, tensor_core or hopper")
+    world = property(lambda self: self._info["world"])
+    rank = property(lambda self: self._info["rank"])
+    device = property(lambda self: self._device)
+    max_tokens = property(lambda self: self._info["max_tokens"])
+    experts_per_rank = property(lambda self: self._info["experts_per_rank"])
+    model_dim = property(lambda self: self._info["model_dim"])
+    inter_dim = property(lambda self: self._info["inter_dim"])
+    topk = property(lambda self: self._info["topk"])
+
+    @property
+    def arithmetic(self):
+        """How the running path rounds: x and h fp8 scale blocks, the GEMMs' accumulation, the
+        combine wire (what an emulating reference repeats)."""
+        keys = ("x_block", "h_block", "accumulation", "combine_wire")
+        return {k: self._info[k] for k in keys}
+
+    def __repr__(self):
+        return (f"megamoe.Layer({self.config!r}, max_tokens={self.max_tokens}, device={self.device}, "
+                f"path={self.path!r}, world={self.world}, rank={self.rank})")
+
+    # --- weights ---
+    def load_weights(self, w1, w2, w1_scales=None, w2_scales=None):
+        """Loads this rank's expert weights (E = experts_per_rank, D = model_dim, I = inter_dim;
+        W1's rows 0..I-1 are gate, I..2I-1 up).
+
+        MXFP4, as checkpoints ship them (give the scales): w1 uint8 [E, 2I, D/2] and w1_scales
+        uint8 or float8_e8m0fnu [E, 2I, D/32]; w2 [E, D, I/2] and w2_scales [E, D, I/32]; two
+        e2m1 values per byte, element 2j in the low nibble.
+        Or dense (no scales): w1 [E, 2I, D] and w2 [E, D, I], float32 or bfloat16, quantized to
+        MXFP4 here. Host or device tensors of any framework; they are copied.
+
+        Returns the number of MX blocks the kernels' layout flushed to zero (scales too far below
+        their row's largest; 0 for most checkpoints)."""
+        E, D, I = self.experts_per_rank, self.model_dim, self.inter_dim
+        if (w1_scales is None) != (w2_scales is None):
+            raise InputError("w1_scales, w2_scales", "one given", "both (MXFP4) or neither (dense weights)")
+        if w1_scales is not None:
+            args = []
+            for name, a, shape in (("w1", w1, (E, 2 * I, D // 2)), ("w1_scales", w1_scales, (E, 2 * I, D // 32)),
+                                   ("w2", w2, (E, D, I // 2)), ("w2_scales", w2_scales, (E, D, I // 32))):
+                h, dtype = to_host(a, name)
+                _check(name, h.shape, dtype, shape, ("uint8",))
+                args.append(np.ascontiguousarray(h))
+            return self._runtime.load_mxfp4(*args)
+        h1, t1 = to_host(w1, "w1")
+        h2, t2 = to_host(w2, "w2")
+        _check("w1", h1.shape, t1, (E, 2 * I, D), ("float32", "bfloat16"))
+        _check("w2", h2.shape, t2, (E, D, I), (t1,))
+        if t1 == "float32":
+            return self._runtime.load_fp32(np.ascontiguousarray(h1), np.ascontiguousarray(h2))
+        return self._runtime.load_bf16(np.ascontiguousarray(h1), np.ascontiguousarray(h2))
+
+    # --- calls ---
+    def __call__(self, x, topk_ids, topk_weights, *, out=None, stream=None):
+        """y[t] = sum_k topk_weights[t, k] * FFN_{topk_ids[t, k]}(x[t]).
+
+        x bfloat16 [T, D], contiguous, 16-byte aligned, on the layer's GPU; topk_ids int32
+        [T, topk] (global expert ids; -1 is an empty slot; torch int64 is converted); topk_weights
+        float32 [T, topk] (torch bfloat16/float16 are converted). T may be 0 and at most
+        max_tokens. Returns y bfloat16 [T, D], or writes `out` and returns it.
+
+        Runs on the caller's stream: for torch tensors torch.cuda.current_stream(); otherwise
+        `stream` (a CUstream as an int, or an object with .ptr or __cuda_stream__), else CuPy's
+        current stream for CuPy arrays, else the default stream. Launches only: no host sync, so a
+        call can be captured in a CUDA graph (call prepare(T) or one call of that size first).
+        Ids out of range are skipped and counted: see take_errors()."""
+        if _torch_tensor is not None and isinstance(x, _torch_tensor):
+            return _torch_call(self, x, topk_ids, topk_weights, out)
+        return self._call_arrays(x, topk_ids, topk_weights, out, stream)
+
+    forward = __call__
+
+    def _call_arrays(self, x, topk_ids, topk_weights, out, stream):
+        xi, ii, wi = describe(x, "x"), describe(topk_ids, "topk_ids"), describe(topk_weights, "topk_weights")
+        tokens = self._check_call(xi, ii, wi)
+        if out is None:
+            out = _empty_like(x, xi)
+        yi = describe(out, "out")
+        self._check_out(xi, yi)
+        if stream is None:
+            stream = _framework_stream(x)
+        self._runtime.forward(xi.ptr, ii.ptr, wi.ptr, yi.ptr, tokens, _stream_handle(stream))
+        return out
+
+    def _check_call(self, xi, ii, wi, int_ids=("int32",), weight_dtypes=("float32",)):
+        D, K = self.model_dim, self.topk
+        if len(xi.shape) != 2 or xi.shape[1] != D:
+            raise InputError("x", f"shape {list(xi.shape)}", f"[tokens, {D}]")
+        T = xi.shape[0]
+        for name, info, shape, dtypes in (("x", xi, (T, D), ("bfloat16", "uint16")),
+                                          ("topk_ids", ii, (T, K), int_ids),
+                                          ("topk_weights", wi, (T, K), weight_dtypes)):
+            _check(name, info.shape, info.dtype, shape, dtypes)
+            if not info.contiguous():
+                raise InputError(name, f"strides {list(info.strides)}", "a contiguous (row-major) tensor")
+            if info.device != "cuda" or info.device_id not in (-1, self._device):
+                raise InputError(name, f"on {info.device}:{info.device_id}", f"on cuda:{self._device}")
+        if T > 0 and xi.ptr % 16:
+            raise InputError("x", f"address {xi.ptr:#x}", "16-byte aligned")
+        if T > self.max_tokens:
+            raise InputError("x", f"{T} tokens", f"at most max_tokens = {self.max_tokens}")
+        return T
+
+    def _check_out(self, xi, yi):
+        _check("out", yi.shape, yi.dtype, xi.shape, ("bfloat16", "uint16"))
+        if not yi.contiguous():
+            raise InputError("out", f"strides {list(yi.strides)}", "a contiguous (row-major) tensor")
+        if yi.device != "cuda" or yi.device_id not in (-1, self._device):
+            raise InputError("out", f"on {yi.device}:{yi.device_id}", f"on cuda:{self._device}")
+        if xi.shape[0] > 0 and yi.ptr % 16:
+            raise InputError("out", f"address {yi.ptr:#x}", "16-byte aligned")
+
+    def prepare(self, tokens):
+        """Builds and loads the kernels for calls of `tokens` tokens now rather than at the first
+        such call (before capturing one in a graph)."""
+        self._runtime.prepare(int(tokens))
+
+    def take_errors(self):
+        """Waits for the GPU and returns the CallErrors gathered since the last take_errors().
+        Raises PeerTimeoutError when a wait for another rank timed out (then every rank calls
+        recover())."""
+        return CallErrors(**self._runtime.take_errors())
+
+    def recover(self):
+        """After a PeerTimeoutError: waits until no kernel of the group runs and lets calls go on.
+        Every rank of the group calls it."""
+        self._runtime.recover()
+
+    def set_serial(self, serial):
+        """Several ranks: dispatch, the expert GEMMs and combine as separate launches (every rank
+        the same choice)."""
+        self._runtime.set_serial(bool(serial))
+
+
+def _check(field, shape, dtype, expected_shape, dtypes):
+    if tuple(shape) != tuple(expected_shape):
+        raise InputError(field, f"shape {list(shape)}", f"{list(expected_shape)}")
+    if dtype not in dtypes:
+        raise InputError(field, f"dtype {dtype}", " or ".join(dtypes))
+
+
+def _empty_like(x, xi):
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy.empty(xi.shape, dtype=x.dtype)
+    raise InputError("out", "None for a " + type(x).__name__, "an output array (megamoe allocates for torch and CuPy)")
+
+
+def _framework_stream(x):
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy.cuda.get_current_stream().ptr
+    return 0
+
+
+def _stream_handle(stream):
+    if isinstance(stream, int):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    if hasattr(stream, "ptr"):
+        return int(stream.ptr)
+    if hasattr(stream, "cuda_stream"):
+        return int(stream.cuda_stream)
+    raise InputError("stream", f"a {type(stream).__name__}", "an int (CUstream), or an object with .ptr or __cuda_stream__")

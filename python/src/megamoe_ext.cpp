@@ -1,0 +1,296 @@
+// megamoe._megamoe: the C++ library as Python sees it. Thin on purpose: python/megamoe/ checks
+// tensors and picks streams; this module takes addresses and host arrays and calls the library.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "codegen/kernel_paths.hpp"
+#include "error_translation.hpp"
+#include "formats/formats.hpp"
+#include "jit/disk_cache.hpp"
+#include "jit/kernel_builder.hpp"
+#include "jit/precompile.hpp"
+#include "megamoe/megamoe.hpp"
+#include "tensor_info.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace megamoe::python {
+
+namespace {
+
+using HostBytes = nb::ndarray<const std::uint8_t, nb::device::cpu, nb::c_contig>;
+using HostFloats = nb::ndarray<const float, nb::device::cpu, nb::c_contig>;
+using HostHalfWords = nb::ndarray<const std::uint16_t, nb::device::cpu, nb::c_contig>;  // bf16 bits
+
+KernelPath path_from_name(const std::string& name) {
+  if (name == "auto") return KernelPath::automatic;
+  if (name == "portable") return KernelPath::portable;
+  if (name == "tensor_core") return KernelPath::tensor_core;
+  if (name == "hopper") return KernelPath::hopper;
+  throw Error("megamoe: path = '" + name + "', expected auto, portable, tensor_core or hopper");
+}
+
+// A numpy array that owns a vector's bytes.
+nb::ndarray<nb::numpy, std::uint8_t> numpy_bytes(std::vector<std::uint8_t> bytes, std::vector<std::size_t> shape) {
+  auto* owned = new std::vector<std::uint8_t>(std::move(bytes));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<std::uint8_t>*>(p); });
+  return nb::ndarray<nb::numpy, std::uint8_t>(owned->data(), shape.size(), shape.data(), owner);
+}
+
+std::vector<std::uint8_t> copy_bytes(const HostBytes& a) {
+  return std::vector<std::uint8_t>(a.data(), a.data() + a.size());
+}
+
+nb::dict config_info(const std::string& name) {
+  const Config c = load_config(name);
+  nb::dict d;
+  d["name"] = c.name, d["source"] = c.source;
+  d["experts_per_rank"] = c.model.experts_per_rank, d["model_dim"] = c.model.model_dim;
+  d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
+  d["activation"] = std::string(to_string(c.activation.kind));
+  d["beta"] = c.activation.beta, d["linear_beta"] = c.activation.linear_beta, d["limit"] = c.activation.limit;
+  d["activations_format"] = c.quant.activations, d["weights_format"] = c.quant.weights;
+  d["dispatch_wire"] = c.quant.dispatch_wire;
+  nb::list buckets;
+  for (const BucketConfig& b : c.buckets) buckets.append(b.bucket);
+  d["buckets"] = buckets;
+  return d;
+}
+
+// Quantizes the last axis (a multiple of 32) of fp32 or bf16 values to MXFP4, as the library's
+// quantize_expert_weights does: packed [..., K/2] and e8m0 scales [..., K/32].
+nb::tuple quantize_mxfp4(nb::ndarray<nb::device::cpu, nb::c_contig, nb::ro> w) {
+  if (w.ndim() < 1 || w.shape(w.ndim() - 1) % 32)
+    throw Error("megamoe: quantize_mxfp4: the last axis has " +
+                std::to_string(w.ndim() ? w.shape(w.ndim() - 1) : 0) + " values, expected a multiple of 32");
+  const std::size_t n = w.size();
+  std::vector<float> widened;
+  const float* v = nullptr;
+  if (w.dtype() == nb::dtype<float>()) {
+    v = static_cast<const float*>(w.data());
+  } else if (w.dtype() == nb::dtype<std::uint16_t>() ||
+             w.dtype() == nb::dlpack::dtype{std::uint8_t(nb::dlpack::dtype_code::Bfloat), 16, 1}) {
+    widened.resize(n);
+    const auto* b = static_cast<const std::uint16_t*>(w.data());
+    for (std::size_t i = 0; i < n; ++i) widened[i] = formats::bf16_to_float(b[i]);
+    v = widened.data();
+  } else {
+    throw Error("megamoe: quantize_mxfp4: values must be float32, or bfloat16 (or its bits as uint16)");
+  }
+  std::vector<std::uint8_t> packed(n / 2), scales(n / 32);
+  {
+    nb::gil_scoped_release unlocked;
+    formats::quantize_mxfp4(v, n, packed.data(), scales.data());
+  }
+  std::vector<std::size_t> shape(w.shape_ptr(), w.shape_ptr() + w.ndim()), sshape = shape;
+  shape.back() /= 2, sshape.back() /= 32;
+  return nb::make_tuple(numpy_bytes(std::move(packed), shape), numpy_bytes(std::move(scales), sshape));
+}
+
+nb::ndarray<nb::numpy, float> dequantize_mxfp4(HostBytes packed, HostBytes scales) {
+  if (packed.ndim() < 1 || scales.ndim() != packed.ndim() || scales.size() * 16 != packed.size())
+    throw Error("megamoe: dequantize_mxfp4: scales must have one byte per 16 packed bytes, along the same axes");
+  const std::size_t n = packed.size() * 2;
+  auto* out = new std::vector<float>(n);
+  nb::capsule owner(out, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+  formats::dequantize_mxfp4(packed.data(), scales.data(), n, out->data());
+  std::vector<std::size_t> shape(packed.shape_ptr(), packed.shape_ptr() + packed.ndim());
+  shape.back() *= 2;
+  return nb::ndarray<nb::numpy, float>(out->data(), shape.size(), shape.data(), owner);
+}
+
+// Compiles a config's kernels into the cache; progress(line) after each kernel.
+nb::list precompile(const std::string& config_name, std::vector<int> buckets, std::string arch,
+                    const std::string& path, int world, int jobs, nb::object progress) {
+  const Config config = load_config(config_name);
+  if (buckets.empty())
+    for (const BucketConfig& b : config.buckets) buckets.push_back(b.bucket);
+  for (int b : buckets) config.bucket(b);  // a size that is no bucket is an Error
+  if (world < 1 || world > 8) throw Error("megamoe: precompile: world = " + std::to_string(world) + ", expected 1..8");
+  std::shared_ptr<const Compiler> compiler(make_compiler(BackendKind::cuda));
+  if (arch.empty()) arch = compiler->default_arch();
+  KernelBuilder& builder = shared_kernel_builder(BackendKind::cuda, arch);
+  const KernelPath p = resolve_path(path_from_name(path), config.model, BackendKind::cuda, arch);
+  std::vector<PrecompileJob> plan = plan_precompile(builder, config, buckets, {p}, world);
+  if (jobs <= 0) jobs = int(std::max(1u, std::thread::hardware_concurrency()));
+  {
+    nb::gil_scoped_release unlocked;
+    run_precompile(builder, plan, jobs, [&](const PrecompileJob& j, std::size_t done, std::size_t total) {
+      if (progress.is_none()) return;
+      nb::gil_scoped_acquire locked;
+      std::string line = "[" + std::to_string(done) + "/" + std::to_string(total) + "] " +
+                         (j.error.empty() ? std::string(to_string(j.report.origin)) : "FAILED") + " " +
+                         j.planned.rendered.name;
+      progress(line);
+    });
+  }
+  nb::list results;
+  for (const PrecompileJob& j : plan) {
+    nb::dict r;
+    r["name"] = j.planned.rendered.name, r["key"] = j.planned.key.hex;
+    r["result"] = j.error.empty() ? (j.report.origin == BuildOrigin::compiled ? "compiled" : "hit") : "failed";
+    r["seconds"] = j.report.seconds, r["error"] = j.error, r["buckets"] = nb::cast(j.buckets);
+    results.append(r);
+  }
+  return results;
+}
+
+// One rank's runtime and the weights it holds.
+class PyRuntime {
+ public:
+  PyRuntime(const std::string& config, int max_tokens, int device, const std::string& path, int world, int rank,
+            const std::string& transport, int timeout_ms, nb::object all_gather, long long routed_rows_capacity) {
+    RuntimeOptions o;
+    o.device = device, o.max_tokens = max_tokens, o.path = path_from_name(path);
+    o.world = world, o.rank = rank, o.transport = transport_from_name(transport), o.timeout_ms = timeout_ms;
+    o.routed_rows_capacity = routed_rows_capacity;
+    if (!all_gather.is_none()) {
+      // Called from create() and recover() with the GIL released: take it for the Python call.
+      o.all_gather = [all_gather](const std::vector<std::uint8_t>& mine) {
+        nb::gil_scoped_acquire locked;
+        nb::bytes got = nb::cast<nb::bytes>(all_gather(nb::bytes(mine.data(), mine.size())));
+        const auto* p = static_cast<const std::uint8_t*>(got.data());
+        return std::vector<std::uint8_t>(p, p + got.size());
+      };
+    }
+    nb::gil_scoped_release unlocked;
+    runtime_ = Runtime::create(config, o);
+  }
+
+  // MXFP4 checkpoint tensors of this rank's experts, as host bytes.
+  std::size_t load_mxfp4(HostBytes w1_packed, HostBytes w1_scales, HostBytes w2_packed, HostBytes w2_scales) {
+    const ModelShape& m = runtime_->config().model;
+    Mxfp4ExpertWeights w;
+    w.experts = m.experts_per_rank, w.model_dim = m.model_dim, w.inter_dim = m.inter_dim;
+    w.w1_packed = copy_bytes(w1_packed), w.w1_scales = copy_bytes(w1_scales);
+    w.w2_packed = copy_bytes(w2_packed), w.w2_scales = copy_bytes(w2_scales);
+    return prepare(w);
+  }
+
+  std::size_t load_fp32(HostFloats w1, HostFloats w2) {
+    const ModelShape& m = runtime_->config().model;
+    check_count("w1", w1.size(), std::size_t(m.experts_per_rank) * 2 * m.inter_dim * m.model_dim);
+    check_count("w2", w2.size(), std::size_t(m.experts_per_rank) * m.model_dim * m.inter_dim);
+    return prepare(quantize_expert_weights(w1.data(), w2.data(), m.experts_per_rank, m.model_dim, m.inter_dim));
+  }
+
+  std::size_t load_bf16(HostHalfWords w1, HostHalfWords w2) {
+    const ModelShape& m = runtime_->config().model;
+    check_count("w1", w1.size(), std::size_t(m.experts_per_rank) * 2 * m.inter_dim * m.model_dim);
+    check_count("w2", w2.size(), std::size_t(m.experts_per_rank) * m.model_dim * m.inter_dim);
+    return prepare(quantize_expert_weights_bf16(w1.data(), w2.data(), m.experts_per_rank, m.model_dim, m.inter_dim));
+  }
+
+  void forward(std::uintptr_t x, std::uintptr_t ids, std::uintptr_t weights, std::uintptr_t y, std::int64_t tokens,
+               std::uintptr_t stream) {
+    if (!weights_) throw Error("megamoe: Layer: call load_weights() before the first call");
+    runtime_->forward(*weights_, reinterpret_cast<const void*>(x), reinterpret_cast<const int*>(ids),
+                      reinterpret_cast<const float*>(weights), reinterpret_cast<void*>(y), tokens,
+                      reinterpret_cast<StreamHandle>(stream));
+  }
+
+  void prepare_tokens(std::int64_t tokens) {
+    nb::gil_scoped_release unlocked;
+    runtime_->prepare(tokens);
+  }
+
+  nb::dict take_errors() {
+    CallErrors e;
+    {
+      nb::gil_scoped_release unlocked;
+      e = runtime_->take_errors();
+    }
+    nb::dict d;
+    d["bad_ids"] = e.bad_ids, d["first_bad_slot"] = e.first_bad_slot;
+    d["bounds_violations"] = e.bounds_violations, d["dropped_rows"] = e.dropped_rows;
+    return d;
+  }
+
+  void recover() {
+    nb::gil_scoped_release unlocked;
+    runtime_->recover();
+  }
+
+  nb::dict info() const {
+    const Config& c = runtime_->config();
+    const PathArithmetic a = runtime_->arithmetic();
+    nb::dict d;
+    d["config"] = c.name, d["path"] = std::string(to_string(runtime_->path()));
+    d["world"] = runtime_->world(), d["rank"] = runtime_->rank();
+    d["max_tokens"] = runtime_->options().max_tokens, d["device"] = runtime_->options().device;
+    d["experts_per_rank"] = c.model.experts_per_rank, d["model_dim"] = c.model.model_dim;
+    d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
+    d["x_block"] = a.x, d["h_block"] = a.h;
+    d["accumulation"] = a.accumulation == Accumulation::exact ? "exact" : "sm90_fp8_mma";
+    d["combine_wire"] = std::string(to_string(c.buckets.front().combine_wire));
+    return d;
+  }
+
+  void set_serial(bool serial) { runtime_->set_serial(serial); }
+  bool has_weights() const { return weights_ != nullptr; }
+
+ private:
+  static void check_count(const char* name, std::size_t got, std::size_t want) {
+    if (got != want)
+      throw Error("megamoe: load_weights: " + std::string(name) + " has " + std::to_string(got) +
+                  " values, expected " + std::to_string(want));
+  }
+  std::size_t prepare(const Mxfp4ExpertWeights& w) {
+    nb::gil_scoped_release unlocked;
+    weights_ = runtime_->prepare_weights(w);
+    return weights_->flushed_blocks;
+  }
+
+  std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<PreparedWeights> weights_;
+};
+
+}  // namespace
+}  // namespace megamoe::python
+
+NB_MODULE(_megamoe, m) {
+  using namespace megamoe;
+  using namespace megamoe::python;
+  m.doc() = "megamoe's C++ library (use the megamoe package, not this module)";
+  register_error_translation();
+
+  m.def("builtin_configs", &builtin_config_names);
+  m.def("config_info", &config_info, "name"_a);
+  m.def("cache_dir", [] { return DiskCache::default_root().string(); });
+  m.def("gpu_available", [] {
+    std::string why;
+    bool ok = megamoe::gpu_available(BackendKind::cuda, &why);
+    return nb::make_tuple(ok, why);
+  });
+  m.def("version", [] { return std::string(MEGAMOE_PYTHON_VERSION); });
+  m.def("tensor_info", &tensor_info, "array"_a);
+  m.def("quantize_mxfp4", &quantize_mxfp4, "values"_a);
+  m.def("dequantize_mxfp4", &dequantize_mxfp4, "packed"_a, "scales"_a);
+  m.def("precompile", &precompile, "config"_a, "buckets"_a, "arch"_a, "path"_a, "world"_a, "jobs"_a, "progress"_a.none());
+
+  nb::class_<PyRuntime>(m, "Runtime")
+      .def(nb::init<const std::string&, int, int, const std::string&, int, int, const std::string&, int, nb::object,
+                    long long>(),
+           "config"_a, "max_tokens"_a, "device"_a, "path"_a, "world"_a, "rank"_a, "transport"_a, "timeout_ms"_a,
+           "all_gather"_a.none(), "routed_rows_capacity"_a)
+      .def("load_mxfp4", &PyRuntime::load_mxfp4)
+      .def("load_fp32", &PyRuntime::load_fp32)
+      .def("load_bf16", &PyRuntime::load_bf16)
+      .def("forward", &PyRuntime::forward, "x"_a, "ids"_a, "weights"_a, "y"_a, "tokens"_a, "stream"_a)
+      .def("prepare", &PyRuntime::prepare_tokens, "tokens"_a)
+      .def("take_errors", &PyRuntime::take_errors)
+      .def("recover", &PyRuntime::recover)
+      .def("info", &PyRuntime::info)
+      .def("set_serial", &PyRuntime::set_serial)
+      .def_prop_ro("has_weights", &PyRuntime::has_weights);
+}

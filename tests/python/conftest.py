@@ -1,0 +1,44 @@
+"""pytest setup for the Python package's tests: the `gpu` marker (those tests need a CUDA GPU and
+a CUDA PyTorch, and are skipped with the reason said where either is missing) and the paths the
+tests share."""
+
+import os
+import pathlib
+import tempfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SMALL_CONFIG = str(ROOT / "tests" / "python" / "configs" / "small_a8w4.json")
+
+# Never the user's kernel cache: a cache of the tests' own unless the caller names one.
+os.environ.setdefault("MEGAMOE_CACHE_DIR", tempfile.mkdtemp(prefix="megamoe-pytest-cache-"))
+
+
+def gpu_skip_reason():
+    import megamoe
+
+    ok, why = megamoe.gpu_available()
+    if not ok:
+        return f"skipped: no GPU ({why})"
+    try:
+        import torch
+    except ImportError:
+        return "skipped: the GPU tests need PyTorch, which is not installed"
+    if not torch.cuda.is_available():
+        return "skipped: PyTorch has no CUDA here"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = gpu_skip_reason()
+    if reason is None:
+        return
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_report_header(config):
+    reason = gpu_skip_reason()
+    return "GPU tests: " + (reason if reason else "a GPU is present, running them")

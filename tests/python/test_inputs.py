@@ -1,0 +1,190 @@
+"""The checks a call's and load_weights()'s arguments get before anything reaches the GPU, and
+what reaches it: run on a Layer whose C++ runtime is replaced by a recorder (no GPU needed)."""
+
+import numpy as np
+import pytest
+
+import megamoe
+from conftest import SMALL_CONFIG
+
+
+class Recorder:
+    """Stands in for the C++ runtime: records what the layer would launch or upload."""
+
+    def __init__(self):
+        self.calls = []
+
+    def forward(self, *args):
+        self.calls.append(("forward",) + args)
+
+    def load_mxfp4(self, *arrays):
+        self.calls.append(("load_mxfp4",) + arrays)
+        return 0
+
+    def load_fp32(self, *arrays):
+        self.calls.append(("load_fp32",) + arrays)
+        return 0
+
+    def load_bf16(self, *arrays):
+        self.calls.append(("load_bf16",) + arrays)
+        return 0
+
+
+def offline_layer(max_tokens=64):
+    info = megamoe.config_info(SMALL_CONFIG)
+    layer = megamoe.Layer.__new__(megamoe.Layer)
+    layer._info = dict(info, config=info["name"], path="portable", world=1, rank=0, max_tokens=max_tokens)
+    layer._device = 0
+    layer._runtime = Recorder()
+    return layer
+
+
+class CudaArray:
+    """A device array known only through __cuda_array_interface__ (as Numba's or older
+    libraries' are); its address is made up: nothing dereferences it here."""
+
+    def __init__(self, shape, typestr, ptr=0x7F0000000000, strides=None):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 3}
+
+
+E, D, I, K = 8, 512, 256, 4
+
+
+def call_args(tokens=5, **over):
+    args = {"x": CudaArray((tokens, D), "<u2", 0x7F0000001000), "topk_ids": CudaArray((tokens, K), "<i4", 0x7F0000002000),
+            "topk_weights": CudaArray((tokens, K), "<f4", 0x7F0000003000), "out": CudaArray((tokens, D), "<u2", 0x7F0000004000)}
+    args.update(over)
+    return args
+
+
+def test_a_good_call_launches_with_the_arrays_addresses_tokens_and_stream():
+    layer = offline_layer()
+    a = call_args()
+    y = layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=1234)
+    assert y is a["out"]
+    assert layer._runtime.calls == [("forward", 0x7F0000001000, 0x7F0000002000, 0x7F0000003000, 0x7F0000004000, 5, 1234)]
+
+
+class Stream:
+    ptr = 777
+
+
+def test_a_stream_object_with_ptr_is_read():
+    layer = offline_layer()
+    a = call_args()
+    layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=Stream())
+    assert layer._runtime.calls[0][-1] == 777
+
+
+def test_zero_tokens_are_a_call():
+    layer = offline_layer()
+    a = call_args(tokens=0)
+    layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"])
+    assert layer._runtime.calls[0][5] == 0
+
+
+@pytest.mark.parametrize("field,array,expected", [
+    ("x", CudaArray((5, 256), "<u2"), "[tokens, 512]"),
+    ("x", CudaArray((5, D), "<f4"), "bfloat16 or uint16"),
+    ("topk_ids", CudaArray((5, 3), "<i4"), "[5, 4]"),
+    ("topk_ids", CudaArray((5, K), "<i8"), "int32"),
+    ("topk_weights", CudaArray((4, K), "<f4"), "[5, 4]"),
+    ("topk_weights", CudaArray((5, K), "<f2"), "float32"),
+    ("topk_weights", CudaArray((5, K), "<f4", strides=(32, 4)), "contiguous"),
+    ("x", CudaArray((5, D), "<u2", ptr=0x7F0000001008), "16-byte aligned"),
+    ("out", CudaArray((5, 511), "<u2"), "[5, 512]"),
+    ("out", CudaArray((5, D), "<u2", ptr=0x7F0000004002), "16-byte aligned"),
+])
+def test_a_bad_argument_is_named_with_what_was_expected(field, array, expected):
+    layer = offline_layer()
+    a = call_args(**{field: array})
+    with pytest.raises(megamoe.InputError) as e:
+        layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"])
+    assert e.value.field == field and expected in e.value.expected, str(e.value)
+    assert isinstance(e.value, ValueError) and field in str(e.value)
+    assert layer._runtime.calls == []
+
+
+def test_more_tokens_than_max_tokens_are_refused():
+    layer = offline_layer(max_tokens=4)
+    a = call_args(tokens=5)
+    with pytest.raises(megamoe.InputError) as e:
+        layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"])
+    assert "max_tokens = 4" in e.value.expected
+
+
+def test_host_arrays_are_refused_for_a_call():
+    layer = offline_layer()
+    x = np.zeros((5, D), np.uint16)
+    a = call_args()
+    with pytest.raises(megamoe.InputError) as e:
+        layer(x, a["topk_ids"], a["topk_weights"], out=a["out"])
+    assert e.value.field == "x" and "cuda:0" in e.value.expected
+
+
+def test_no_out_for_an_array_megamoe_cannot_allocate_is_named():
+    layer = offline_layer()
+    a = call_args()
+    with pytest.raises(megamoe.InputError) as e:
+        layer(a["x"], a["topk_ids"], a["topk_weights"])
+    assert e.value.field == "out"
+
+
+def test_mxfp4_weights_are_checked_then_uploaded_as_they_are():
+    layer = offline_layer()
+    rng = np.random.default_rng(0)
+    w1 = rng.integers(0, 256, (E, 2 * I, D // 2), dtype=np.uint8)
+    w1s = rng.integers(0, 256, (E, 2 * I, D // 32), dtype=np.uint8)
+    w2 = rng.integers(0, 256, (E, D, I // 2), dtype=np.uint8)
+    w2s = rng.integers(0, 256, (E, D, I // 32), dtype=np.uint8)
+    layer.load_weights(w1, w2, w1s, w2s)
+    (name, *got), = layer._runtime.calls
+    assert name == "load_mxfp4"
+    for a, b in zip(got, (w1, w1s, w2, w2s)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("field,index,shape", [
+    ("w1", 0, (E, 2 * I, D // 2 + 1)), ("w1_scales", 2, (E, 2 * I, D // 16)),
+    ("w2", 1, (E + 1, D, I // 2)), ("w2_scales", 3, (E, I, D // 32)),
+])
+def test_a_wrong_mxfp4_shape_is_named(field, index, shape):
+    layer = offline_layer()
+    arrays = [np.zeros((E, 2 * I, D // 2), np.uint8), np.zeros((E, D, I // 2), np.uint8),
+              np.zeros((E, 2 * I, D // 32), np.uint8), np.zeros((E, D, I // 32), np.uint8)]
+    arrays[index] = np.zeros(shape, np.uint8)
+    with pytest.raises(megamoe.InputError) as e:
+        layer.load_weights(*arrays)
+    assert e.value.field == field and str(list(shape)) in e.value.value
+
+
+def test_a_wrong_mxfp4_dtype_is_named():
+    layer = offline_layer()
+    with pytest.raises(megamoe.InputError) as e:
+        layer.load_weights(np.zeros((E, 2 * I, D // 2), np.int8), np.zeros((E, D, I // 2), np.uint8),
+                           np.zeros((E, 2 * I, D // 32), np.uint8), np.zeros((E, D, I // 32), np.uint8))
+    assert e.value.field == "w1" and "int8" in e.value.value
+
+
+def test_one_scale_tensor_alone_is_refused():
+    layer = offline_layer()
+    with pytest.raises(megamoe.InputError):
+        layer.load_weights(np.zeros(1), np.zeros(1), w1_scales=np.zeros(1))
+
+
+def test_dense_fp32_weights_are_uploaded_for_quantization():
+    layer = offline_layer()
+    w1, w2 = np.ones((E, 2 * I, D), np.float32), np.ones((E, D, I), np.float32)
+    layer.load_weights(w1, w2)
+    assert [c[0] for c in layer._runtime.calls] == ["load_fp32"]
+
+
+@pytest.mark.parametrize("w1_dtype,w2_dtype,field", [(np.uint16, np.uint16, "w1"), (np.float32, np.float16, "w2"),
+                                                      (np.float64, np.float64, "w1")])
+def test_dense_weights_of_another_dtype_are_named(w1_dtype, w2_dtype, field):
+    layer = offline_layer()
+    with pytest.raises(megamoe.InputError) as e:
+        layer.load_weights(np.ones((E, 2 * I, D), w1_dtype), np.ones((E, D, I), w2_dtype))
+    assert e.value.field == field and "dtype" in e.value.value
+    assert layer._runtime.calls == []

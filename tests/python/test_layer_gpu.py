@@ -1,0 +1,294 @@
+"""The layer on a GPU through PyTorch: against the plain-PyTorch fp32 block of
+examples/moe_block.py within the C++ check's bar, out= and streams, graph capture and replay,
+torch.compile(fullgraph=True), no host sync inside a call, errors, and a group of two processes."""
+
+import importlib.util
+import os
+import socket
+import sys
+
+import pytest
+
+import megamoe
+from conftest import ROOT, SMALL_CONFIG
+
+pytestmark = pytest.mark.gpu
+EXACT_BAR = 0.06  # relL2 against the exact reference, as megamoe-run --check
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("moe_block", ROOT / "examples" / "moe_block.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def ex():
+    return load_example()
+
+
+@pytest.fixture(scope="module")
+def small(ex):
+    """The small config's layer with random MXFP4 weights, and those weights in fp32."""
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    layer = megamoe.Layer(SMALL_CONFIG, max_tokens=256, device=0)
+    info = megamoe.config_info(SMALL_CONFIG)
+    w1, w1s, w2, w2s = ex.random_mxfp4(info, layer.experts_per_rank, "cuda", gen)
+    assert layer.load_weights(w1, w2, w1s, w2s) == 0
+    return layer, info, ex.dequantize_mxfp4(w1, w1s), ex.dequantize_mxfp4(w2, w2s)
+
+
+def inputs(layer, tokens, seed, experts=None):
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    experts = experts or layer.experts_per_rank * layer.world
+    x = torch.randn(tokens, layer.model_dim, device="cuda", generator=gen).to(torch.bfloat16)
+    ids = torch.stack([torch.randperm(experts, device="cuda", generator=gen)[: layer.topk] for _ in range(tokens)])
+    ids = ids.reshape(tokens, layer.topk).to(torch.int32)
+    w = torch.rand(tokens, layer.topk, device="cuda", generator=gen)
+    return x, ids, w / w.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("tokens", [1, 7, 64, 256])
+def test_forward_matches_plain_pytorch_fp32(small, ex, tokens):
+    layer, info, w1f, w2f = small
+    x, ids, w = inputs(layer, tokens, seed=tokens)
+    y = layer(x, ids, w)
+    ref = ex.reference_experts(info, x, ids, w, w1f, w2f)
+    assert y.dtype.is_floating_point and y.shape == x.shape
+    assert ex.rel_l2(y, ref) <= EXACT_BAR
+    assert not layer.take_errors().any()
+
+
+def test_int64_ids_and_bf16_weights_are_converted(small, ex):
+    layer, info, w1f, w2f = small
+    x, ids, w = inputs(layer, 32, seed=3)
+    y = layer(x, ids.long(), w.bfloat16())
+    ref = ex.reference_experts(info, x, ids, w.bfloat16().float(), w1f, w2f)
+    assert ex.rel_l2(y, ref) <= EXACT_BAR
+
+
+def test_out_and_a_side_stream(small, ex):
+    import torch
+
+    layer, info, w1f, w2f = small
+    x, ids, w = inputs(layer, 48, seed=4)
+    out = torch.full_like(x, float("nan"))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        got = layer(x, ids, w, out=out)
+    torch.cuda.current_stream().wait_stream(side)
+    assert got is out and not torch.isnan(out).any()
+    assert ex.rel_l2(out, ex.reference_experts(info, x, ids, w, w1f, w2f)) <= EXACT_BAR
+
+
+class DLPackOnly:
+    """An array known only through __dlpack__, as other frameworks' are."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __dlpack__(self, **kwargs):
+        return self.tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+class CudaArrayOnly:
+    """An array known only through __cuda_array_interface__ (bf16 as its uint16 bits)."""
+
+    def __init__(self, tensor):
+        import torch
+
+        self.tensor = tensor.view(torch.uint16) if tensor.dtype == torch.bfloat16 else tensor
+        self.__cuda_array_interface__ = self.tensor.__cuda_array_interface__
+
+
+@pytest.mark.parametrize("wrap", [DLPackOnly, CudaArrayOnly])
+def test_arrays_of_other_frameworks_with_an_explicit_stream(small, ex, wrap):
+    import torch
+
+    layer, info, w1f, w2f = small
+    x, ids, w = inputs(layer, 20, seed=16)
+    out = torch.full_like(x, float("nan"))
+    stream = torch.cuda.current_stream()
+    got = layer(wrap(x), wrap(ids), wrap(w), out=wrap(out), stream=stream.cuda_stream)
+    assert isinstance(got, wrap)
+    stream.synchronize()
+    assert ex.rel_l2(out, ex.reference_experts(info, x, ids, w, w1f, w2f)) <= EXACT_BAR
+
+
+def test_zero_tokens(small):
+    import torch
+
+    layer = small[0]
+    x = torch.empty(0, layer.model_dim, dtype=torch.bfloat16, device="cuda")
+    ids = torch.empty(0, layer.topk, dtype=torch.int32, device="cuda")
+    y = layer(x, ids, torch.empty(0, layer.topk, device="cuda"))
+    assert y.shape == (0, layer.model_dim)
+
+
+def test_bad_ids_are_skipped_and_counted(small, ex):
+    layer, info, w1f, w2f = small
+    x, ids, w = inputs(layer, 16, seed=5)
+    ids[3, 1] = 1000
+    ids[9, 0] = -7
+    ids[4, 2] = -1  # an empty slot: not an error
+    y = layer(x, ids, w)
+    errors = layer.take_errors()
+    assert errors.bad_ids == 2 and errors.first_bad_slot == 3 * layer.topk + 1
+    assert ex.rel_l2(y, ex.reference_experts(info, x, ids, w, w1f, w2f)) <= EXACT_BAR
+
+
+def test_graph_capture_and_replay_on_new_inputs(small):
+    import torch
+
+    layer = small[0]
+    x, ids, w = inputs(layer, 40, seed=6)
+    layer.prepare(40)
+    layer(x, ids, w)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y_static = layer(x, ids, w)
+    for seed in (7, 8):
+        x2, ids2, w2 = inputs(layer, 40, seed=seed)
+        x.copy_(x2), ids.copy_(ids2), w.copy_(w2)
+        graph.replay()
+        eager = layer(x2, ids2, w2)
+        torch.cuda.synchronize()
+        assert torch.equal(y_static, eager)
+
+
+def test_no_host_sync_inside_a_call(small):
+    import torch
+
+    layer = small[0]
+    x, ids, w = inputs(layer, 64, seed=9)
+    layer(x, ids, w)  # kernels loaded
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        layer(x, ids.long(), w.half())
+        layer(x, ids, w, out=torch.empty_like(x))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def test_torch_compile_fullgraph_over_the_example_block(small, ex):
+    import torch
+
+    layer, info, w1f, w2f = small
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    router = torch.randn(layer.experts_per_rank, layer.model_dim, device="cuda", generator=gen) * 0.05
+    block = ex.MoEBlock(layer, router)
+    compiled = torch.compile(block, fullgraph=True)
+    for tokens in (8, 100):
+        x = torch.randn(tokens, layer.model_dim, device="cuda", generator=gen).to(torch.bfloat16)
+        y = compiled(x)
+        assert ex.rel_l2(y, ex.reference_block(block, info, x, w1f, w2f)) <= EXACT_BAR
+
+
+def test_the_fake_op_gives_shape_and_dtype_without_running(small):
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    layer = small[0]
+    with FakeTensorMode():
+        x = torch.empty(5, layer.model_dim, dtype=torch.bfloat16, device="cuda")
+        y = torch.ops.megamoe.forward(x, torch.empty(5, layer.topk, dtype=torch.int32, device="cuda"),
+                                      torch.empty(5, layer.topk, device="cuda"), layer.handle)
+        assert y.shape == x.shape and y.dtype == torch.bfloat16
+
+
+def test_wrong_torch_arguments_are_named(small):
+    import torch
+
+    layer = small[0]
+    x, ids, w = inputs(layer, 4, seed=10)
+    for args, field in (((x.float(), ids, w), "x"), ((x, ids[:, :2].contiguous(), w), "topk_ids"),
+                        ((x.cpu(), ids, w), "x"), ((x, ids, w.t()), "topk_weights")):
+        with pytest.raises(megamoe.InputError) as e:
+            layer(*args)
+        assert e.value.field == field, str(e.value)
+
+
+def test_dense_bf16_weights_are_quantized_as_the_host_quantizer_does(ex):
+    import numpy as np
+    import torch
+
+    layer = megamoe.Layer(SMALL_CONFIG, max_tokens=16, device=0)
+    info = megamoe.config_info(SMALL_CONFIG)
+    E, D, I = layer.experts_per_rank, layer.model_dim, layer.inter_dim
+    gen = torch.Generator().manual_seed(13)
+    w1 = (torch.randn(E, 2 * I, D, generator=gen) * 0.05).bfloat16()
+    w2 = (torch.randn(E, D, I, generator=gen) * 0.05).bfloat16()
+    layer.load_weights(w1, w2)
+    p1, s1 = megamoe.quantize_mxfp4(w1)
+    p2, s2 = megamoe.quantize_mxfp4(w2)
+    w1f = ex.dequantize_mxfp4(torch.from_numpy(p1).cuda(), torch.from_numpy(s1).cuda())
+    w2f = ex.dequantize_mxfp4(torch.from_numpy(p2).cuda(), torch.from_numpy(s2).cuda())
+    x, ids, w = inputs(layer, 16, seed=14)
+    assert ex.rel_l2(layer(x, ids, w), ex.reference_experts(info, x, ids, w, w1f, w2f)) <= EXACT_BAR
+    assert np.array_equal(megamoe.dequantize_mxfp4(p1, s1), w1f.cpu().numpy())
+
+
+def test_kimi_k3_layer_matches_plain_pytorch_fp32(ex):
+    import torch
+
+    layer = megamoe.Layer("kimi_k3_a8w4", max_tokens=128, device=0)
+    info = megamoe.config_info("kimi_k3_a8w4")
+    gen = torch.Generator(device="cuda").manual_seed(15)
+    w1, w1s, w2, w2s = ex.random_mxfp4(info, layer.experts_per_rank, "cuda", gen)
+    layer.load_weights(w1, w2, w1s, w2s)
+    w1f, w2f = ex.dequantize_mxfp4(w1, w1s), ex.dequantize_mxfp4(w2, w2s)
+    for tokens in (1, 128):
+        x, ids, w = inputs(layer, tokens, seed=tokens + 100)
+        assert ex.rel_l2(layer(x, ids, w), ex.reference_experts(info, x, ids, w, w1f, w2f)) <= EXACT_BAR
+    assert not layer.take_errors().any()
+
+
+def _group_rank(rank, world, port, result_dir):
+    """One process of a two-rank group on GPU 0 (ipc between two processes on one GPU)."""
+    import torch
+    import torch.distributed as dist
+
+    ex = load_example()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        torch.cuda.set_device(0)
+        layer = megamoe.Layer(SMALL_CONFIG, max_tokens=64, device=0, group=dist.group.WORLD, timeout_ms=20000)
+        info = megamoe.config_info(SMALL_CONFIG)
+        # Every rank draws every rank's weights from one seed and loads its own slice.
+        gen = torch.Generator(device="cuda").manual_seed(21)
+        w1, w1s, w2, w2s = ex.random_mxfp4(info, layer.experts_per_rank * world, "cuda", gen)
+        e0, e1 = rank * layer.experts_per_rank, (rank + 1) * layer.experts_per_rank
+        layer.load_weights(w1[e0:e1], w2[e0:e1], w1s[e0:e1], w2s[e0:e1])
+        x, ids, w = inputs(layer, 24 + 8 * rank, seed=30 + rank)
+        y = layer(x, ids, w)
+        errors = layer.take_errors()
+        ref = ex.reference_experts(info, x, ids, w, ex.dequantize_mxfp4(w1, w1s), ex.dequantize_mxfp4(w2, w2s))
+        err = ex.rel_l2(y, ref)
+        with open(os.path.join(result_dir, f"rank{rank}"), "w") as f:
+            f.write(f"{err} {int(errors.any())}")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_group_of_two_processes_through_torch_distributed(tmp_path):
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.start_processes(_group_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True, start_method="spawn")
+    for rank in range(2):
+        err, errors = (tmp_path / f"rank{rank}").read_text().split()
+        assert float(err) <= EXACT_BAR and errors == "0", f"rank {rank}: relL2 {err}, errors {errors}"

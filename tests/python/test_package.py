@@ -1,0 +1,98 @@
+"""The package without a GPU: import, configs, errors as Python classes, precompile into a
+temporary cache."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+import megamoe
+from conftest import ROOT, SMALL_CONFIG
+
+
+def test_version_is_the_cmake_project_version():
+    cmake = (ROOT / "CMakeLists.txt").read_text()
+    assert megamoe.__version__ == re.search(r"project\(megamoe VERSION ([0-9.]+)", cmake).group(1)
+
+
+def test_builtin_configs_are_listed():
+    assert {"kimi_k3_a8w4", "generic_a8w4"} <= set(megamoe.configs())
+
+
+def test_kimi_config_matches_the_spec():
+    info = megamoe.config_info("kimi_k3_a8w4")
+    assert (info["experts_per_rank"], info["model_dim"], info["inter_dim"], info["topk"]) == (112, 3584, 3072, 16)
+    assert info["activation"] == "situv2" and info["beta"] == 4.0 and info["linear_beta"] == 25.0
+    assert info["weights_format"] == "mxfp4" and info["activations_format"] == "fp8_e4m3"
+    assert info["buckets"] == [2**i for i in range(16)]
+
+
+def test_a_config_file_is_read_by_path():
+    info = megamoe.config_info(SMALL_CONFIG)
+    assert info["name"] == "small_a8w4" and info["experts_per_rank"] == 8 and info["source"] == SMALL_CONFIG
+
+
+def test_an_unknown_config_is_named_with_the_builtin_ones():
+    with pytest.raises(megamoe.Error) as e:
+        megamoe.config_info("no_such_config")
+    assert "no_such_config" in str(e.value) and "kimi_k3_a8w4" in str(e.value)
+
+
+def test_a_bad_field_is_named_with_its_value(tmp_path):
+    cfg = json.loads(pathlib.Path(SMALL_CONFIG).read_text())
+    cfg["model"]["experts_per_rank"] = -3
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(megamoe.ConfigError) as e:
+        megamoe.config_info(str(path))
+    err = e.value
+    assert err.file == str(path)
+    assert "experts_per_rank" in err.json_path and err.value == "-3" and err.expected
+    assert "experts_per_rank" in str(err) and "-3" in str(err)
+
+
+def test_no_gpu_raises_no_gpu_error():
+    ok, why = megamoe.gpu_available()
+    if ok:
+        pytest.skip("skipped: a GPU is present (this test is for machines without one)")
+    assert why
+    with pytest.raises(megamoe.NoGpuError) as e:
+        megamoe.Layer(SMALL_CONFIG, max_tokens=16)
+    assert isinstance(e.value, megamoe.DeviceError) and str(e.value)
+
+
+def test_cache_dir_follows_the_environment():
+    assert megamoe.cache_dir() == os.environ["MEGAMOE_CACHE_DIR"]
+
+
+def _precompile(cache, *args):
+    code = ("import json, megamoe; r = megamoe.precompile(%r, [1], path='portable', progress=True); "
+            "print(json.dumps(r))" % SMALL_CONFIG)
+    env = dict(os.environ, MEGAMOE_CACHE_DIR=str(cache))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1]), run.stderr
+
+
+def test_precompile_fills_a_temporary_cache_and_a_second_run_hits(tmp_path):
+    cache = tmp_path / "cache"
+    first, progress = _precompile(cache)
+    assert first, "no kernels planned"
+    assert all(r["result"] == "compiled" and r["buckets"] == [1] and not r["error"] for r in first)
+    # One progress line per kernel, and one published entry (with its manifest) per key.
+    assert len([l for l in progress.splitlines() if l.startswith("[")]) == len(first)
+    manifests = list(cache.rglob("manifest.json"))
+    assert len(manifests) == len({r["key"] for r in first})
+    second, _ = _precompile(cache)
+    assert [r["key"] for r in second] == [r["key"] for r in first]
+    assert all(r["result"] == "hit" for r in second)
+
+
+def test_precompile_rejects_a_size_that_is_no_bucket():
+    with pytest.raises(megamoe.Error) as e:
+        megamoe.precompile(SMALL_CONFIG, [3], progress=False)
+    assert "3" in str(e.value)
