@@ -62,7 +62,8 @@ class Layer:
     group over the group's ranks (one process per GPU, memory shared through CUDA IPC): every rank
     creates its Layer together (the ranks meet through the group), rank r owns the global experts
     [r * experts_per_rank, (r + 1) * experts_per_rank), and every rank calls the layer for each
-    step, with its own tokens (0 allowed).
+    step, with its own tokens (0 allowed). With an NCCL group, call torch.cuda.set_device(device)
+    first (the ranks meet through all_gather_object on the group).
 
     Kernels come from the kernel cache (megamoe.cache_dir()); those missing are compiled when the
     layer is created, with a line of progress each (megamoe.precompile() does it ahead of time).
