@@ -187,7 +187,7 @@ class Layer:
             if not info.contiguous():
                 raise InputError(name, f"strides {list(info.strides)}", "a contiguous (row-major) tensor")
             if info.device != "cuda" or info.device_id not in (-1, self._device):
-                raise InputError(name, f"on {info.device}:{info.device_id}", f"on cuda:{self._device}")
+                raise InputError(name, f"on {_where(info)}", f"on cuda:{self._device}")
         if T > 0 and xi.ptr % 16:
             raise InputError("x", f"address {xi.ptr:#x}", "16-byte aligned")
         if T > self.max_tokens:
@@ -199,7 +199,7 @@ class Layer:
         if not yi.contiguous():
             raise InputError("out", f"strides {list(yi.strides)}", "a contiguous (row-major) tensor")
         if yi.device != "cuda" or yi.device_id not in (-1, self._device):
-            raise InputError("out", f"on {yi.device}:{yi.device_id}", f"on cuda:{self._device}")
+            raise InputError("out", f"on {_where(yi)}", f"on cuda:{self._device}")
         if xi.shape[0] > 0 and yi.ptr % 16:
             raise InputError("out", f"address {yi.ptr:#x}", "16-byte aligned")
 
@@ -230,6 +230,10 @@ def _check(field, shape, dtype, expected_shape, dtypes):
         raise InputError(field, f"shape {list(shape)}", f"{list(expected_shape)}")
     if dtype not in dtypes:
         raise InputError(field, f"dtype {dtype}", " or ".join(dtypes))
+
+
+def _where(info):
+    return info.device if info.device == "cpu" or info.device_id < 0 else f"{info.device}:{info.device_id}"
 
 
 def _empty_like(x, xi):
