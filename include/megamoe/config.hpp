@@ -40,6 +40,8 @@ enum class CombineWire { bf16, fp8_blockwise_1x32 };
 // tensor_core where it can run, else portable.
 enum class KernelPath { automatic, portable, tensor_core, hopper };
 std::string_view to_string(KernelPath path);
+// "auto" (or "automatic"), "portable", "tensor_core" or "hopper"; an Error naming the value otherwise.
+KernelPath path_from_name(std::string_view name);
 std::string_view to_string(CombineWire wire);
 
 // How a kernel path's matrix instructions sum. exact: as fp32 sums do, to within about 1e-7 of

@@ -44,6 +44,10 @@ except ImportError as _e:
         raise
     _preload_nvrtc()
     from . import _megamoe
+
+import numpy as _np
+
+from ._tensors import to_host as _to_host
 from .errors import CompileError, ConfigError, DeviceError, Error, InputError, NoGpuError, PeerTimeoutError
 from .layer import CallErrors, Layer
 
@@ -105,23 +109,15 @@ def quantize_mxfp4(values):
     quantizes weights: (packed uint8 [..., K/2], e8m0 scales uint8 [..., K/32]), numpy arrays.
     A block's scale is 2^(floor(log2(amax)) - 2); values round to the nearest e2m1 (ties to
     even) and saturate at 6."""
-    from ._tensors import to_host
-
-    host, _ = to_host(values, "values")
-    import numpy as np
-
-    return _megamoe.quantize_mxfp4(np.ascontiguousarray(host))
+    host, _ = _to_host(values, "values")
+    return _megamoe.quantize_mxfp4(_np.ascontiguousarray(host))
 
 
 def dequantize_mxfp4(packed, scales):
     """float32 values of MXFP4 (packed uint8 [..., K/2], scales uint8 [..., K/32]), a numpy array."""
-    import numpy as np
-
-    from ._tensors import to_host
-
-    p, _ = to_host(packed, "packed")
-    s, _ = to_host(scales, "scales")
-    return _megamoe.dequantize_mxfp4(np.ascontiguousarray(p), np.ascontiguousarray(s))
+    p, _ = _to_host(packed, "packed")
+    s, _ = _to_host(scales, "scales")
+    return _megamoe.dequantize_mxfp4(_np.ascontiguousarray(p), _np.ascontiguousarray(s))
 
 
 # The torch custom ops, where torch is importable (MEGAMOE_NO_TORCH=1 leaves them out).

@@ -32,14 +32,6 @@ using HostBytes = nb::ndarray<const std::uint8_t, nb::device::cpu, nb::c_contig>
 using HostFloats = nb::ndarray<const float, nb::device::cpu, nb::c_contig>;
 using HostHalfWords = nb::ndarray<const std::uint16_t, nb::device::cpu, nb::c_contig>;  // bf16 bits
 
-KernelPath path_from_name(const std::string& name) {
-  if (name == "auto") return KernelPath::automatic;
-  if (name == "portable") return KernelPath::portable;
-  if (name == "tensor_core") return KernelPath::tensor_core;
-  if (name == "hopper") return KernelPath::hopper;
-  throw Error("megamoe: path = '" + name + "', expected auto, portable, tensor_core or hopper");
-}
-
 // A numpy array that owns a vector's bytes.
 nb::ndarray<nb::numpy, std::uint8_t> numpy_bytes(std::vector<std::uint8_t> bytes, std::vector<std::size_t> shape) {
   auto* owned = new std::vector<std::uint8_t>(std::move(bytes));
@@ -110,13 +102,9 @@ nb::ndarray<nb::numpy, float> dequantize_mxfp4(HostBytes packed, HostBytes scale
 }
 
 // Compiles a config's kernels into the cache; progress(line) after each kernel.
-nb::list precompile(const std::string& config_name, std::vector<int> buckets, std::string arch,
+nb::list precompile(const std::string& config_name, const std::vector<int>& buckets, std::string arch,
                     const std::string& path, int world, int jobs, nb::object progress) {
   const Config config = load_config(config_name);
-  if (buckets.empty())
-    for (const BucketConfig& b : config.buckets) buckets.push_back(b.bucket);
-  for (int b : buckets) config.bucket(b);  // a size that is no bucket is an Error
-  if (world < 1 || world > 8) throw Error("megamoe: precompile: world = " + std::to_string(world) + ", expected 1..8");
   std::shared_ptr<const Compiler> compiler(make_compiler(BackendKind::cuda));
   if (arch.empty()) arch = compiler->default_arch();
   KernelBuilder& builder = shared_kernel_builder(BackendKind::cuda, arch);

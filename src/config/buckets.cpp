@@ -44,6 +44,13 @@ std::string_view to_string(KernelPath path) {
   return "?";
 }
 
+KernelPath path_from_name(std::string_view name) {
+  if (name == "auto") return KernelPath::automatic;
+  for (KernelPath p : {KernelPath::automatic, KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper})
+    if (name == to_string(p)) return p;
+  throw Error(fmt::format("megamoe: path '{}', expected auto, portable, tensor_core or hopper", name));
+}
+
 std::string_view to_string(CombineWire wire) {
   return wire == CombineWire::bf16 ? "bf16" : "fp8_blockwise_1x32";
 }

@@ -6,13 +6,19 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "codegen/layer_kernels.hpp"
+#include "interface/kernel_constants.cuh"
+#include "megamoe/errors.hpp"
 
 namespace megamoe {
 
 std::vector<PrecompileJob> plan_precompile(const KernelBuilder& builder, const Config& config,
                                            const std::vector<int>& buckets, const std::vector<KernelPath>& paths,
                                            int world) {
+  if (world < 1 || world > kMaxWorld)
+    throw Error(fmt::format("megamoe: precompile: world = {}, expected 1..{}", world, int(kMaxWorld)));
   std::vector<int> list = buckets;
   if (list.empty())
     for (const BucketConfig& b : config.buckets) list.push_back(b.bucket);

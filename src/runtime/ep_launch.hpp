@@ -7,14 +7,12 @@
 #include "ep/ep_workspace.hpp"
 #include "megamoe/runtime.hpp"
 #include "runtime/bucket_kernels.hpp"
+#include "runtime/stream_launch.hpp"
 #include "runtime/workspace.hpp"
 
 namespace megamoe {
 
-struct EpCall {
-  Device& device;
-  StreamHandle stream;
-  EventHandle* marks;  // the 6 stage events (StageTimes), or null
+struct EpCall : StreamLaunch {
   const ModelShape& model;
   const BucketConfig& bucket;
   const EpBucketKernels& kernels;
@@ -35,12 +33,7 @@ struct EpCall {
   // so it may start early.
   template <class Args>
   void launch(const Kernel<Args>& kernel, unsigned grid, const Args& args, bool waits = true) const {
-    void* params[] = {const_cast<Args*>(&args)};
-    device.launch(kernel.function, {grid}, {unsigned(kernel.threads)}, std::size_t(kernel.shared_bytes), stream,
-                  params, early && waits);
-  }
-  void mark(int i) const {
-    if (marks) device.record(marks[i], stream);
+    StreamLaunch::launch(kernel, grid, args, early && waits);
   }
   // A grid of at most `blocks`, within the loopback share, in whole clusters.
   unsigned grid(long long blocks, int cluster = 1) const {

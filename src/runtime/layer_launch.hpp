@@ -6,16 +6,14 @@
 
 #include "megamoe/runtime.hpp"
 #include "runtime/bucket_kernels.hpp"
+#include "runtime/stream_launch.hpp"
 #include "runtime/workspace.hpp"
 
 namespace megamoe {
 
-// What every launch of a call needs: the device, the stream, the events between the stages
-// (recorded only with RuntimeOptions.profile) and the call's inputs.
-struct LayerCall {
-  Device& device;
-  StreamHandle stream;
-  EventHandle* marks;  // the 6 stage events (StageTimes), or null
+// What every launch of a call needs: the stream and its events (StreamLaunch), and the call's
+// inputs.
+struct LayerCall : StreamLaunch {
   const ModelShape& model;
   const BucketKernels& kernels;
   Workspace& ws;
@@ -27,19 +25,6 @@ struct LayerCall {
   int tokens;
 
   int slots() const { return tokens * model.topk; }
-
-  // early: may start while the stream's previous kernel finishes (Device::launch's early_start);
-  // such a kernel waits for it in mm_wait_prior_grid() before it touches memory.
-  template <class Args>
-  void launch(const Kernel<Args>& kernel, unsigned grid, const Args& args, bool early = false) const {
-    void* params[] = {const_cast<Args*>(&args)};
-    device.launch(kernel.function, {grid}, {unsigned(kernel.threads)}, std::size_t(kernel.shared_bytes), stream,
-                  params, early);
-  }
-  // Event i of the stage boundaries (StageTimes): 0 before routing ... 5 after combine.
-  void mark(int i) const {
-    if (marks) device.record(marks[i], stream);
-  }
 
   // A persistent grid: at most blocks_per_sm blocks per SM walk the tiles routing laid out, in
   // whole clusters (the tile count is a multiple of the cluster: col_tiles is).

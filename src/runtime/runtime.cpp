@@ -313,15 +313,16 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
       throw Error(fmt::format("megamoe: forward: {} = {}, expected a 16-byte aligned address (rows are read and "
                               "written 16 bytes at a time)",
                               name, ptr));
+  if (tokens > 0)
+    for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"ids", ids}, {"weights", route_weights},
+                             {"y", y}})
+      if (ptr == nullptr)
+        throw Error(
+            fmt::format("megamoe: forward: {} is null with tokens = {}, expected a device pointer", name, tokens));
   if (options_.world > 1) return forward_ep(w, x, ids, route_weights, y, int(tokens), stream);
   if (tokens == 0) return;
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"ids", ids}, {"weights", route_weights},
-                           {"y", y}})
-    if (ptr == nullptr)
-      throw Error(
-          fmt::format("megamoe: forward: {} is null with tokens = {}, expected a device pointer", name, tokens));
   const BucketKernels& kernels = kernels_for(tokens);
-  const LayerCall call{*device_, stream, options_.profile ? stage_events_ : nullptr, m, kernels, *workspace_, w,
+  const LayerCall call{{*device_, stream, options_.profile ? stage_events_ : nullptr}, m, kernels, *workspace_, w,
                        x, ids, route_weights, y, int(tokens)};
   call.mark(0);
   launch_route(call);
@@ -354,17 +355,9 @@ void Runtime::forward_ep(const PreparedWeights& w, const void* x, const int* ids
         throw Error(fmt::format("megamoe: rank {}: rank {} of this process's group was destroyed; the ranks of a group "
                                 "are used and destroyed together",
                                 options_.rank, r));
-  if (tokens > 0)
-    for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"ids", ids}, {"weights", route_weights},
-                             {"y", y}})
-      if (ptr == nullptr)
-        throw Error(
-            fmt::format("megamoe: forward: {} is null with tokens = {}, expected a device pointer", name, tokens));
   const EpBucketKernels& kernels = ep_kernels_for(std::max(tokens, 1));
   const bool loopback = group_->transport == Transport::loopback;
-  const EpCall call{*device_,
-                    stream,
-                    options_.profile ? stage_events_ : nullptr,
+  const EpCall call{{*device_, stream, options_.profile ? stage_events_ : nullptr},
                     config_.model,
                     *kernels.bucket,
                     kernels,

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "megamoe/errors.hpp"
+
 namespace megamoe::cli {
 
 void usage_error(const char* tool, const std::string& message) {
@@ -27,11 +29,11 @@ std::int64_t parse_int(const char* tool, const std::string& flag, const std::str
 }
 
 KernelPath parse_path(const char* tool, const std::string& value) {
-  if (value == "auto") return KernelPath::automatic;
-  if (value == "portable") return KernelPath::portable;
-  if (value == "tensor_core") return KernelPath::tensor_core;
-  if (value == "hopper") return KernelPath::hopper;
-  usage_error(tool, fmt::format("--path expects auto, portable, tensor_core or hopper, got '{}'", value));
+  try {
+    return path_from_name(value);
+  } catch (const Error&) {
+    usage_error(tool, fmt::format("--path expects auto, portable, tensor_core or hopper, got '{}'", value));
+  }
 }
 
 std::vector<std::int64_t> parse_int_list(const char* tool, const std::string& flag, const std::string& value) {
