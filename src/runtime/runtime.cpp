@@ -141,6 +141,13 @@ std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(std::string_view con
     for (int r = 0; r < world; ++r) devices.push_back(r);
   if (int(devices.size()) != world)
     throw Error(fmt::format("megamoe: RuntimeOptions.devices has {} entries, expected world = {}", devices.size(), world));
+  if (options.transport == Transport::peer)
+    for (int a = 0; a < world; ++a)
+      for (int b = 0; b < a; ++b)
+        if (devices[a] == devices[b])
+          throw Error(fmt::format("megamoe: RuntimeOptions.devices names GPU {} for ranks {} and {}: the peer transport "
+                                  "runs a rank per GPU (loopback runs every rank on one GPU)",
+                                  devices[a], b, a));
   Config config = load_config(config_name);
   auto group = std::make_shared<Group>();
   group->transport = options.transport;

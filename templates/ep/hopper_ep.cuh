@@ -1,8 +1,8 @@
 // The Hopper path's stages over several ranks. Stage1: the first dispatch.blocks blocks (whole
 // clusters) run the dispatch with x laid out into the routed layout, then, unless persistent,
 // take Stage1 tiles too; a tile's producer requests the tile's first weights, then waits until the
-// rows of each (expert, source) segment the tile covers are laid out. Stage2: the single-GPU
-// Stage2, each row onto its home rank's wire, then the done signal.
+// rows of each (expert, source) segment the tile covers are laid out. Stage2: once Stage1 has
+// finished, the single-GPU Stage2, each row onto its home rank's wire, then the done signal.
 #pragma once
 #include "ep/dispatch_ep.cuh"
 #include "ep/stage_gates.cuh"
@@ -44,6 +44,10 @@ MM_DEVICE void stage2_hopper_ep(const Stage2HopperEpArgs& a) {
   extern __shared__ u8 smem_raw[];
   u8* smem = Gemm::align(smem_raw);
   Gemm::init(smem);
+  // Stage1's dispatch wrote the rows' slots and weights, which the producers read for a block's
+  // first tile before the single-GPU walk waits; and a block with no tile must not signal done early.
+  mm_wait_prior_grid();
+  mm_release_dependents();
   stage2_hopper_walk<Gemm, kWire, kCheck>(a.stage, smem, PeerWireRows<kWire>{a.ep});
   ep_stage2_done(a.ep);
 }

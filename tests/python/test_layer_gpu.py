@@ -289,6 +289,6 @@ def test_a_group_of_two_processes_through_torch_distributed(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     mp.start_processes(_group_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True, start_method="spawn")
-    for rank in range(2):
-        err, errors = (tmp_path / f"rank{rank}").read_text().split()
-        assert float(err) <= EXACT_BAR and errors == "0", f"rank {rank}: relL2 {err}, errors {errors}"
+    results = [(tmp_path / f"rank{rank}").read_text().split() for rank in range(2)]
+    for rank, (err, errors) in enumerate(results):
+        assert float(err) <= EXACT_BAR and errors == "0", f"rank {rank}: relL2 {err}, errors {errors}; both: {results}"

@@ -1,11 +1,14 @@
-// The ipc transport's memory handles on one GPU: two processes each allocate a buffer, exchange
-// handles through the built-in bootstrap, map the other's buffer, and read and write it with
-// copies (no spin waits: without MPS one GPU runs one process's kernels at a time).
+// The ipc transport on one GPU: two processes each allocate a buffer, exchange handles through
+// the built-in bootstrap, map the other's buffer, and read and write it with copies; and the layer
+// over two processes (megamoe-run --transport ipc --devices 0,0), whose spin waits end because
+// the GPU gives each process's kernels slices of time (without MPS it runs one process's at a
+// time). Unlike loopback ranks, ipc ranks launch each kernel early (programmatic dependent launch).
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -75,4 +78,23 @@ TEST_CASE("ipc: two processes on one GPU map each other's buffers and move data"
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
   }
+}
+
+TEST_CASE("ipc: two processes on GPU 0 run the layer as a group of two, launched as an engine launches",
+          "[gpu][ep][ipc]") {
+  const std::filesystem::path run = std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() /
+                                    "megamoe-run";
+  REQUIRE(std::filesystem::exists(run));
+  // --taper: rank 1 gets half of rank 0's tokens (0 at bs 1).
+  std::string out;
+  const int status = test::run_command("'" + run.string() +
+                                           "' --config kimi_k3_a8w4 --world 2 --transport ipc --devices 0,0 --check "
+                                           "--taper --bs 1,40,200 --ref-tokens 24",
+                                       out);
+  INFO(out);
+  CHECK(status == 0);
+  std::size_t passes = 0;
+  for (std::size_t at = out.find(" PASS"); at != std::string::npos; at = out.find(" PASS", at + 1)) ++passes;
+  CHECK(passes == 6);  // 3 sizes x 2 ranks
+  CHECK(out.find("FAIL") == std::string::npos);
 }

@@ -22,6 +22,10 @@ TEST_CASE("megamoe-run --help and usage errors", "[cli]") {
   CHECK_THAT(out, Catch::Contains("--bs expects"));
   CHECK(run("--config kimi_k3_a8w4 --path fast", out) == 2);
   CHECK(run("--config kimi_k3_a8w4 --wat", out) == 2);
+  CHECK(run("--config kimi_k3_a8w4 --world 2 --devices 0,0", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--devices is for --transport peer or ipc"));
+  CHECK(run("--config kimi_k3_a8w4 --world 2 --transport ipc --devices 0", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--devices has 1 entries, expected --world = 2"));
 }
 
 TEST_CASE("megamoe-run without a GPU says so and exits 3", "[cli]") {
