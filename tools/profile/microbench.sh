@@ -3,16 +3,18 @@
 # GPU is present, runs it (docs/journal/2026-11.md says what each measured):
 #   wgmma_rate    what the kernels' wgmma cost a warpgroup by token-tile width (eighth session)
 #   overlap_rate  whether one warpgroup's wgmma and another's arithmetic slow each other (ninth)
+#   grouped_ss_rate  an fp8 grouped GEMM with both operands in shared memory against cuBLASLt
+#                 (eighteenth; issue 25)
 # Build on the CPU machine, carry build/NAME, run it on the GPU machine.
 # Usage: bash tools/profile/microbench.sh NAME [--build-only]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 name=${1:-}
 if [ ! -f "tools/profile/$name.cu" ]; then
-  echo "usage: bash tools/profile/microbench.sh wgmma_rate|overlap_rate [--build-only]" >&2
+  echo "usage: bash tools/profile/microbench.sh wgmma_rate|overlap_rate|grouped_ss_rate [--build-only]" >&2
   exit 2
 fi
 mkdir -p build
 /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I templates \
-  "tools/profile/$name.cu" -o "build/$name"
+  "tools/profile/$name.cu" -o "build/$name" -lcublasLt
 [ "${2:-}" = --build-only ] || "./build/$name"
