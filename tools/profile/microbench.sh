@@ -6,13 +6,18 @@
 #   grouped_ss_rate  an fp8 grouped GEMM with both operands in shared memory against cuBLASLt
 #                 (eighteenth; issue 25)
 # Build on the CPU machine, carry build/NAME, run it on the GPU machine.
-# Usage: bash tools/profile/microbench.sh NAME [--build-only]
+# Usage: bash tools/profile/microbench.sh NAME [--build-only]   (exit 77 where there is no nvcc: a CPU
+# test compiles each with --build-only)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 name=${1:-}
 if [ ! -f "tools/profile/$name.cu" ]; then
   echo "usage: bash tools/profile/microbench.sh wgmma_rate|overlap_rate|grouped_ss_rate [--build-only]" >&2
   exit 2
+fi
+if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "microbench.sh: no nvcc at /usr/local/cuda/bin: $name not built (skipped)"
+  exit 77
 fi
 mkdir -p build
 /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I templates \
