@@ -48,28 +48,41 @@ struct Params {
   const float* w_scale;  // [expert][M]
   const u8* x;           // [chunk][rows_pad][128 B], swizzled by absolute row
   const float* x_scale;  // [scale block][rows_pad]
-  __nv_bfloat16* out;    // [expert][M][tokens of the expert] (token-contiguous)
+  __nv_bfloat16* out;    // [expert][M][ld]: the expert's tokens, padded to whole token tiles
   const int* row0;       // [experts + 1]: each expert's first token row in x (padded)
   const int* tile0;      // [experts + 1]: each expert's first tile
-  int experts, M, K, rows_pad, rows;  // rows: tokens per expert
+  int experts, M, K, rows_pad, rows, ld;  // rows: tokens per expert
   int store;                          // 0: no epilogue stores (a diagnostic: the main loop's own rate)
 };
 
-template <int N, int kStages>
+template <int N, int kStages, bool kStaged>
 struct Smem {
   static constexpr int kB = N * 128, kScales = N * 4;
   static constexpr int kStage = (kChunkBytes + kB + kScales + 1023) / 1024 * 1024;
-  static constexpr int kBytes = 1024 + kStages * kStage + 2 * kStages * 8;
+  // kStaged: each consumer warpgroup's 64 output rows of bf16, padded by 16 bytes (banks).
+  static constexpr int kRowBytes = 2 * N + 16, kRegion = kStaged ? 64 * kRowBytes : 0;
+  static constexpr int kBytes = 1024 + kStages * kStage + 2 * kRegion + 2 * kStages * 8;
 };
 
-template <int N, int kStages, int kChunksPerScale, bool kOverlap>
+// The async proxy's view of shared memory, and bulk stores from it to global memory.
+MM_DEVICE void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+MM_DEVICE void bulk_store_s2g(void* dst, const void* src, u32 bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(sm_addr(src)), "r"(bytes)
+               : "memory");
+}
+MM_DEVICE void bulk_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+MM_DEVICE void bulk_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+
+// kStaged: the epilogue writes each warpgroup's rows into shared memory and one thread stores them
+// with bulk copies, which run while the warpgroup starts its next tile; otherwise plain stores.
+template <int N, int kStages, int kChunksPerScale, bool kOverlap, bool kStaged>
 __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
-  using S = Smem<N, kStages>;
+  using S = Smem<N, kStages, kStaged>;
   constexpr int NT = N / 8;
   static_assert(!kOverlap || kChunksPerScale == 1, "the overlapped form promotes every chunk");
   extern __shared__ u8 raw[];
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
-  u64* full = reinterpret_cast<u64*>(smem + kStages * S::kStage);
+  u64* full = reinterpret_cast<u64*>(smem + kStages * S::kStage + 2 * S::kRegion);
   u64* empty = full + kStages;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 8);
@@ -180,14 +193,36 @@ __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
     }
     const int row = rt * kRowsPerTile + wg * 64 + warp * 16 + g;
     const float w0 = p.w_scale[std::size_t(e) * p.M + row], w1 = p.w_scale[std::size_t(e) * p.M + row + 8];
-    __nv_bfloat16* o0 = p.out + (std::size_t(e) * p.M + row) * p.rows;
-    __nv_bfloat16* o1 = o0 + std::size_t(8) * p.rows;
-    for (int j = 0; j < NT; ++j) {
-      const int col = tt * N + 8 * j + 2 * tq;
-      if (col < p.rows) o0[col] = __float2bfloat16(tot[j][0] * w0), o1[col] = __float2bfloat16(tot[j][2] * w1);
-      if (col + 1 < p.rows) o0[col + 1] = __float2bfloat16(tot[j][1] * w0), o1[col + 1] = __float2bfloat16(tot[j][3] * w1);
+    if constexpr (kStaged) {
+      u8* region = smem + kStages * S::kStage + wg * S::kRegion;
+      if (threadIdx.x % 128 == 0) bulk_store_wait_read();  // the previous tile's stores have read the region
+      named_barrier(1 + wg, 128);
+      u8* r0 = region + (warp * 16 + g) * S::kRowBytes;
+      for (int j = 0; j < NT; ++j) {
+        const int col = 8 * j + 2 * tq;
+        *reinterpret_cast<__nv_bfloat162*>(r0 + col * 2) = __floats2bfloat162_rn(tot[j][0] * w0, tot[j][1] * w0);
+        *reinterpret_cast<__nv_bfloat162*>(r0 + 8 * S::kRowBytes + col * 2) =
+            __floats2bfloat162_rn(tot[j][2] * w1, tot[j][3] * w1);
+      }
+      fence_proxy_async_smem();  // the rows, written by this thread, seen by the bulk copies
+      named_barrier(1 + wg, 128);
+      if (threadIdx.x % 128 == 0) {
+        __nv_bfloat16* o = p.out + (std::size_t(e) * p.M + rt * kRowsPerTile + wg * 64) * p.ld + tt * N;
+        for (int r = 0; r < 64; ++r) bulk_store_s2g(o + std::size_t(r) * p.ld, region + r * S::kRowBytes, 2 * N);
+        bulk_store_commit();
+      }
+    } else {
+      __nv_bfloat16* o0 = p.out + (std::size_t(e) * p.M + row) * p.ld;
+      __nv_bfloat16* o1 = o0 + std::size_t(8) * p.ld;
+      for (int j = 0; j < NT; ++j) {
+        const int col = tt * N + 8 * j + 2 * tq;
+        if (col < p.rows) o0[col] = __float2bfloat16(tot[j][0] * w0), o1[col] = __float2bfloat16(tot[j][2] * w1);
+        if (col + 1 < p.rows) o0[col + 1] = __float2bfloat16(tot[j][1] * w0), o1[col + 1] = __float2bfloat16(tot[j][3] * w1);
+      }
     }
   }
+  if constexpr (kStaged)
+    if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // all stores done
 }
 
 // The operands' logical bytes and scales, from a hash of their indices, so that the GPU fills them
@@ -324,7 +359,7 @@ struct Weights {
 // One kernel variant on one shape at `rows` tokens per expert: runs it, checks sampled rows of
 // three experts' outputs (every token), prints ms and TFLOP/s beside cuBLASLt's. False on a wrong
 // output.
-template <int N, int kStages, int kChunksPerScale, bool kOverlap = false>
+template <int N, int kStages, int kChunksPerScale, bool kOverlap = false, bool kStaged = false>
 bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float cublas_ms, bool store) {
   const int M = sh.M, K = sh.K, row_tiles = M / kRowsPerTile;
   const int tiles_e = (rows + N - 1) / N, padded = (rows + kRowPad - 1) / kRowPad * kRowPad;
@@ -335,7 +370,8 @@ bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float 
   float* dxs;
   __nv_bfloat16* dout;
   int *drow0, *dtile0;
-  const std::size_t out_elems = std::size_t(experts) * M * rows;
+  const int ld = tiles_e * N;
+  const std::size_t out_elems = std::size_t(experts) * M * ld;
   CUDA_OK(cudaMalloc(&dx, std::size_t(K / 128) * rows_pad * 128));
   CUDA_OK(cudaMalloc(&dxs, std::size_t(K / 128) * rows_pad * 4));
   CUDA_OK(cudaMalloc(&dout, out_elems * 2));
@@ -345,10 +381,11 @@ bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float 
   CUDA_OK(cudaMemcpy(drow0, row0.data(), row0.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dtile0, tile0.data(), tile0.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dout, 0xFF, out_elems * 2));  // NaN poison
-  const Params p{wt.w, wt.ws, dx, dxs, dout, drow0, dtile0, experts, M, K, rows_pad, rows, store ? 1 : 0};
+  const Params p{wt.w, wt.ws, dx, dxs, dout, drow0, dtile0, experts, M, K, rows_pad, rows, ld, store ? 1 : 0};
 
-  using S = Smem<N, kStages>;
-  auto kernel = grouped_ss<N, kStages, kChunksPerScale, kOverlap>;
+  using S = Smem<N, kStages, kStaged>;
+  static_assert(S::kBytes <= 227 * 1024, "an H200 block has at most 227 KB of shared memory");
+  auto kernel = grouped_ss<N, kStages, kChunksPerScale, kOverlap, kStaged>;
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kBytes));
   int sms = 0;
   CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -404,7 +441,7 @@ bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float 
       rms = std::sqrt(rms / rows);
       for (int tok = 0; tok < rows; ++tok) {
         const double w = want[i * rows + tok];
-        const double got = bf16_value(out[(std::size_t(e) * M + sampled[i]) * rows + tok]);
+        const double got = bf16_value(out[(std::size_t(e) * M + sampled[i]) * ld + tok]);
         const double err = std::fabs(got - w) / (std::fabs(w) + 0.1 * rms);
         worst = std::max(worst, err);
         bad += !(std::fabs(got - w) <= 8e-3 * std::fabs(w) + 1e-3 * kChunksPerScale * rms);  // NaN counts as bad
@@ -413,9 +450,9 @@ bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float 
     }
   }
   const double flops = 2.0 * experts * double(rows) * M * K;
-  std::printf("%-6s rows/expert %5d  N %3d stages %d x_block %3d%s: %7.3f ms %7.1f TFLOP/s | cuBLASLt one GEMM %7.3f ms "
+  std::printf("%-6s rows/expert %5d  N %3d stages %d x_block %3d%s%s: %7.3f ms %7.1f TFLOP/s | cuBLASLt one GEMM %7.3f ms "
               "%7.1f TFLOP/s | time / cuBLASLt %.2f | %s %lld outputs, worst err %.1e, %lld bad\n",
-              sh.name, rows, N, kStages, 128 * kChunksPerScale, kOverlap ? " overlapped" : "", ms, flops / (ms * 1e9), cublas_ms,
+              sh.name, rows, N, kStages, 128 * kChunksPerScale, kOverlap ? " overlapped" : "", kStaged ? " staged" : "", ms, flops / (ms * 1e9), cublas_ms,
               flops / (cublas_ms * 1e9), ms / cublas_ms, store ? "check" : "no stores, unchecked:", checked, worst, bad);
   std::fflush(stdout);
   cudaFree(dx), cudaFree(dxs), cudaFree(dout), cudaFree(drow0), cudaFree(dtile0);
@@ -451,10 +488,10 @@ int main(int argc, char** argv) {
     for (int rows : {146, 292, 585, 1170}) {
       if (only_rows && rows != only_rows) continue;
       const float cub = cublaslt_ms(sh.M, experts * rows, sh.K);
-      ok &= run_shape<128, 6, 1, true>(sh, wt, experts, rows, cub, store);
-      ok &= run_shape<160, 5, 1>(sh, wt, experts, rows, cub, store);
       ok &= run_shape<160, 5, 2>(sh, wt, experts, rows, cub, store);
-      ok &= run_shape<192, 5, 2>(sh, wt, experts, rows, cub, store);
+      ok &= run_shape<160, 4, 2, false, true>(sh, wt, experts, rows, cub, store);
+      ok &= run_shape<192, 4, 2, false, true>(sh, wt, experts, rows, cub, store);
+      ok &= run_shape<128, 5, 2, false, true>(sh, wt, experts, rows, cub, store);
     }
     cudaFree(wt.w), cudaFree(wt.ws);
   }
