@@ -9,7 +9,8 @@
 #          world-1 bench side by side with earlier commits
 #   ep-tools: megamoe-run and megamoe-bench over loopback ranks (W = 2, 4, 8), fused and serial
 #   python: the Python package's GPU tests and examples/moe_block.py (the wheel of build/wheels)
-#   full:  quick, then the portable path's times, the kernels' resources, compile times
+#   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
+#          kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
@@ -59,6 +60,7 @@ step() {  # bound in seconds, then the command
   step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
   step 200 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --json "$out/bench_kimi.json"
   if [ "$mode" = quick ]; then echo "gpu_session status $status (quick)"; exit $status; fi
+  step 300 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --against generic_a8w4 --reps 10 --json "$out/bench_against.json"
   step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --path portable --bs 1,128,8192
   step 200 ./build/megamoe-run --config generic_a8w4 --check --bs 1,64,4096
   echo "== resources of the expert-GEMM kernels"

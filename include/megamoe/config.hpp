@@ -109,4 +109,10 @@ Config load_config(std::string_view name_or_path);
 
 std::vector<std::string> builtin_config_names();
 
+// `model`'s layer (shape, activation, formats) with `buckets`'s bucket table (tiles, dispatch,
+// combine wire, ...), named "<model>_with_<buckets>_buckets": the same model tuned another way, for
+// timing side by side (megamoe-bench --against). Throws ConfigError where a bucket's tiles do not
+// fit the model.
+Config with_buckets_of(const Config& model, const Config& buckets);
+
 }  // namespace megamoe

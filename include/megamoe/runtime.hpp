@@ -77,6 +77,8 @@ class Runtime {
   // maps the peers' memory, loads the kernels of every bucket up to max_tokens (compiling what
   // the cache lacks, with a line of progress each), and returns once every rank has.
   static std::unique_ptr<Runtime> create(std::string_view config_name, RuntimeOptions options = {});
+  // The same from a config already loaded (load_config, with_buckets_of).
+  static std::unique_ptr<Runtime> create(Config config, RuntimeOptions options = {});
   // Every rank of a group in this process (transport loopback or peer), each with its own
   // workspace; with the kernels of every bucket up to max_tokens loaded.
   static std::vector<std::unique_ptr<Runtime>> create_ranks(std::string_view config_name, RuntimeOptions options);

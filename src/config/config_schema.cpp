@@ -285,4 +285,14 @@ Config parse_config(std::string_view json_text, const std::string& source) {
   return c;
 }
 
+Config with_buckets_of(const Config& model, const Config& buckets) {
+  Config c = model;
+  c.name = model.name + "_with_" + buckets.name + "_buckets";
+  c.source = model.source + " with the buckets of " + buckets.source;
+  c.buckets = buckets.buckets;
+  for (const BucketConfig& b : c.buckets)
+    check_tiles_fit(b, c.model, fmt::format("{}'s bucket {}", buckets.name, b.bucket), c.source);
+  return c;
+}
+
 }  // namespace megamoe

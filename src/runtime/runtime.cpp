@@ -101,7 +101,10 @@ Runtime::~Runtime() {
 }
 
 std::unique_ptr<Runtime> Runtime::create(std::string_view config_name, RuntimeOptions options) {
-  Config config = load_config(config_name);
+  return create(load_config(config_name), std::move(options));
+}
+
+std::unique_ptr<Runtime> Runtime::create(Config config, RuntimeOptions options) {
   if (options.world <= 1)
     return std::unique_ptr<Runtime>(
         new Runtime(std::move(config), options, open_device(options.backend, options.device)));

@@ -210,3 +210,39 @@ TEST_CASE("MEGAMOE_BOUNDS_CHECK=1 turns the checked build on for every bucket", 
   test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
   for (auto& b : load_config("kimi_k3_a8w4").buckets) CHECK(b.bounds_check);
 }
+
+TEST_CASE("with_buckets_of gives one config's model the other's bucket table, or names the bucket that "
+          "does not fit",
+          "[config]") {
+  const Config model = parse_config(valid().dump(), "cfg/t.json");
+  json other_doc = valid();
+  other_doc["name"] = "u";
+  other_doc["model"]["inter_dim"] = 384;  // the other's own tiles fit its own model
+  other_doc["bucket_defaults"]["stage2"]["bm"] = 32;
+  other_doc["buckets"]["8"]["dispatch"]["cus"] = 4;
+  const Config other = parse_config(other_doc.dump(), "cfg/u.json");
+
+  const Config both = with_buckets_of(model, other);
+  CHECK(both.name == "t_with_u_buckets");
+  CHECK(both.model.inter_dim == 128);  // the model's shape, activation and formats
+  CHECK(both.activation.kind == model.activation.kind);
+  for (int i = 0; i < kBucketCount; ++i) {  // every bucket the other's
+    CHECK(both.buckets[i].bucket == other.buckets[i].bucket);
+    CHECK(both.buckets[i].stage2.bm == other.buckets[i].stage2.bm);
+    CHECK(both.buckets[i].dispatch.cus == other.buckets[i].dispatch.cus);
+  }
+  CHECK(both.bucket(8).dispatch.cus == 4);
+  CHECK(both.bucket(16).stage2.bm == 32);
+
+  json wide = other_doc;  // tiles of 256 columns fit u (inter_dim 256) but not t (128)
+  wide["model"]["inter_dim"] = 256;
+  wide["bucket_defaults"]["stage1"]["bn"] = 256;
+  const Config wide_cfg = parse_config(wide.dump(), "cfg/u.json");
+  try {
+    with_buckets_of(model, wide_cfg);
+    FAIL("a bucket table whose tiles do not fit the model was accepted");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("u's bucket 1.stage1.bn"));
+    CHECK_THAT(e.what(), Catch::Contains("a divisor of model.inter_dim (128)"));
+  }
+}

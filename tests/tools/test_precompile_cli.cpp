@@ -64,6 +64,13 @@ TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_tensor_core_situv2_bm128_bw128_s4_bc0"));
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm160_bw128_s5_b1_x256_bc0"));
   CHECK(precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path fast").status == 2);
+  // Kimi-K3's model with generic_a8w4's one tile shape (bm 64) in every bucket.
+  Result against = precompile(dir.path().string(), "--config kimi_k3_a8w4 --buckets-of generic_a8w4 --all --list");
+  REQUIRE(against.status == 0);
+  CHECK_THAT(against.out, Catch::Contains("config kimi_k3_a8w4_with_generic_a8w4_buckets"));
+  CHECK_THAT(against.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm64_"));
+  CHECK(count(against.out, "\nmegamoe_stage1_") == 1);
+  CHECK(precompile(dir.path().string(), "--config kimi_k3_a8w4 --buckets-of nope --all --list").status == 1);
   CHECK_FALSE(std::filesystem::exists(dir.path() / "v1"));
 }
 

@@ -48,8 +48,13 @@ TEST_CASE("megamoe-bench --help, usage errors and the no-GPU exit", "[cli]") {
   CHECK(bench("--world 2 --config kimi_k3_a8w4 --transport ipc") == 2);
   CHECK(bench("--world 1") == 2);
   CHECK(bench("--world 1 --config kimi_k3_a8w4 --bs 0") == 2);
+  CHECK(bench("--world 2 --config kimi_k3_a8w4 --against generic_a8w4") == 2);
+  CHECK_THAT(out, Catch::Contains("--against is for --world 1"));
+  CHECK(bench("--world 1 --config kimi_k3_a8w4 --against nosuch") == 1);  // before any GPU is opened
+  CHECK_THAT(out, Catch::Contains("no config named 'nosuch'"));
   if (!gpu_available(BackendKind::cuda)) {
     CHECK(bench("--world 1 --config kimi_k3_a8w4 --bs 1") == 3);
     CHECK_THAT(out, Catch::Contains("no GPU"));
+    CHECK(bench("--world 1 --config kimi_k3_a8w4 --against generic_a8w4 --bs 1") == 3);
   }
 }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -30,13 +31,15 @@ namespace {
 
 constexpr const char* kTool = "megamoe-bench";
 const char* kUsage = R"(usage: megamoe-bench --world W --config NAME [--bs LIST] [--path auto|portable|tensor_core|hopper]
-                     [--transport loopback|peer] [--reps N] [--seed S] [--json FILE]
+                     [--against CONFIG] [--transport loopback|peer] [--reps N] [--seed S] [--json FILE]
 
 --world 1: times the layer of a config on GPU 0 (the per-rank load of bs x topk routed rows over
 experts_per_rank experts, uniform routing) and prints per batch size the Stage1, Stage2,
 single-call and total (burst) times, the floor max(weight bytes of the experts touched / copy
 bandwidth, FLOPs / fp8 rate) with both ceilings measured sustained in the same run, and
-time / floor.
+time / floor. --against CONFIG also times the same model with CONFIG's bucket table (tiles,
+dispatch blocks, combine wire: with_buckets_of), side by side with it on the same inputs, and
+prints both totals and their ratio (against / config: above 1, the config is faster).
 --world W > 1: the W ranks of an expert-parallel group in this process (--transport loopback,
 the default: every rank on GPU 0; peer: rank r on GPU r), bs tokens a rank, uniform routing over
 every rank's experts: per batch size the fused and the serial call's time (the slowest rank's)
@@ -54,13 +57,60 @@ struct Row {
   std::int64_t bs = 0;
   int input_sets = 0, experts_touched = 0;
   double stage1_ms = 0, stage2_ms = 0, call_ms = 0, total_ms = 0, floor_ms = 0, bytes_ms = 0, flops_ms = 0;
+  double against_total_ms = 0;  // --against: the other bucket table's total
 };
+
+// One call's inputs, and its output poisoned.
+struct InputSet {
+  DeviceBuffer x, ids, w, y;
+};
+
+struct LayerTimes {
+  double stage1_ms = 0, stage2_ms = 0, call_ms = 0, total_ms = 0;
+};
+
+float median_of(std::vector<float> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// The layer of `rt` over the input sets: stages (direct calls with events between the launches),
+// single calls, and the total (graph replays of a call per set).
+LayerTimes time_layer(Runtime& rt, const PreparedWeights& w, const std::vector<InputSet>& sets, std::int64_t bs,
+                      int reps, StreamHandle stream) {
+  Device& dev = rt.device();
+  auto call = [&](const InputSet& s) {
+    rt.forward(w, s.x.get(), static_cast<const int*>(s.ids.get()), static_cast<const float*>(s.w.get()), s.y.get(), bs,
+               stream);
+  };
+  rt.prepare(bs);
+  LayerTimes t;
+  rt.set_profile(true);
+  std::vector<float> s1, s2;
+  for (int i = 0; i < reps + 3; ++i) {
+    call(sets[i % sets.size()]);
+    StageTimes st = rt.last_stage_times();
+    if (i >= 3) s1.push_back(st.stage1_ms), s2.push_back(st.stage2_ms);
+  }
+  rt.set_profile(false);
+  t.stage1_ms = median_of(s1), t.stage2_ms = median_of(s2);
+  std::size_t next = 0;
+  t.call_ms = bench::median_ms(dev, stream, 3, reps, [&] { call(sets[next++ % sets.size()]); });
+  dev.begin_capture(stream);
+  for (const InputSet& s : sets) call(s);
+  GraphHandle graph = dev.end_capture(stream);
+  t.total_ms = bench::median_ms(dev, stream, 3, reps, [&] { dev.launch_graph(graph, stream); }) / sets.size();
+  dev.destroy_graph(graph);
+  CallErrors errors = rt.take_errors();
+  if (errors.any()) throw Error(fmt::format("megamoe-bench: the kernels reported {} bad ids", errors.bad_ids));
+  return t;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // loopback ranks' streams on queues of their own (docs/ep.md)
-  std::string config_name, json_path;
+  std::string config_name, json_path, against_name;
   KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
   int world = 0, reps = 20;
@@ -79,6 +129,7 @@ int main(int argc, char** argv) {
     else if (s == "--reps") reps = int(cli::parse_int(kTool, s, value()));
     else if (s == "--seed") seed = std::uint64_t(cli::parse_int(kTool, s, value()));
     else if (s == "--json") json_path = value();
+    else if (s == "--against") against_name = value();
     else if (s == "--transport") {
       const std::string t = value();
       if (t != "loopback" && t != "peer") cli::usage_error(kTool, "--transport expects loopback or peer, got '" + t + "'");
@@ -89,6 +140,7 @@ int main(int argc, char** argv) {
   if (config_name.empty()) cli::usage_error(kTool, "--config NAME is required");
   if (world < 1 || world > 8) cli::usage_error(kTool, "--world expects 1..8");
   if (reps < 3) cli::usage_error(kTool, "--reps must be at least 3");
+  if (!against_name.empty() && world != 1) cli::usage_error(kTool, "--against is for --world 1");
   if (sizes.empty() || *std::min_element(sizes.begin(), sizes.end()) < 1)
     cli::usage_error(kTool, "--bs needs sizes of at least 1");
 
@@ -98,11 +150,17 @@ int main(int argc, char** argv) {
     RuntimeOptions options;
     options.max_tokens = int(*std::max_element(sizes.begin(), sizes.end()));
     options.path = path;
-    auto rt = Runtime::create(config_name, options);
+    // --against: the same model with another bucket table (checked before any GPU is opened).
+    const Config config = load_config(config_name);
+    const std::optional<Config> against =
+        against_name.empty() ? std::nullopt : std::optional<Config>(with_buckets_of(config, load_config(against_name)));
+    auto rt = Runtime::create(config, options);
+    std::unique_ptr<Runtime> other = against ? Runtime::create(*against, options) : nullptr;
     Device& dev = rt->device();
     const Config& cfg = rt->config();
     const ModelShape& m = cfg.model;
     fmt::print("config {} on {} ({}), {} path, world 1\n", cfg.name, dev.name(), dev.arch(), to_string(rt->path()));
+    if (other) fmt::print("against: {} (side by side on the same inputs)\n", other->config().name);
 
     bench::Ceiling copy = bench::measure_copy_bandwidth(dev, std::size_t(2) << 30);
     bench::Ceiling fp8 = bench::measure_fp8_rate(dev, 8192);
@@ -119,29 +177,29 @@ int main(int argc, char** argv) {
 
     const double values_per_expert = 3.0 * double(m.inter_dim) * m.model_dim;  // W1 (2I x D) + W2 (D x I)
     const double bytes_per_expert = values_per_expert * 4.25 / 8;              // MXFP4 with its scales
-    auto prepared = rt->prepare_weights(workload::random_weights(m, seed));
+    const Mxfp4ExpertWeights weights = workload::random_weights(m, seed);
+    auto prepared = rt->prepare_weights(weights);
+    auto other_prepared = other ? other->prepare_weights(weights) : nullptr;
     StreamHandle stream = dev.create_stream();
     std::vector<Row> rows;
-    fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "bs", "sets", "experts", "stage1_ms",
-               "stage2_ms", "call_ms", "total_ms", "floor_ms", "time/floor");
+    fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}{}\n", "bs", "sets", "experts", "stage1_ms",
+               "stage2_ms", "call_ms", "total_ms", "floor_ms", "time/floor",
+               other ? fmt::format(" {:>10} {:>8}", "against_ms", "ratio") : "");
     for (std::int64_t bs : sizes) {
       Row row;
       row.bs = bs;
       // Enough input sets that together they are three times the 60 MB L2 (2 to 64 of them).
       const double set_bytes = double(bs) * (4.0 * m.model_dim + 8.0 * m.topk);
       row.input_sets = int(std::clamp(std::ceil(180e6 / set_bytes), 2.0, 64.0));
-      struct Set {
-        DeviceBuffer x, ids, w, y;
-      };
-      std::vector<Set> sets;
+      std::vector<InputSet> sets;
       std::mt19937_64 rng = workload::inputs_rng(seed, bs);
       std::set<int> touched;
       long long pairs = 0;
       for (int i = 0; i < row.input_sets; ++i) {
         workload::Routing r = workload::make_routing("uniform", bs, m.topk, m.experts_per_rank, rng);
         std::vector<std::uint16_t> x = workload::random_bf16(bs, m.model_dim, rng);
-        Set s{DeviceBuffer(dev, x.size() * 2), DeviceBuffer(dev, r.ids.size() * 4), DeviceBuffer(dev, r.weights.size() * 4),
-              DeviceBuffer(dev, x.size() * 2)};
+        InputSet s{DeviceBuffer(dev, x.size() * 2), DeviceBuffer(dev, r.ids.size() * 4),
+                   DeviceBuffer(dev, r.weights.size() * 4), DeviceBuffer(dev, x.size() * 2)};
         dev.copy_to_device(s.x.get(), x.data(), x.size() * 2);
         dev.copy_to_device(s.ids.get(), r.ids.data(), r.ids.size() * 4);
         dev.copy_to_device(s.w.get(), r.weights.data(), r.weights.size() * 4);
@@ -155,36 +213,14 @@ int main(int argc, char** argv) {
       row.bytes_ms = bytes_per_expert * row.experts_touched / (tbps * 1e12) * 1e3;
       row.flops_ms = 2.0 * values_per_expert * double(pairs) / (tflops * 1e12) * 1e3;
       row.floor_ms = std::max(row.bytes_ms, row.flops_ms);
-      auto call = [&](const Set& s) {
-        rt->forward(*prepared, s.x.get(), static_cast<const int*>(s.ids.get()), static_cast<const float*>(s.w.get()),
-                    s.y.get(), bs, stream);
-      };
-      rt->prepare(bs);
-      // Stages: direct calls with events between the launches.
-      rt->set_profile(true);
-      std::vector<float> s1, s2;
-      for (int i = 0; i < reps + 3; ++i) {
-        call(sets[i % sets.size()]);
-        StageTimes t = rt->last_stage_times();
-        if (i >= 3) s1.push_back(t.stage1_ms), s2.push_back(t.stage2_ms);
-      }
-      rt->set_profile(false);
-      std::nth_element(s1.begin(), s1.begin() + s1.size() / 2, s1.end());
-      std::nth_element(s2.begin(), s2.begin() + s2.size() / 2, s2.end());
-      row.stage1_ms = s1[s1.size() / 2], row.stage2_ms = s2[s2.size() / 2];
-      std::size_t next = 0;
-      row.call_ms = bench::median_ms(dev, stream, 3, reps, [&] { call(sets[next++ % sets.size()]); });
-      // Total: one graph of a call per input set, replayed.
-      dev.begin_capture(stream);
-      for (const Set& s : sets) call(s);
-      GraphHandle graph = dev.end_capture(stream);
-      row.total_ms = bench::median_ms(dev, stream, 3, reps, [&] { dev.launch_graph(graph, stream); }) / sets.size();
-      dev.destroy_graph(graph);
-      CallErrors errors = rt->take_errors();
-      if (errors.any()) throw Error(fmt::format("megamoe-bench: the kernels reported {} bad ids", errors.bad_ids));
-      fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}\n", bs,
+      const LayerTimes t = time_layer(*rt, *prepared, sets, bs, reps, stream);
+      row.stage1_ms = t.stage1_ms, row.stage2_ms = t.stage2_ms, row.call_ms = t.call_ms, row.total_ms = t.total_ms;
+      if (other) row.against_total_ms = time_layer(*other, *other_prepared, sets, bs, reps, stream).total_ms;
+      fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}{}\n", bs,
                  row.input_sets, row.experts_touched, row.stage1_ms, row.stage2_ms, row.call_ms, row.total_ms,
-                 row.floor_ms, row.total_ms / row.floor_ms);
+                 row.floor_ms, row.total_ms / row.floor_ms,
+                 other ? fmt::format(" {:>10.3f} {:>8.2f}", row.against_total_ms, row.against_total_ms / row.total_ms)
+                       : "");
       std::fflush(stdout);  // a row as soon as it is measured, also into a pipe
       rows.push_back(row);
     }
@@ -202,11 +238,17 @@ int main(int argc, char** argv) {
                                 {"total_ms", r.total_ms},
                                 {"floor_ms", r.floor_ms}, {"floor_bytes_ms", r.bytes_ms},
                                 {"floor_flops_ms", r.flops_ms}, {"time_over_floor", r.total_ms / r.floor_ms}});
+      if (other) {
+        j["against"] = other->config().name;
+        for (std::size_t i = 0; i < rows.size(); ++i)
+          j["buckets"][i]["against_total_ms"] = rows[i].against_total_ms,
+          j["buckets"][i]["against_over_config"] = rows[i].against_total_ms / rows[i].total_ms;
+      }
       std::ofstream(json_path) << j.dump(2) << "\n";
     }
     fmt::print("stages: median of {} direct calls; call: median of {} single calls, each waited for; total: median "
-               "of {} graph replays over the input sets\n",
-               reps, reps, reps);
+               "of {} graph replays over the input sets{}\n",
+               reps, reps, reps, other ? "; against: the other bucket table's total, ratio: against / total" : "");
     return 0;
   } catch (const NoGpuError& e) {
     fmt::print(stderr, "{}\n", e.what());

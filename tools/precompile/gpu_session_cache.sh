@@ -21,6 +21,8 @@ for c in "${configs[@]}"; do
     ./build/megamoe-precompile --config "$c" --all --path all --world "$world" "${jobs[@]}" | tail -1
   done
 done
+echo "== kimi_k3_a8w4 with generic_a8w4's buckets (megamoe-bench --against generic_a8w4)"
+./build/megamoe-precompile --config kimi_k3_a8w4 --buckets-of generic_a8w4 --all "${jobs[@]}" | tail -1
 rm -rf build/test-cache  # the CPU suite's own cache, not needed there
 py312=${PYTHON312:-python3.12}
 echo "== the Python package's wheel for $($py312 --version)"

@@ -30,6 +30,8 @@ Compiles the kernels of a config's batch-size buckets into the kernel cache
 ($MEGAMOE_CACHE_DIR, else $XDG_CACHE_HOME/megamoe, else ~/.cache/megamoe).
 
   --config NAME    built-in config name, or a path ending in .json
+  --buckets-of C   the config's model with config C's bucket table (what megamoe-bench
+                   --against C runs)
   --bucket N       a bucket (power of two, 1..32768); repeatable
   --all            every bucket
   --arch ARCH      target (default: the backend's, sm_90a for cuda)
@@ -47,7 +49,7 @@ Exit status: 0 when every kernel is cached or compiled, 1 on any failure, 2 on b
 )";
 
 struct Args {
-  std::string config, arch, backend = "cuda", path = "auto";
+  std::string config, buckets_of, arch, backend = "cuda", path = "auto";
   std::vector<int> buckets;
   bool all = false, list = false, dry_run = false;
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -67,6 +69,7 @@ Args parse(int argc, char** argv) {
       fmt::print("{}", kUsage);
       std::exit(0);
     } else if (s == "--config") a.config = value();
+    else if (s == "--buckets-of") a.buckets_of = value();
     else if (s == "--bucket") a.buckets.push_back(parse_int(s, value()));
     else if (s == "--all") a.all = true;
     else if (s == "--arch") a.arch = value();
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
   Args args = parse(argc, argv);
   try {
     Config config = load_config(args.config);
+    if (!args.buckets_of.empty()) config = with_buckets_of(config, load_config(args.buckets_of));
     std::vector<int> buckets = args.buckets;
     if (args.all)
       for (auto& b : config.buckets) buckets.push_back(b.bucket);
