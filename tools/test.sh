@@ -15,4 +15,4 @@ probe_out=$(./build/tests/megamoe_gpu_tests "[probe-matches-no-test]" 2>&1) || p
 if [ "$probe" = 77 ]; then echo "GPU tests: ${probe_out}"; else echo "GPU tests: a GPU is present, running them"; fi
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 bash tools/python_package.sh
-build/venv/bin/python -m pytest tests/python -q -rs
+build/venv/bin/python -m pytest tests/python tests/tools -q -rs
