@@ -45,15 +45,18 @@ int tensor_core_source_row(int r, int rows, bool interleave) {
   return in < 8 ? 8 * slab + in : half + 8 * slab + (in - 8);
 }
 
-void decode_tensor_core_word(std::uint32_t w, int f, float out[8]) {
+void tensor_core_word_e4m3(std::uint32_t w, int f, std::uint8_t out[8]) {
   const std::uint32_t f8 = std::uint32_t(f * 8);
   const std::uint32_t lut0 = 0x3C383000u + f8 * 0x01010100u, lut1 = 0x4C484440u + f8 * 0x01010101u;
   const std::uint32_t lo = byte_perm(lut0, lut1, w & 0x7777u) | (w & 0x80808080u);
   const std::uint32_t hi = byte_perm(lut0, lut1, (w >> 16) & 0x7777u) | ((w << 4) & 0x80808080u);
-  for (int i = 0; i < 4; ++i) {
-    out[i] = formats::e4m3_to_float(std::uint8_t(lo >> (8 * i)));
-    out[4 + i] = formats::e4m3_to_float(std::uint8_t(hi >> (8 * i)));
-  }
+  for (int i = 0; i < 4; ++i) out[i] = std::uint8_t(lo >> (8 * i)), out[4 + i] = std::uint8_t(hi >> (8 * i));
+}
+
+void decode_tensor_core_word(std::uint32_t w, int f, float out[8]) {
+  std::uint8_t bytes[8];
+  tensor_core_word_e4m3(w, f, bytes);
+  for (int i = 0; i < 8; ++i) out[i] = formats::e4m3_to_float(bytes[i]);
 }
 
 std::size_t tensor_core_expert_bytes(int rows, int k) { return std::size_t(layout_v3_expert_bytes(rows, k)); }

@@ -44,8 +44,9 @@ std::size_t tensor_core_exps_at(int slab, int chunk, int slabs, int chunks);
 // The source row (in checkpoint order) of row `r` of the layout.
 int tensor_core_source_row(int r, int rows, bool interleave_gate_up);
 
-// The 8 values of a layout word with folded exponent f, in k order (4t..4t+3, 16+4t..16+4t+3),
-// computed with the same byte permutes the kernels use.
+// The 8 e4m3 bytes a layout word with folded exponent f converts to, in k order (4t..4t+3,
+// 16+4t..16+4t+3), made with the same byte permutes the kernels use; and their values.
+void tensor_core_word_e4m3(std::uint32_t word, int f, std::uint8_t out[8]);
 void decode_tensor_core_word(std::uint32_t word, int f, float out[8]);
 
 }  // namespace megamoe

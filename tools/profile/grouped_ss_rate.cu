@@ -1,12 +1,15 @@
 // The rate of an fp8 grouped GEMM with both wgmma operands in shared memory (issue 25's first
 // step): Kimi-K3's GEMM1 (6144 x 3584 per expert) and GEMM2 (3584 x 3072) over 112 experts at
-// 146 to 1170 rows per expert, the weights an e4m3 copy with a scale per row, the activations e4m3
-// with a scale per token and 128 (or 256) of K, as the Hopper path's stages have them. A
+// 146 to 1170 rows per expert, the weights random MXFP4 in the library's fp8-resident layout
+// (src/weights/fp8_resident_layout: layout v3's in-register conversion stored as e4m3, a scale per
+// row), the activations e4m3 with a scale per token and 128 (or 256) of K, as the Hopper path's
+// stages have them. A
 // persistent, warp-specialised kernel: one producer thread moves each 128-row weight chunk and
 // the token tile's chunk with bulk copies onto mbarriers; two consumer warpgroups multiply (SS
 // wgmma m64nNk32, a chunk of 128 K in four), promote each scale block's sums into fp32 totals
 // and write bf16. cuBLASLt's one GEMM over all the rows (the same FLOPs) is timed in the same run.
-// Every output of sampled tiles is checked against a host sum. Built and run by
+// Sampled rows of three experts (every token) are checked against fp64 sums over the MXFP4
+// dequantization of the weights (src/formats). Built and run by
 // `tools/profile/microbench.sh grouped_ss_rate` (nvcc, sm_90a, links cuBLASLt); arguments
 // [GEMM1|GEMM2 [ROWS [--no-store]]] run one shape, or one shape at one row count (for ncu);
 // --no-store skips the epilogue's stores (and the check): the main loop's own rate.
@@ -22,8 +25,12 @@
 #include <random>
 #include <vector>
 
+#include <thread>
+
+#include "formats/formats.hpp"
 #include "hopper/pipeline.cuh"
 #include "hopper/wgmma.cuh"
+#include "weights/fp8_resident_layout.hpp"
 #include "wgmma_ss_e4m3.cuh"  // generated beside this file
 
 using namespace megamoe;
@@ -225,9 +232,9 @@ __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
     if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // all stores done
 }
 
-// The operands' logical bytes and scales, from a hash of their indices, so that the GPU fills them
-// and the host recomputes the ones it checks: e4m3 of moderate magnitude (no NaN), scales powers
-// of two near 1.
+// The activations' bytes and scales, from a hash of their indices, so that the GPU fills them and
+// the host recomputes the ones it checks: e4m3 of moderate magnitude (no NaN), scales powers of
+// two near 1.
 __host__ __device__ inline u32 mix(u32 a, u32 b, u32 c) {
   u32 h = a * 0x9E3779B1u ^ (b + 0x7F4A7C15u) * 0x85EBCA77u ^ (c + 0x165667B1u) * 0xC2B2AE3Du;
   h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12, h *= 0x297A2D39u, h ^= h >> 15;
@@ -238,22 +245,8 @@ __host__ __device__ inline u8 w_byte(int e, int row, int k) {
   return u8((h & 0x80) | (0x20 + (h >> 8) % 0x38));
 }
 __host__ __device__ inline u8 x_byte(int row, int k) { return w_byte(1000003, row, k); }
-__host__ __device__ inline float w_scale(int e, int row) { return 1.f / float(64 << (mix(u32(e), u32(row), 7u) % 4)); }
 __host__ __device__ inline float x_scale(int row, int block) { return 1.f / float(1 << (mix(9u, u32(row), u32(block)) % 4)); }
 
-// The weights as the kernel reads them: chunk (e, rt, c) holds rows rt * 128 .. + 127 and
-// k c * 128 .. + 127 in the 128-byte swizzle.
-__global__ void fill_weights(u8* w, float* ws, int experts, int M, int K) {
-  const int chunks = K / 128, row_tiles = M / kRowsPerTile;
-  const std::size_t n = std::size_t(experts) * M * K;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
-    const std::size_t chunk = i / kChunkBytes;
-    const int o = int(i % kChunkBytes), r = o / 128, b = ((((o % 128) >> 4) ^ (r & 7)) << 4) | (o & 15);
-    const int c = int(chunk % chunks), rt = int(chunk / chunks % row_tiles), e = int(chunk / chunks / row_tiles);
-    w[i] = w_byte(e, rt * kRowsPerTile + r, c * 128 + b);
-    if (c == 0 && b == 0) ws[std::size_t(e) * M + rt * kRowsPerTile + r] = w_scale(e, rt * kRowsPerTile + r);
-  }
-}
 // x: [chunk][rows_pad][128 B], swizzled by absolute row; its scales [block][rows_pad].
 __global__ void fill_x(u8* x, float* xs, int rows_pad, int K, int per_scale) {
   const std::size_t n = std::size_t(K / 128) * rows_pad * 128;
@@ -351,10 +344,40 @@ float cublaslt_ms(int m, int n, int k) {
   return ms;
 }
 
+// Random MXFP4 weights of `experts` matrices of M x K (checkpoint row order; W1's gate rows then
+// its up rows), in the fp8-resident layout on the GPU, and what the check needs on the host.
 struct Weights {
   u8* w = nullptr;
-  float* ws = nullptr;
+  float* ws = nullptr;  // layout v3's row scales, by layout row
+  std::vector<std::uint8_t> packed, scales;
+  bool interleave = false;
 };
+
+Weights make_weights(const Shape& sh, int experts) {
+  Weights wt;
+  wt.interleave = std::strcmp(sh.name, "GEMM1") == 0;  // W1: gate and up rows interleaved by slab
+  const std::size_t per = std::size_t(sh.M) * sh.K;
+  wt.packed.resize(experts * per / 2), wt.scales.resize(experts * per / 32);
+  std::vector<std::thread> pool;
+  const int workers = int(std::max(1u, std::thread::hardware_concurrency()));
+  for (int t = 0; t < workers; ++t)
+    pool.emplace_back([&, t] {
+      for (int e = t; e < experts; e += workers) {
+        std::mt19937 rng(1000 + e);
+        for (std::size_t i = 0; i < per / 2; ++i) wt.packed[e * per / 2 + i] = std::uint8_t(rng());
+        for (std::size_t i = 0; i < per / 32; ++i) wt.scales[e * per / 32 + i] = std::uint8_t(120 + rng() % 8);
+      }
+    });
+  for (auto& t : pool) t.join();
+  const TensorCoreWeights v3 = to_tensor_core_layout(wt.packed.data(), wt.scales.data(), experts, sh.M, sh.K, wt.interleave);
+  if (v3.flushed_blocks) std::printf("note: %zu blocks flushed by the layout\n", v3.flushed_blocks);
+  const std::vector<std::uint8_t> bytes = to_fp8_resident_layout(v3, experts, sh.M, sh.K);
+  CUDA_OK(cudaMalloc(&wt.w, bytes.size()));
+  CUDA_OK(cudaMalloc(&wt.ws, v3.row_scale.size() * 4));
+  CUDA_OK(cudaMemcpy(wt.w, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(wt.ws, v3.row_scale.data(), v3.row_scale.size() * 4, cudaMemcpyHostToDevice));
+  return wt;
+}
 
 // One kernel variant on one shape at `rows` tokens per expert: runs it, checks sampled rows of
 // three experts' outputs (every token), prints ms and TFLOP/s beside cuBLASLt's. False on a wrong
@@ -415,9 +438,11 @@ bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float 
     if (!store) break;
     std::vector<int> sampled;
     for (int r = (e * 37) % 19; r < M; r += 509) sampled.push_back(r);
-    std::vector<float> wrows(sampled.size() * K);
-    for (std::size_t i = 0; i < sampled.size(); ++i)
-      for (int k = 0; k < K; ++k) wrows[i * K + k] = e4m3_table[w_byte(e, sampled[i], k)];
+    std::vector<float> wrows(sampled.size() * K);  // layout row r: checkpoint row tensor_core_source_row(r)
+    for (std::size_t i = 0; i < sampled.size(); ++i) {
+      const std::size_t src = std::size_t(e) * M + tensor_core_source_row(sampled[i], M, wt.interleave);
+      formats::dequantize_mxfp4(wt.packed.data() + src * K / 2, wt.scales.data() + src * K / 32, K, &wrows[i * K]);
+    }
     std::vector<double> want(sampled.size() * rows);
     for (int tok = 0; tok < rows; ++tok) {
       const int xr = row0[e] + tok;
@@ -430,7 +455,7 @@ bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float 
           for (int k = sb * kChunksPerScale * 128; k < (sb + 1) * kChunksPerScale * 128; ++k) acc += double(wr[k]) * xrow[k];
           sum += acc * x_scale(xr, sb);
         }
-        want[i * rows + tok] = sum * w_scale(e, sampled[i]);
+        want[i * rows + tok] = sum;
       }
     }
     // Within bf16's rounding of each output, plus 1e-3 of the row's rms per chunk summed before a
@@ -480,11 +505,7 @@ int main(int argc, char** argv) {
   bool ok = true;
   for (const Shape& sh : shapes) {
     if (only_shape && std::strcmp(only_shape, sh.name) != 0) continue;
-    Weights wt;
-    CUDA_OK(cudaMalloc(&wt.w, std::size_t(experts) * sh.M * sh.K));
-    CUDA_OK(cudaMalloc(&wt.ws, std::size_t(experts) * sh.M * 4));
-    fill_weights<<<2048, 256>>>(wt.w, wt.ws, experts, sh.M, sh.K);
-    CUDA_OK(cudaDeviceSynchronize());
+    Weights wt = make_weights(sh, experts);
     for (int rows : {146, 292, 585, 1170}) {
       if (only_rows && rows != only_rows) continue;
       const float cub = cublaslt_ms(sh.M, experts * rows, sh.K);

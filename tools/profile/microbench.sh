@@ -20,6 +20,9 @@ if [ ! -x /usr/local/cuda/bin/nvcc ]; then
   exit 77
 fi
 mkdir -p build
+# grouped_ss_rate also uses the library's weight layouts (build/libmegamoe.a: ninja -C build first).
+lib=()
+[ "$name" = grouped_ss_rate ] && lib=(-I src build/libmegamoe.a)
 /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I templates \
-  "tools/profile/$name.cu" -o "build/$name" -lcublasLt
+  "tools/profile/$name.cu" -o "build/$name" "${lib[@]}" -lcublasLt
 [ "${2:-}" = --build-only ] || "./build/$name"
