@@ -9,12 +9,14 @@
 #          world-1 bench side by side with earlier commits
 #   ep-tools: megamoe-run and megamoe-bench over loopback ranks (W = 2, 4, 8), fused and serial
 #   python: the Python package's GPU tests and examples/moe_block.py (the wheel of build/wheels)
+#   multi: on a machine of several GPUs (issue 24), W = their count: both configs over ipc and
+#          peer with checks, the serial path, and the bench's fused, serial and floor (peer)
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ep-tools | python | full) ;; *) echo "usage: gpu_session.sh [quick|ep|ep-tools|python|full]" >&2; exit 2 ;; esac
+case "$mode" in quick | ep | ep-tools | python | multi | full) ;; *) echo "usage: gpu_session.sh [quick|ep|ep-tools|python|multi|full]" >&2; exit 2 ;; esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export CUDA_DEVICE_MAX_CONNECTIONS=32
@@ -45,6 +47,21 @@ step() {  # bound in seconds, then the command
     step 400 python3 -m pytest tests/python -q -rs -m gpu -p no:cacheprovider
     step 200 python3 examples/moe_block.py --config kimi_k3_a8w4 --tokens 1,8,128,1024
     echo "gpu_session status $status (python)"
+    exit $status
+  fi
+  if [ "$mode" = multi ]; then
+    w=$(nvidia-smi -L | grep -c '^GPU')
+    if [ "$w" -lt 2 ]; then echo "multi: $w GPU here, this mode needs at least 2"; exit 1; fi
+    nvidia-smi topo -m
+    # Bounds that add up to under the call's 600 s (the suite's EP tests are loopback ones: not here).
+    for c in kimi_k3_a8w4 generic_a8w4; do
+      for t in ipc peer; do
+        step 90 ./build/megamoe-run --config "$c" --world "$w" --transport "$t" --check --bs 1,8,128,1024,8192 --ref-tokens 16
+      done
+    done
+    step 60 ./build/megamoe-run --config kimi_k3_a8w4 --world "$w" --transport peer --serial --check --bs 1,128,1024 --ref-tokens 16
+    step 170 ./build/megamoe-bench --world "$w" --transport peer --config kimi_k3_a8w4 --bs 1,8,32,64,128,256,512,1024,2048,4096,8192 --reps 10 --json "$out/bench_ep$w.json"
+    echo "gpu_session status $status (multi, W = $w)"
     exit $status
   fi
   if [ "$mode" = ep-tools ]; then

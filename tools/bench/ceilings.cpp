@@ -3,6 +3,8 @@
 #include <cublasLt.h>
 #include <dlfcn.h>
 
+#include <algorithm>
+
 #include <random>
 #include <vector>
 
@@ -103,6 +105,33 @@ Ceiling measure_fp8_rate(Device& dev, int n) {
   if (desc) lt.cublasLtMatmulDescDestroy(desc);
   lt.cublasLtDestroy(handle);
   return result;
+}
+
+Ceilings measure_and_print_ceilings(Device& dev) {
+  Ceilings c;
+  c.copy = measure_copy_bandwidth(dev, std::size_t(2) << 30);
+  c.fp8 = measure_fp8_rate(dev, 8192);
+  // The floor uses the sustained ceilings: the layer's totals are bursts of back-to-back calls.
+  fmt::print("copy bandwidth: {:.2f} TB/s sustained, {:.2f} in a short burst ({})\n", c.copy.value, c.copy.burst,
+             c.copy.how);
+  constexpr double kSpecFp8 = 1300.0;  // TFLOP/s, SPEC.md's cuBLAS figure, used only when not measured
+  if (c.fp8.measured)
+    fmt::print("fp8 dense rate: {:.0f} TFLOP/s sustained, {:.0f} in a short burst ({})\n", c.fp8.value, c.fp8.burst,
+               c.fp8.how);
+  else
+    fmt::print("fp8 dense rate: {:.0f} TFLOP/s ({}; the floor uses SPEC.md's figure)\n", kSpecFp8, c.fp8.how);
+  c.tbps = c.copy.value, c.tflops = c.fp8.measured ? c.fp8.value : kSpecFp8;
+  return c;
+}
+
+Floor layer_floor(const ModelShape& m, long long experts_touched, long long routed_pairs, double tbps, double tflops) {
+  const double values_per_expert = 3.0 * double(m.inter_dim) * m.model_dim;  // W1 (2I x D) + W2 (D x I)
+  const double bytes_per_expert = values_per_expert * 4.25 / 8;              // MXFP4 with its scales
+  Floor f;
+  f.bytes_ms = bytes_per_expert * double(experts_touched) / (tbps * 1e12) * 1e3;
+  f.flops_ms = 2.0 * values_per_expert * double(routed_pairs) / (tflops * 1e12) * 1e3;
+  f.ms = std::max(f.bytes_ms, f.flops_ms);
+  return f;
 }
 
 }  // namespace megamoe::bench

@@ -6,6 +6,7 @@
 #pragma once
 #include <string>
 
+#include "megamoe/config.hpp"
 #include "megamoe/device.hpp"
 
 namespace megamoe::bench {
@@ -19,6 +20,23 @@ struct Ceiling {
 
 Ceiling measure_copy_bandwidth(Device& dev, std::size_t bytes);
 Ceiling measure_fp8_rate(Device& dev, int n);
+
+// Both ceilings measured on `dev`, each printed on a line of its own (what was run, or why not),
+// and the values the floor takes: the sustained ones (the fp8 rate falls back to SPEC.md's 1300
+// TFLOP/s where cuBLASLt could not be run).
+struct Ceilings {
+  Ceiling copy, fp8;
+  double tbps = 0, tflops = 0;
+};
+Ceilings measure_and_print_ceilings(Device& dev);
+
+// The floor of one rank's call (SPEC.md): max(MXFP4 bytes of the experts it touches / copy
+// bandwidth, the FLOPs of its routed rows / fp8 rate), in ms, with the ceilings in TB/s and
+// TFLOP/s; bytes_ms and flops_ms are the two terms.
+struct Floor {
+  double ms = 0, bytes_ms = 0, flops_ms = 0;
+};
+Floor layer_floor(const ModelShape& m, long long experts_touched, long long routed_pairs, double tbps, double tflops);
 
 // Median of the elapsed times (ms) of `reps` runs of `work` on `stream`, after `warmup` runs.
 template <class Work>

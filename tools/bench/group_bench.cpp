@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/ceilings.hpp"
 #include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
 
@@ -61,6 +63,9 @@ int run_group_bench(const GroupBenchOptions& o) {
     fmt::print("loopback: the {} ranks share one GPU, each on its share of the SMs; these are not NVLink times, and a "
                "rank's time is not one GPU's\n",
                o.world);
+  // The floor of the call: the slowest rank's, each rank's from the experts it serves and the rows
+  // routed to it, at one GPU's ceilings (on loopback the ranks share one GPU: no floor of theirs).
+  const bench::Ceilings ceilings = bench::measure_and_print_ceilings(dev0);
   const Mxfp4ExpertWeights all = workload::random_group_weights(m, o.world, o.seed);
   std::vector<std::unique_ptr<PreparedWeights>> weights;
   std::vector<StreamHandle> streams;
@@ -73,12 +78,17 @@ int run_group_bench(const GroupBenchOptions& o) {
     stop.push_back(rt->device().create_event());
   }
   nlohmann::json rows = nlohmann::json::array();
-  fmt::print("{:>6} {:>10} {:>10} {:>14}\n", "bs", "fused_ms", "serial_ms", "serial/fused");
+  fmt::print("{:>6} {:>10} {:>10} {:>14} {:>10} {:>12}\n", "bs", "fused_ms", "serial_ms", "serial/fused", "floor_ms",
+             "fused/floor");
   for (std::int64_t bs : o.sizes) {
     std::vector<RankInputs> in;
+    std::vector<std::set<int>> touched(ranks.size());  // per destination rank: its experts that get rows
+    std::vector<long long> pairs(ranks.size(), 0);
     for (auto& rt : ranks) {
       std::mt19937_64 rng = workload::inputs_rng(o.seed + 1000003ull * rt->rank(), bs);
       workload::Routing r = workload::make_routing("uniform", bs, m.topk, o.world * m.experts_per_rank, rng);
+      for (int id : r.ids)
+        if (id >= 0) touched[id / m.experts_per_rank].insert(id), ++pairs[id / m.experts_per_rank];
       std::vector<std::uint16_t> x = workload::random_bf16(bs, m.model_dim, rng);
       Device& d = rt->device();
       RankInputs ri{DeviceBuffer(d, x.size() * 2), DeviceBuffer(d, r.ids.size() * 4),
@@ -102,9 +112,14 @@ int run_group_bench(const GroupBenchOptions& o) {
       if (e.any()) throw Error(fmt::format("megamoe-bench: rank {}: the kernels reported errors", rt->rank()));
     }
     const float f = median(fused), s = median(serial);
-    fmt::print("{:>6} {:>10.3f} {:>10.3f} {:>14.2f}\n", bs, f, s, s / f);
+    double floor_ms = 0;
+    for (std::size_t d = 0; d < ranks.size(); ++d)
+      floor_ms = std::max(floor_ms, bench::layer_floor(m, (long long)touched[d].size(), pairs[d], ceilings.tbps,
+                                                       ceilings.tflops).ms);
+    fmt::print("{:>6} {:>10.3f} {:>10.3f} {:>14.2f} {:>10.3f} {:>12.2f}\n", bs, f, s, s / f, floor_ms, f / floor_ms);
     std::fflush(stdout);
-    rows.push_back({{"bs", bs}, {"fused_ms", f}, {"serial_ms", s}, {"serial_over_fused", s / f}});
+    rows.push_back({{"bs", bs}, {"fused_ms", f}, {"serial_ms", s}, {"serial_over_fused", s / f}, {"floor_ms", floor_ms},
+                    {"fused_over_floor", f / floor_ms}});
   }
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     ranks[r]->device().destroy_stream(streams[r]);
@@ -112,12 +127,16 @@ int run_group_bench(const GroupBenchOptions& o) {
     ranks[r]->device().destroy_event(stop[r]);
   }
   fmt::print("per call: the slowest rank's time from its call's first launch to its last (events on each rank's "
-             "stream), median of {} calls; fused and serial alternate on the same inputs\n",
-             o.reps);
+             "stream), median of {} calls; fused and serial alternate on the same inputs; floor: the slowest rank's "
+             "(SPEC.md) at the ceilings above{}\n",
+             o.reps, o.transport == Transport::loopback ? " (one GPU's: loopback ranks share it, so fused/floor is no "
+                                                          "target there)" : "");
   if (!o.json.empty())
     std::ofstream(o.json) << nlohmann::json{{"config", cfg.name}, {"world", o.world},
                                             {"transport", std::string(to_string(o.transport))},
-                                            {"path", std::string(to_string(ranks[0]->path()))}, {"buckets", rows}}
+                                            {"path", std::string(to_string(ranks[0]->path()))},
+                                            {"copy_tb_per_s", ceilings.tbps}, {"fp8_tflop_per_s", ceilings.tflops},
+                                            {"buckets", rows}}
                                  .dump(2)
                           << "\n";
   return 0;

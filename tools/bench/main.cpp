@@ -43,7 +43,8 @@ prints both totals and their ratio (against / config: above 1, the config is fas
 --world W > 1: the W ranks of an expert-parallel group in this process (--transport loopback,
 the default: every rank on GPU 0; peer: rank r on GPU r), bs tokens a rank, uniform routing over
 every rank's experts: per batch size the fused and the serial call's time (the slowest rank's)
-and their ratio, measured side by side.
+and their ratio, measured side by side, and the floor (the slowest rank's, at the ceilings
+measured in the same run) with fused / floor.
   --config C   built-in config name, or a path ending in .json
   --bs LIST    default 1,8,32,64,128,256,512,1024,2048,4096,8192
   --reps N     timed repetitions per measurement (default 20); medians are reported
@@ -162,21 +163,10 @@ int main(int argc, char** argv) {
     fmt::print("config {} on {} ({}), {} path, world 1\n", cfg.name, dev.name(), dev.arch(), to_string(rt->path()));
     if (other) fmt::print("against: {} (side by side on the same inputs)\n", other->config().name);
 
-    bench::Ceiling copy = bench::measure_copy_bandwidth(dev, std::size_t(2) << 30);
-    bench::Ceiling fp8 = bench::measure_fp8_rate(dev, 8192);
-    // The floor uses the sustained ceilings: the layer's totals are bursts of back-to-back calls.
-    fmt::print("copy bandwidth: {:.2f} TB/s sustained, {:.2f} in a short burst ({})\n", copy.value, copy.burst,
-               copy.how);
-    const double kSpecFp8 = 1300.0;  // TFLOP/s, SPEC.md's cuBLAS figure, used only when not measured
-    if (fp8.measured)
-      fmt::print("fp8 dense rate: {:.0f} TFLOP/s sustained, {:.0f} in a short burst ({})\n", fp8.value, fp8.burst,
-                 fp8.how);
-    else
-      fmt::print("fp8 dense rate: {:.0f} TFLOP/s ({}; the floor uses SPEC.md's figure)\n", kSpecFp8, fp8.how);
-    const double tbps = copy.value, tflops = fp8.measured ? fp8.value : kSpecFp8;
+    const bench::Ceilings ceilings = bench::measure_and_print_ceilings(dev);
+    const bench::Ceiling &copy = ceilings.copy, &fp8 = ceilings.fp8;
+    const double tbps = ceilings.tbps, tflops = ceilings.tflops;
 
-    const double values_per_expert = 3.0 * double(m.inter_dim) * m.model_dim;  // W1 (2I x D) + W2 (D x I)
-    const double bytes_per_expert = values_per_expert * 4.25 / 8;              // MXFP4 with its scales
     const Mxfp4ExpertWeights weights = workload::random_weights(m, seed);
     auto prepared = rt->prepare_weights(weights);
     auto other_prepared = other ? other->prepare_weights(weights) : nullptr;
@@ -210,9 +200,8 @@ int main(int argc, char** argv) {
         sets.push_back(std::move(s));
       }
       row.experts_touched = int(touched.size());
-      row.bytes_ms = bytes_per_expert * row.experts_touched / (tbps * 1e12) * 1e3;
-      row.flops_ms = 2.0 * values_per_expert * double(pairs) / (tflops * 1e12) * 1e3;
-      row.floor_ms = std::max(row.bytes_ms, row.flops_ms);
+      const bench::Floor floor = bench::layer_floor(m, row.experts_touched, pairs, tbps, tflops);
+      row.bytes_ms = floor.bytes_ms, row.flops_ms = floor.flops_ms, row.floor_ms = floor.ms;
       const LayerTimes t = time_layer(*rt, *prepared, sets, bs, reps, stream);
       row.stage1_ms = t.stage1_ms, row.stage2_ms = t.stage2_ms, row.call_ms = t.call_ms, row.total_ms = t.total_ms;
       if (other) row.against_total_ms = time_layer(*other, *other_prepared, sets, bs, reps, stream).total_ms;
