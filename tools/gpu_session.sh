@@ -11,12 +11,15 @@
 #   python: the Python package's GPU tests and examples/moe_block.py (the wheel of build/wheels)
 #   multi: on a machine of several GPUs (issue 24), W = their count: both configs over ipc and
 #          peer with checks, the serial path, and the bench's fused, serial and floor (peer)
+#   multi-suite: the suite's EP cases with a rank per GPU (MEGAMOE_TEST_EP_TRANSPORT=peer)
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ep-tools | python | multi | full) ;; *) echo "usage: gpu_session.sh [quick|ep|ep-tools|python|multi|full]" >&2; exit 2 ;; esac
+case "$mode" in quick | ep | ep-tools | python | multi | multi-suite | full) ;;
+  *) echo "usage: gpu_session.sh [quick|ep|ep-tools|python|multi|multi-suite|full]" >&2; exit 2 ;;
+esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export CUDA_DEVICE_MAX_CONNECTIONS=32
@@ -62,6 +65,11 @@ step() {  # bound in seconds, then the command
     step 60 ./build/megamoe-run --config kimi_k3_a8w4 --world "$w" --transport peer --serial --check --bs 1,128,1024 --ref-tokens 16
     step 170 ./build/megamoe-bench --world "$w" --transport peer --config kimi_k3_a8w4 --bs 1,8,32,64,128,256,512,1024,2048,4096,8192 --reps 10 --json "$out/bench_ep$w.json"
     echo "gpu_session status $status (multi, W = $w)"
+    exit $status
+  fi
+  if [ "$mode" = multi-suite ]; then
+    MEGAMOE_TEST_EP_TRANSPORT=peer step 560 ./build/tests/megamoe_gpu_tests "[ep]" --durations yes
+    echo "gpu_session status $status (multi-suite)"
     exit $status
   fi
   if [ "$mode" = ep-tools ]; then

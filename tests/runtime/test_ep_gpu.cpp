@@ -3,10 +3,12 @@
 // drawn from its global id, so a row delivered to the wrong rank or expert fails): the Kimi-K3
 // shape at W = 2, 4 and 8 (8 x 112 = 896 experts), every activation, uneven and bad routings, T
 // = 0 and unequal T, a burst of calls without host sync, graph replay, fused against serial,
-// and a rank that never calls.
+// and a rank that never calls. With MEGAMOE_TEST_EP_TRANSPORT=peer the same cases run with a rank
+// per GPU where there are enough GPUs.
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -44,7 +46,22 @@ struct RankInput {
   DeviceBuffer x_d, ids_d, w_d, y_d;
 };
 
-// A group of loopback ranks, each with its weights and its stream.
+// MEGAMOE_TEST_EP_TRANSPORT=peer runs these groups on GPUs 0 .. W - 1 (the peer transport; issue
+// 24's multi-GPU run), where the machine has W GPUs; otherwise, and by default, on loopback.
+Transport transport_for(int world) {
+  const char* t = std::getenv("MEGAMOE_TEST_EP_TRANSPORT");
+  if (!t || std::string(t) != "peer") return Transport::loopback;
+  try {
+    open_device(BackendKind::cuda, world - 1);
+    return Transport::peer;
+  } catch (const Error& e) {
+    WARN("MEGAMOE_TEST_EP_TRANSPORT=peer, but a group of " << world << " needs " << world << " GPUs (" << e.what()
+                                                            << "): this group runs on loopback ranks");
+    return Transport::loopback;
+  }
+}
+
+// A group of loopback ranks (or peer ranks, above), each with its weights and its stream.
 struct LoopbackGroup {
   std::vector<std::unique_ptr<Runtime>> ranks;
   std::vector<std::unique_ptr<PreparedWeights>> weights;
@@ -59,6 +76,7 @@ struct LoopbackGroup {
     o.path = path;
     o.timeout_ms = timeout_ms;
     o.routed_rows_capacity = capacity;
+    o.transport = transport_for(world);
     ranks = Runtime::create_ranks(config, o);
     const ModelShape& m = ranks[0]->config().model;
     all = &group_weights(m);
