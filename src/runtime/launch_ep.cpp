@@ -107,8 +107,9 @@ void launch_stages(const EpCall& c, const Loaded& k, int col_tiles1, int col_til
     const unsigned dgrid = c.grid(std::min<long long>(kk.resident_dispatch, std::max(c.bucket.dispatch.cus, 1)));
     c.launch(kk.dispatch, dgrid, DispatchEpArgs{c.ep, dispatch_args(c, int(dgrid), false, routed)});
     c.mark(2);
-    // Of the single-GPU Stage1 kernels only the Hopper one waits for the launch before it.
-    c.launch(k.stage1_serial, c.tile_grid(kk.bm1, col_tiles1, k.stage1_serial.planned_per_sm(), cluster), s1, routed);
+    // Not early: the single-GPU Stage1 kernels read rows written by the kernel before them (here
+    // dispatch_ep) before they wait for it (on one GPU route wrote them, two kernels back).
+    c.launch(k.stage1_serial, c.tile_grid(kk.bm1, col_tiles1, k.stage1_serial.planned_per_sm(), cluster), s1, false);
   } else {
     c.mark(2);
     const unsigned grid = std::min(c.tile_grid(kk.bm1, col_tiles1, k.stage1.planned_per_sm(), cluster),

@@ -80,21 +80,24 @@ TEST_CASE("ipc: two processes on one GPU map each other's buffers and move data"
   }
 }
 
-TEST_CASE("ipc: two processes on GPU 0 run the layer as a group of two, launched as an engine launches",
+TEST_CASE("ipc: two processes on GPU 0 run the layer as a group of two, fused and serial, launched as an engine "
+          "launches",
           "[gpu][ep][ipc]") {
   const std::filesystem::path run = std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() /
                                     "megamoe-run";
   REQUIRE(std::filesystem::exists(run));
-  // --taper: rank 1 gets half of rank 0's tokens (0 at bs 1).
-  std::string out;
-  const int status = test::run_command("'" + run.string() +
-                                           "' --config kimi_k3_a8w4 --world 2 --transport ipc --devices 0,0 --check "
-                                           "--taper --bs 1,40,200 --ref-tokens 24",
-                                       out);
-  INFO(out);
-  CHECK(status == 0);
-  std::size_t passes = 0;
-  for (std::size_t at = out.find(" PASS"); at != std::string::npos; at = out.find(" PASS", at + 1)) ++passes;
-  CHECK(passes == 6);  // 3 sizes x 2 ranks
-  CHECK(out.find("FAIL") == std::string::npos);
+  // --taper: rank 1 gets half of rank 0's tokens (0 at bs 1). The fused path, then the serial one.
+  for (const char* serial : {"", " --serial"}) {
+    std::string out;
+    const int status = test::run_command("'" + run.string() +
+                                             "' --config kimi_k3_a8w4 --world 2 --transport ipc --devices 0,0 --check "
+                                             "--taper --bs 1,40,200 --ref-tokens 24" + serial,
+                                         out);
+    INFO(out);
+    CHECK(status == 0);
+    std::size_t passes = 0;
+    for (std::size_t at = out.find(" PASS"); at != std::string::npos; at = out.find(" PASS", at + 1)) ++passes;
+    CHECK(passes == 6);  // 3 sizes x 2 ranks
+    CHECK(out.find("FAIL") == std::string::npos);
+  }
 }
