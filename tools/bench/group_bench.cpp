@@ -66,6 +66,19 @@ int run_group_bench(const GroupBenchOptions& o) {
   // The floor of the call: the slowest rank's, each rank's from the experts it serves and the rows
   // routed to it, at one GPU's ceilings (on loopback the ranks share one GPU: no floor of theirs).
   const bench::Ceilings ceilings = bench::measure_and_print_ceilings(dev0);
+  // Over peer: what a copy from rank 0's GPU to rank 1's reaches (the driver's copy, peer access on).
+  double peer_gb_per_s = 0;
+  if (o.transport == Transport::peer) {
+    Device& dev1 = ranks[1]->device();
+    const std::size_t bytes = std::size_t(256) << 20;
+    DeviceBuffer src(dev0, bytes), dst(dev1, bytes);
+    StreamHandle s = dev0.create_stream();
+    const float ms = bench::median_ms(dev0, s, 2, 10, [&] { dev0.copy_device_async(dst.get(), src.get(), bytes, s); });
+    dev0.destroy_stream(s);
+    peer_gb_per_s = double(bytes) / (ms * 1e-3) / 1e9;
+    fmt::print("peer copy GPU {} -> GPU {}: {:.0f} GB/s (256 MiB, median of 10)\n", dev0.ordinal(), dev1.ordinal(),
+               peer_gb_per_s);
+  }
   const Mxfp4ExpertWeights all = workload::random_group_weights(m, o.world, o.seed);
   std::vector<std::unique_ptr<PreparedWeights>> weights;
   std::vector<StreamHandle> streams;
@@ -136,6 +149,7 @@ int run_group_bench(const GroupBenchOptions& o) {
                                             {"transport", std::string(to_string(o.transport))},
                                             {"path", std::string(to_string(ranks[0]->path()))},
                                             {"copy_tb_per_s", ceilings.tbps}, {"fp8_tflop_per_s", ceilings.tflops},
+                                            {"peer_copy_gb_per_s", peer_gb_per_s},
                                             {"buckets", rows}}
                                  .dump(2)
                           << "\n";
