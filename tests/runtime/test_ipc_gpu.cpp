@@ -3,16 +3,23 @@
 // over two processes (megamoe-run --transport ipc --devices 0,0), whose spin waits end because
 // the GPU gives each process's kernels slices of time (without MPS it runs one process's at a
 // time). Unlike loopback ranks, ipc ranks launch each kernel early (programmatic dependent launch).
+// And a rank killed mid-call: the other's call ends in PeerTimeoutError within its bound.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
+#include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
+#include "runtime/test_config_variants.hpp"
 #include "support/test_support.hpp"
 
 using namespace megamoe;
@@ -100,4 +107,91 @@ TEST_CASE("ipc: two processes on GPU 0 run the layer as a group of two, fused an
     CHECK(passes == 6);  // 3 sizes x 2 ranks
     CHECK(out.find("FAIL") == std::string::npos);
   }
+}
+
+namespace {
+constexpr int kLostTimeoutMs = 2000;
+}  // namespace
+
+// A child: megamoe_gpu_tests --ipc-lost-child RANK DIR CONFIG. Both ranks make their runtime and
+// weights and meet; both call; rank 1 is then killed (SIGKILL) with its call launched and not
+// waited for. Rank 0 exits 0 when take_errors() raised PeerTimeoutError naming rank 1 within the
+// bound (and a slack for the GPU's time slices between the two processes).
+int ipc_lost_child(int argc, char** argv) {
+  if (argc != 5) return 2;
+  const int rank = std::stoi(argv[2]);
+  try {
+    AllGather gather = folder_all_gather(argv[3], rank, 2, 120000);
+    RuntimeOptions o;
+    o.world = 2, o.rank = rank, o.transport = Transport::ipc, o.device = 0;
+    o.max_tokens = 64, o.timeout_ms = kLostTimeoutMs;
+    o.all_gather = gather;  // the same rounds: this process's later gathers follow the runtime's
+    auto rt = Runtime::create(argv[4], o);
+    const ModelShape& m = rt->config().model;
+    const auto weights = rt->prepare_weights(workload::slice_experts(
+        workload::random_group_weights(m, 2, 5), rank * m.experts_per_rank, m.experts_per_rank));
+    std::mt19937_64 rng(77 + rank);
+    const int tokens = 16;
+    const workload::Routing routing = workload::make_routing("uniform", tokens, m.topk, 2 * m.experts_per_rank, rng);
+    const std::vector<std::uint16_t> x = workload::random_bf16(tokens, m.model_dim, rng);
+    Device& dev = rt->device();
+    DeviceBuffer x_d(dev, x.size() * 2), y_d(dev, x.size() * 2), ids_d(dev, routing.ids.size() * 4),
+        w_d(dev, routing.weights.size() * 4);
+    dev.copy_to_device(x_d.get(), x.data(), x.size() * 2);
+    dev.copy_to_device(ids_d.get(), routing.ids.data(), routing.ids.size() * 4);
+    dev.copy_to_device(w_d.get(), routing.weights.data(), routing.weights.size() * 4);
+    gather({1});  // both ready
+    const auto t0 = std::chrono::steady_clock::now();
+    rt->forward(*weights, x_d.get(), static_cast<const int*>(ids_d.get()), static_cast<const float*>(w_d.get()),
+                y_d.get(), tokens, nullptr);
+    if (rank == 1) kill(getpid(), SIGKILL);  // mid-call: launched, never waited for
+    try {
+      rt->take_errors();
+      std::fprintf(stderr, "lost-peer child 0: the call ended without an error\n");
+      return 20;
+    } catch (const PeerTimeoutError& e) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "lost-peer child 0: %s (after %.2f s)\n", e.what(), waited);
+      if (e.peer != 1) return 21;
+      return waited < 4.0 * kLostTimeoutMs / 1000.0 + 2.0 ? 0 : 22;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lost-peer child %d: %s\n", rank, e.what());
+    return 12;
+  }
+}
+
+TEST_CASE("ipc: a rank killed mid-call ends the other's call in PeerTimeoutError within the bound; nothing hangs",
+          "[gpu][ep][ipc]") {
+  test::TempDir dir;
+  const std::string config = test::write_config_variant(dir.path(), "small_x256_partial");
+  const std::string boot = (dir.path() / "boot").string();
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const std::string r = std::to_string(rank);
+      execl("/proc/self/exe", "megamoe_gpu_tests", "--ipc-lost-child", r.c_str(), boot.c_str(), config.c_str(),
+            (char*)nullptr);
+      _exit(127);
+    }
+    children.push_back(pid);
+  }
+  // Both end within 120 s (creation and weights included), or they are killed and the test fails.
+  int status[2] = {-1, -1};
+  bool done[2] = {false, false};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!(done[0] && done[1]) && std::chrono::steady_clock::now() < deadline) {
+    for (int r = 0; r < 2; ++r)
+      if (!done[r] && waitpid(children[r], &status[r], WNOHANG) == children[r]) done[r] = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int r = 0; r < 2; ++r)
+    if (!done[r]) kill(children[r], SIGKILL), waitpid(children[r], &status[r], 0);
+  REQUIRE(done[0]);  // rank 0 did not hang
+  CHECK(WIFEXITED(status[0]));
+  CHECK(WEXITSTATUS(status[0]) == 0);  // PeerTimeoutError naming rank 1, within the bound
+  CHECK(done[1]);
+  CHECK(WIFSIGNALED(status[1]));
 }
