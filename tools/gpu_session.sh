@@ -84,8 +84,10 @@ step() {  # bound in seconds, then the command
   step 420 ./build/tests/megamoe_gpu_tests "~[ep]" --durations yes
   step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
   step 200 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --json "$out/bench_kimi.json"
+  step 60 python3 tools/bench/plot.py "$out/bench_kimi.json"  # the picture beside the JSON
   if [ "$mode" = quick ]; then echo "gpu_session status $status (quick)"; exit $status; fi
   step 300 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --against generic_a8w4 --reps 10 --json "$out/bench_against.json"
+  step 60 python3 tools/bench/plot.py "$out/bench_against.json"
   step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --path portable --bs 1,128,8192
   step 200 ./build/megamoe-run --config generic_a8w4 --check --bs 1,64,4096
   echo "== resources of the expert-GEMM kernels"
