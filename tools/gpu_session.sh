@@ -5,8 +5,8 @@
 # .megamoe-cache (docs/perf-notes.md, "How to measure"). Every step has a time bound, so that a
 # hang costs its bound, not the call.
 #   quick: the GPU suite, the layer with checks at every bucket, the bench (world 1)
-#   ep:    the suite's expert-parallel tests, then (with build-ab from tools/ab/build.sh) the
-#          world-1 bench side by side with earlier commits
+#   ep:    the suite's expert-parallel tests (loopback and ipc; about the whole call)
+#   ab:    the world-1 bench side by side with earlier commits (build-ab from tools/ab/build.sh)
 #   ep-tools: megamoe-run and megamoe-bench over loopback ranks (W = 2, 4, 8), fused and serial
 #   python: the Python package's GPU tests and examples/moe_block.py (the wheel of build/wheels)
 #   multi: on a machine of several GPUs (issue 24), W = their count: both configs over ipc and
@@ -17,8 +17,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ep-tools | python | multi | multi-suite | full) ;;
-  *) echo "usage: gpu_session.sh [quick|ep|ep-tools|python|multi|multi-suite|full]" >&2; exit 2 ;;
+case "$mode" in quick | ep | ab | ep-tools | python | multi | multi-suite | full) ;;
+  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|multi|multi-suite|full]" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -36,9 +36,13 @@ step() {  # bound in seconds, then the command
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   if [ "$mode" = ep ]; then
-    step 330 ./build/tests/megamoe_gpu_tests "[ep]" --durations yes
-    [ -d build-ab ] && step 240 bash tools/ab/bench.sh --bs 1,8,128,1024,8192 --reps 10
+    step 560 ./build/tests/megamoe_gpu_tests "[ep]" --durations yes
     echo "gpu_session status $status (ep)"
+    exit $status
+  fi
+  if [ "$mode" = ab ]; then
+    step 300 bash tools/ab/bench.sh --bs 1,8,128,1024,8192 --reps 10
+    echo "gpu_session status $status (ab)"
     exit $status
   fi
   if [ "$mode" = python ]; then
