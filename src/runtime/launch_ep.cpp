@@ -3,6 +3,7 @@
 
 #include "codegen/kernel_specs.hpp"
 #include "runtime/ep_launch.hpp"
+#include "runtime/stage_fields.hpp"
 
 namespace megamoe {
 
@@ -39,59 +40,24 @@ EpDispatch dispatch_args(const EpCall& c, int blocks, bool persistent, bool rout
 // row), Stage2's rows coded by home wire row.
 template <class Stage1, class Stage2>
 void stage_args(const EpCall& c, Stage1& s1, Stage2& s2, bool routed) {
-  const ModelShape& m = c.model;
-  Workspace& ws = c.ws;
-  const int world = c.ep.world;
-  s1.x_q = routed ? static_cast<const u8*>(ws.x_q.get()) : in_region<const u8>(c, c.ep.recv_x_at);
-  s1.expert_offsets = s2.expert_offsets = static_cast<const int*>(ws.expert_offsets.get());
-  s1.tile_offsets = static_cast<const int*>(ws.tile_offsets1.get());
-  s2.tile_offsets = static_cast<const int*>(ws.tile_offsets2.get());
-  s1.row_token = static_cast<const int*>(ws.row_token.get());
-  s2.row_slot = static_cast<const int*>(ws.row_slot.get());
-  s2.row_weight = static_cast<const float*>(ws.row_weight.get());
-  s1.experts = s2.experts = m.experts_per_rank;
-  s1.model_dim = s2.model_dim = m.model_dim;
-  s1.inter_dim = s2.inter_dim = m.inter_dim;
-  s1.rows_capacity = s2.rows_capacity = ws.rows_capacity;
-  s1.tokens = world * c.ep.max_tokens;            // receive rows
-  s2.slots = world * c.ep.max_tokens * m.topk;    // home wire rows
-  s2.wire = nullptr, s2.wire_scales = nullptr;    // the homes' wires: the EP Stage2 addresses them
-  s1.errors = s2.errors = static_cast<int*>(ws.errors.get());
+  fill_routed_fields(c.model, c.ws, s1, s2);
+  fill_weights(c.weights, s1, s2);
+  s1.x_q = routed ? static_cast<const u8*>(c.ws.x_q.get()) : in_region<const u8>(c, c.ep.recv_x_at);
+  s1.tokens = c.ep.world * c.ep.max_tokens;              // receive rows
+  s2.slots = c.ep.world * c.ep.max_tokens * c.model.topk;  // home wire rows
+  s2.wire = nullptr, s2.wire_scales = nullptr;           // the homes' wires: the EP Stage2 addresses them
 }
 
-void fill_weights(const PreparedWeights& w, Stage1PortableArgs& s1, Stage2PortableArgs& s2) {
-  s1.w1_packed = static_cast<const u8*>(w.w1_packed.get());
-  s1.w1_scales = static_cast<const u8*>(w.w1_scales.get());
-  s2.w2_packed = static_cast<const u8*>(w.w2_packed.get());
-  s2.w2_scales = static_cast<const u8*>(w.w2_scales.get());
-}
-template <class Stage1, class Stage2>
-void fill_weights(const PreparedWeights& w, Stage1& s1, Stage2& s2) {  // layout v3
-  s1.w1_units = static_cast<const u8*>(w.w1_units.get());
-  s1.w1_row_scale = static_cast<const float*>(w.w1_row_scale.get());
-  s2.w2_units = static_cast<const u8*>(w.w2_units.get());
-  s2.w2_row_scale = static_cast<const float*>(w.w2_row_scale.get());
-}
-
-// The portable and tensor-core paths: x and its e8m0 scales from the receive buffers; h by
-// routed row with e8m0 scales.
+// The portable and tensor-core paths: x and its e8m0 scales from the receive buffers.
 template <class Stage1, class Stage2>
 void by_row_args(const EpCall& c, Stage1& s1, Stage2& s2) {
   stage_args(c, s1, s2, false);
-  fill_weights(c.weights, s1, s2);
   s1.x_scales = in_region<const u8>(c, c.ep.recv_scales_at);
-  s1.h_q = static_cast<u8*>(c.ws.h_q.get());
-  s1.h_scales = static_cast<u8*>(c.ws.h_scales.get());
-  s2.h_q = s1.h_q, s2.h_scales = s1.h_scales;
 }
 
 void hopper_args(const EpCall& c, Stage1HopperArgs& s1, Stage2HopperArgs& s2) {
   stage_args(c, s1, s2, true);
-  fill_weights(c.weights, s1, s2);
   s1.x_scales = static_cast<const float*>(c.ws.x_scales.get());
-  s1.h_q = static_cast<u8*>(c.ws.h_q.get());
-  s1.h_scales = static_cast<float*>(c.ws.h_scales.get());
-  s2.h_q = s1.h_q, s2.h_scales = s1.h_scales;
   s1.rows_pad = s2.rows_pad = c.ws.rows_pad;
 }
 

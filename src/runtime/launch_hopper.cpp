@@ -2,6 +2,7 @@
 // Stage1 and Stage2, or both in one kernel (the bucket's fused_stages). Every launch may start
 // early: the stage kernels request their first weights before they wait (docs/layer.md).
 #include "runtime/layer_launch.hpp"
+#include "runtime/stage_fields.hpp"
 
 namespace megamoe {
 
@@ -62,35 +63,19 @@ void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
     return;
   }
   Stage1HopperArgs a1{};
+  Stage2HopperArgs a2{};
+  fill_routed_fields(m, ws, a1, a2);
+  fill_weights(w, a1, a2);
   a1.x_q = x_q, a1.x_scales = x_scales;
-  a1.expert_offsets = expert_offsets;
-  a1.tile_offsets = static_cast<const int*>(ws.tile_offsets1.get());
-  a1.row_token = static_cast<const int*>(ws.row_token.get());
-  a1.w1_units = static_cast<const u8*>(w.w1_units.get());
-  a1.w1_row_scale = static_cast<const float*>(w.w1_row_scale.get());
-  a1.experts = m.experts_per_rank, a1.model_dim = m.model_dim, a1.inter_dim = m.inter_dim;
-  a1.h_q = static_cast<u8*>(ws.h_q.get());
-  a1.h_scales = static_cast<float*>(ws.h_scales.get());
-  a1.rows_pad = ws.rows_pad, a1.rows_capacity = ws.rows_capacity, a1.tokens = c.tokens;
-  a1.errors = errors;
+  a1.rows_pad = a2.rows_pad = ws.rows_pad;
+  a1.tokens = c.tokens;
+  a2.wire = ws.wire.get();
+  a2.wire_scales = static_cast<u8*>(ws.wire_scales.get());
+  a2.slots = c.slots();
   c.launch(k.stage1,
            c.tile_grid(c.kernels.bm1, 2 * m.inter_dim / kWeightRowsPerBlock, k.stage1.planned_per_sm(), k.stage1.cluster),
            a1, true);
   c.mark(3);
-  Stage2HopperArgs a2{};
-  a2.h_q = static_cast<const u8*>(ws.h_q.get());
-  a2.h_scales = static_cast<const float*>(ws.h_scales.get());
-  a2.expert_offsets = expert_offsets;
-  a2.tile_offsets = static_cast<const int*>(ws.tile_offsets2.get());
-  a2.row_slot = static_cast<const int*>(ws.row_slot.get());
-  a2.row_weight = static_cast<const float*>(ws.row_weight.get());
-  a2.w2_units = static_cast<const u8*>(w.w2_units.get());
-  a2.w2_row_scale = static_cast<const float*>(w.w2_row_scale.get());
-  a2.experts = m.experts_per_rank, a2.model_dim = m.model_dim, a2.inter_dim = m.inter_dim;
-  a2.wire = ws.wire.get();
-  a2.wire_scales = static_cast<u8*>(ws.wire_scales.get());
-  a2.rows_pad = ws.rows_pad, a2.rows_capacity = ws.rows_capacity, a2.slots = c.slots();
-  a2.errors = errors;
   c.launch(k.stage2, c.tile_grid(c.kernels.bm2, m.model_dim / kWeightRowsPerBlock, k.stage2.planned_per_sm()), a2, true);
 }
 

@@ -5,6 +5,7 @@
 // power limit by lowering its clock), and in a short burst on a rested card.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "megamoe/config.hpp"
 #include "megamoe/device.hpp"
@@ -38,6 +39,7 @@ struct Floor {
 };
 Floor layer_floor(const ModelShape& m, long long experts_touched, long long routed_pairs, double tbps, double tflops);
 
+// median(sample): the middle value (the upper middle one of an even count); in median.ipp.
 // Median of the elapsed times (ms) of `reps` runs of `work` on `stream`, after `warmup` runs.
 template <class Work>
 float median_ms(Device& dev, StreamHandle stream, int warmup, int reps, Work&& work);

@@ -40,11 +40,6 @@ float time_call(std::vector<std::unique_ptr<Runtime>>& ranks, std::vector<Stream
   return worst;
 }
 
-float median(std::vector<float> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int run_group_bench(const GroupBenchOptions& o) {
@@ -124,7 +119,7 @@ int run_group_bench(const GroupBenchOptions& o) {
       CallErrors e = rt->take_errors();
       if (e.any()) throw Error(fmt::format("megamoe-bench: rank {}: the kernels reported errors", rt->rank()));
     }
-    const float f = median(fused), s = median(serial);
+    const float f = bench::median(fused), s = bench::median(serial);
     double floor_ms = 0;
     for (std::size_t d = 0; d < ranks.size(); ++d)
       floor_ms = std::max(floor_ms, bench::layer_floor(m, (long long)touched[d].size(), pairs[d], ceilings.tbps,

@@ -70,11 +70,6 @@ struct LayerTimes {
   double stage1_ms = 0, stage2_ms = 0, call_ms = 0, total_ms = 0;
 };
 
-float median_of(std::vector<float> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
 // The layer of `rt` over the input sets: stages (direct calls with events between the launches),
 // single calls, and the total (graph replays of a call per set).
 LayerTimes time_layer(Runtime& rt, const PreparedWeights& w, const std::vector<InputSet>& sets, std::int64_t bs,
@@ -94,7 +89,7 @@ LayerTimes time_layer(Runtime& rt, const PreparedWeights& w, const std::vector<I
     if (i >= 3) s1.push_back(st.stage1_ms), s2.push_back(st.stage2_ms);
   }
   rt.set_profile(false);
-  t.stage1_ms = median_of(s1), t.stage2_ms = median_of(s2);
+  t.stage1_ms = bench::median(s1), t.stage2_ms = bench::median(s2);
   std::size_t next = 0;
   t.call_ms = bench::median_ms(dev, stream, 3, reps, [&] { call(sets[next++ % sets.size()]); });
   dev.begin_capture(stream);

@@ -5,6 +5,12 @@
 
 namespace megamoe::bench {
 
+// The middle value of a sample (the upper middle one of an even count).
+inline float median(std::vector<float> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 template <class Work>
 float median_ms(Device& dev, StreamHandle stream, int warmup, int reps, Work&& work) {
   for (int i = 0; i < warmup; ++i) work();
@@ -19,8 +25,7 @@ float median_ms(Device& dev, StreamHandle stream, int warmup, int reps, Work&& w
   }
   dev.destroy_event(start);
   dev.destroy_event(stop);
-  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  return ms[ms.size() / 2];
+  return median(std::move(ms));
 }
 
 template <class Work>
