@@ -6,6 +6,7 @@
 // And a rank killed mid-call: the other's call ends in PeerTimeoutError within its bound.
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,11 +112,24 @@ TEST_CASE("ipc: two processes on GPU 0 run the layer as a group of two, fused an
 
 namespace {
 constexpr int kLostTimeoutMs = 2000;
+
+// Holds `stream` for a minute with a host function (cuLaunchHostFunc, looked up in the driver), so
+// that a call launched behind it has certainly not run when its process is killed. False where the
+// driver has no such entry.
+bool hold_stream(StreamHandle stream) {
+  using HostFn = void (*)(void*);
+  using LaunchHostFunc = int (*)(void*, HostFn, void*);
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) lib = dlopen("libcuda.so.1", RTLD_NOW);
+  auto launch = lib ? reinterpret_cast<LaunchHostFunc>(dlsym(lib, "cuLaunchHostFunc")) : nullptr;
+  if (launch == nullptr) return false;
+  return launch(stream, [](void*) { std::this_thread::sleep_for(std::chrono::seconds(60)); }, nullptr) == 0;
+}
 }  // namespace
 
 // A child: megamoe_gpu_tests --ipc-lost-child RANK DIR CONFIG. Both ranks make their runtime and
-// weights and meet; both call; rank 1 is then killed (SIGKILL) with its call launched and not
-// waited for. Rank 0 exits 0 when take_errors() raised PeerTimeoutError naming rank 1 within the
+// weights and meet; both call; rank 1 launches its call behind a held stream (so none of its
+// kernels has run) and is then killed (SIGKILL). Rank 0 exits 0 when take_errors() raised PeerTimeoutError naming rank 1 within the
 // bound (and a slack for the GPU's time slices between the two processes).
 int ipc_lost_child(int argc, char** argv) {
   if (argc != 5) return 2;
@@ -140,11 +154,13 @@ int ipc_lost_child(int argc, char** argv) {
     dev.copy_to_device(x_d.get(), x.data(), x.size() * 2);
     dev.copy_to_device(ids_d.get(), routing.ids.data(), routing.ids.size() * 4);
     dev.copy_to_device(w_d.get(), routing.weights.data(), routing.weights.size() * 4);
+    StreamHandle stream = dev.create_stream();
+    if (rank == 1 && !hold_stream(stream)) return 13;
     gather({1});  // both ready
     const auto t0 = std::chrono::steady_clock::now();
     rt->forward(*weights, x_d.get(), static_cast<const int*>(ids_d.get()), static_cast<const float*>(w_d.get()),
-                y_d.get(), tokens, nullptr);
-    if (rank == 1) kill(getpid(), SIGKILL);  // mid-call: launched, never waited for
+                y_d.get(), tokens, stream);
+    if (rank == 1) kill(getpid(), SIGKILL);  // mid-call: launched, not yet run
     try {
       rt->take_errors();
       std::fprintf(stderr, "lost-peer child 0: the call ended without an error\n");

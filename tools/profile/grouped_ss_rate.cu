@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <thread>
@@ -60,9 +61,10 @@ struct Params {
   const int* tile0;      // [experts + 1]: each expert's first tile
   int experts, M, K, rows_pad, rows, ld;  // rows: tokens per expert
   int store;                          // 0: no epilogue stores (a diagnostic: the main loop's own rate)
+  int peer;  // clusters of 2, a diagnostic: 0 multicast and shared release, 1 shared release only, 2 neither
 };
 
-template <int N, int kStages, bool kStaged>
+template <int N, int kStages, int kStaged>
 struct Smem {
   static constexpr int kB = N * 128, kScales = N * 4;
   static constexpr int kStage = (kChunkBytes + kB + kScales + 1023) / 1024 * 1024;
@@ -77,12 +79,30 @@ MM_DEVICE void bulk_store_s2g(void* dst, const void* src, u32 bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(sm_addr(src)), "r"(bytes)
                : "memory");
 }
+MM_DEVICE void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 MM_DEVICE void bulk_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 MM_DEVICE void bulk_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// Global -> the same shared-memory offset in every block of `mask`, completing on each one's
+// barrier at `bar`'s offset.
+MM_DEVICE void bulk_copy_g2s_multicast(void* dst, const void* src, u32 bytes, u64* bar, u16 mask) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          sm_addr(dst)),
+      "l"(src), "r"(bytes), "r"(sm_addr(bar)), "h"(mask)
+      : "memory");
+}
 
-// kStaged: the epilogue writes each warpgroup's rows into shared memory and one thread stores them
-// with bulk copies, which run while the warpgroup starts its next tile; otherwise plain stores.
-template <int N, int kStages, int kChunksPerScale, bool kOverlap, bool kStaged>
+// kStaged 1: the epilogue writes each warpgroup's rows into shared memory and one thread stores them
+// with bulk copies, which run while the warpgroup starts its next tile; 2: each warp its own 16
+// rows, a lane per row (no barrier across warps); 0: plain stores.
+// kBatch 1: a scale block's chunks are issued back to back and waited for once (not one by one);
+// 2: and the second warpgroup starts once the first has issued its first block, so that one
+// promotes (and writes its epilogue) while the other's wgmma run; 3: the two issue in turn, always.
+// kCluster 2: the two blocks of a cluster take two weight tiles of one token tile; each copies half
+// of the token tile's chunk to both (multicast), so a stage is refilled once both have released it.
+template <int N, int kStages, int kChunksPerScale, bool kOverlap, int kStaged, int kBatch, int kCluster>
 __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
   using S = Smem<N, kStages, kStaged>;
   constexpr int NT = N / 8;
@@ -91,30 +111,35 @@ __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
   u8* smem = reinterpret_cast<u8*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
   u64* full = reinterpret_cast<u64*>(smem + kStages * S::kStage + 2 * S::kRegion);
   u64* empty = full + kStages;
+  static_assert(kCluster == 1 || kCluster == 2, "blocks of one or two");
+  static_assert(!kBatch || !kOverlap, "one schedule at a time");
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 8);
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kCluster == 2 && p.peer < 2 ? 16 : 8);
     mbar_init_fence();
   }
-  __syncthreads();
+  const int rank = kCluster == 2 ? cluster_rank() : 0;
+  if constexpr (kCluster == 2) cluster_sync();  // the peer's barriers exist before its copies land
+  else __syncthreads();
   const int chunks = p.K / 128, row_tiles = p.M / kRowsPerTile;
-  const int total = p.tile0[p.experts];
+  // Units of work: a tile, or with clusters a pair of weight tiles (rt even, odd) of a token tile.
+  const int total = p.tile0[p.experts] / kCluster, first = blockIdx.x / kCluster, step = gridDim.x / kCluster;
   auto decode = [&](int t, int& e, int& rt, int& tt) {
     int lo = 0, hi = p.experts - 1;  // the expert whose tiles hold t
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (p.tile0[mid] <= t) lo = mid;
+      if (p.tile0[mid] / kCluster <= t) lo = mid;
       else hi = mid - 1;
     }
     e = lo;
-    const int tiles_e = (p.rows + N - 1) / N, local = t - p.tile0[e];
-    rt = local / tiles_e, tt = local % tiles_e;  // a weight tile's token tiles run together (L2)
+    const int tiles_e = (p.rows + N - 1) / N, local = t - p.tile0[e] / kCluster;
+    rt = local / tiles_e * kCluster + rank, tt = local % tiles_e;  // a weight tile's token tiles together (L2)
   };
   if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy
     regs_dealloc<40>();
     if (threadIdx.x != 0) return;
     int s = 0;
     u32 phase = 0;
-    for (int t = blockIdx.x; t < total; t += gridDim.x) {
+    for (int t = first; t < total; t += step) {
       int e, rt, tt;
       decode(t, e, rt, tt);
       const u8* a = p.w + (std::size_t(e) * row_tiles + rt) * chunks * kChunkBytes;
@@ -124,11 +149,23 @@ __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
         u8* st = smem + s * S::kStage;
         mbar_arrive_expect_tx(&full[s], kChunkBytes + S::kB + S::kScales);
         bulk_copy_g2s(st, a + std::size_t(c) * kChunkBytes, kChunkBytes, &full[s]);
-        bulk_copy_g2s(st + kChunkBytes, p.x + (std::size_t(c) * p.rows_pad + r0) * 128, S::kB, &full[s]);
+        if (kCluster == 2 && p.peer == 0) {
+          constexpr int kHalf = S::kB / 2;  // N / 2 token rows, a multiple of the swizzle's 8
+          bulk_copy_g2s_multicast(st + kChunkBytes + rank * kHalf, p.x + (std::size_t(c) * p.rows_pad + r0) * 128 + rank * kHalf,
+                                  kHalf, &full[s], 0x3);
+        } else {
+          bulk_copy_g2s(st + kChunkBytes, p.x + (std::size_t(c) * p.rows_pad + r0) * 128, S::kB, &full[s]);
+        }
         bulk_copy_g2s(st + kChunkBytes + S::kB, p.x_scale + std::size_t(c / kChunksPerScale) * p.rows_pad + r0,
                       S::kScales, &full[s]);
         if (++s == kStages) s = 0, phase ^= 1;
       }
+    }
+    // Every stage's last fill released, by this block's consumers and the peer's (whose arrivals
+    // land in this block's barriers): only then may the block exit.
+    for (int i = 0; i < kStages; ++i) {
+      mbar_wait<kCluster == 2>(&empty[s], phase ^ 1);
+      if (++s == kStages) s = 0, phase ^= 1;
     }
     return;
   }
@@ -137,7 +174,8 @@ __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
   const int g = lane >> 2, tq = lane & 3;
   int s = 0;
   u32 phase = 0;
-  for (int t = blockIdx.x; t < total; t += gridDim.x) {
+  bool first_issue = true;
+  for (int t = first; t < total; t += step) {
     int e, rt, tt;
     decode(t, e, rt, tt);
     float tot[NT][4];
@@ -154,16 +192,21 @@ __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
     };
     auto promote = [&](float(&acc)[NT][4], int stage) {  // a scale block's sums, then the stage freed
       wg_fence_acc(acc);
-      const float* xs = reinterpret_cast<const float*>(smem + stage * S::kStage + kChunkBytes + S::kB);
+      const u32 xs = sm_addr(smem + stage * S::kStage + kChunkBytes + S::kB) + 8 * tq;
       for (int j = 0; j < NT; ++j) {
-        const float s0 = xs[8 * j + 2 * tq], s1 = xs[8 * j + 2 * tq + 1];
+        float s0, s1;  // the two tokens' scales, read as shared memory (not through a generic address)
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(s0), "=f"(s1) : "r"(xs + 32 * j));
         tot[j][0] += acc[j][0] * s0, tot[j][1] += acc[j][1] * s1;
         tot[j][2] += acc[j][2] * s0, tot[j][3] += acc[j][3] * s1;
       }
     };
     auto release = [&](int stage) {
       __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[stage]);
+      if (lane == 0) {
+        mbar_arrive(&empty[stage]);
+        if (kCluster == 2 && p.peer < 2)  // release at the block's scope: the stage was only read
+          asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(peer_addr(&empty[stage], rank ^ 1)) : "memory");
+      }
     };
     auto advance = [&] {
       if (++s == kStages) s = 0, phase ^= 1;
@@ -183,6 +226,21 @@ __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
         wg_wait<1>(), promote(acc0, s0), release(s0);
         wg_wait<0>(), promote(acc1, s1), release(s1);
       }
+    } else if constexpr (kBatch > 0) {
+      float acc[NT][4];
+      for (int c = 0; c < chunks; c += kChunksPerScale) {
+        int st[kChunksPerScale];
+        // Turns (hardware barriers 3: the first warpgroup issued, 4: the second did).
+        if (kBatch == 3 && wg == 0 && !first_issue) named_barrier(4, 256);
+        if ((kBatch == 3 || (kBatch == 2 && first_issue)) && wg == 1) named_barrier(3, 256);
+        for (int i = 0; i < kChunksPerScale; ++i) st[i] = s, issue(acc, c + i, i == 0), advance();
+        if ((kBatch == 3 || (kBatch == 2 && first_issue)) && wg == 0) named_barrier_arrive(3, 256);
+        if (kBatch == 3 && wg == 1) named_barrier_arrive(4, 256);
+        first_issue = false;
+        wg_wait<0>();
+        promote(acc, st[kChunksPerScale - 1]);
+        for (int i = 0; i < kChunksPerScale; ++i) release(st[i]);
+      }
     } else {
       float acc[NT][4];
       for (int c = 0; c < chunks; ++c) {
@@ -200,7 +258,26 @@ __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
     }
     const int row = rt * kRowsPerTile + wg * 64 + warp * 16 + g;
     const float w0 = p.w_scale[std::size_t(e) * p.M + row], w1 = p.w_scale[std::size_t(e) * p.M + row + 8];
-    if constexpr (kStaged) {
+    if constexpr (kStaged == 2) {
+      u8* region = smem + kStages * S::kStage + wg * S::kRegion;
+      if (lane < 16) bulk_store_wait_read();  // this lane's row of the previous tile has been read
+      __syncwarp();
+      u8* r0 = region + (warp * 16 + g) * S::kRowBytes;
+      for (int j = 0; j < NT; ++j) {
+        const int col = 8 * j + 2 * tq;
+        *reinterpret_cast<__nv_bfloat162*>(r0 + col * 2) = __floats2bfloat162_rn(tot[j][0] * w0, tot[j][1] * w0);
+        *reinterpret_cast<__nv_bfloat162*>(r0 + 8 * S::kRowBytes + col * 2) =
+            __floats2bfloat162_rn(tot[j][2] * w1, tot[j][3] * w1);
+      }
+      fence_proxy_async_smem();
+      __syncwarp();
+      if (lane < 16) {
+        const int r = warp * 16 + lane;
+        __nv_bfloat16* o = p.out + (std::size_t(e) * p.M + rt * kRowsPerTile + wg * 64 + r) * p.ld + tt * N;
+        bulk_store_s2g(o, region + r * S::kRowBytes, 2 * N);
+        bulk_store_commit();
+      }
+    } else if constexpr (kStaged == 1) {
       u8* region = smem + kStages * S::kStage + wg * S::kRegion;
       if (threadIdx.x % 128 == 0) bulk_store_wait_read();  // the previous tile's stores have read the region
       named_barrier(1 + wg, 128);
@@ -228,8 +305,9 @@ __global__ void __launch_bounds__(384, 1) grouped_ss(Params p) {
       }
     }
   }
-  if constexpr (kStaged)
-    if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // all stores done
+  if (kBatch == 3 && wg == 0 && !first_issue) named_barrier(4, 256);  // the second's last turn
+  if (kStaged == 2 ? lane < 16 : kStaged == 1 && threadIdx.x % 128 == 0)
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // all stores done
 }
 
 // The activations' bytes and scales, from a hash of their indices, so that the GPU fills them and
@@ -382,8 +460,9 @@ Weights make_weights(const Shape& sh, int experts) {
 // One kernel variant on one shape at `rows` tokens per expert: runs it, checks sampled rows of
 // three experts' outputs (every token), prints ms and TFLOP/s beside cuBLASLt's. False on a wrong
 // output.
-template <int N, int kStages, int kChunksPerScale, bool kOverlap = false, bool kStaged = false>
-bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float cublas_ms, bool store) {
+template <int N, int kStages, int kChunksPerScale, bool kOverlap = false, int kStaged = 0, int kBatch = 0,
+          int kCluster = 1>
+bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float cublas_ms, bool store, int peer = 0) {
   const int M = sh.M, K = sh.K, row_tiles = M / kRowsPerTile;
   const int tiles_e = (rows + N - 1) / N, padded = (rows + kRowPad - 1) / kRowPad * kRowPad;
   const int rows_pad = experts * padded + N;  // a last tile's copy may run past the last expert
@@ -404,21 +483,35 @@ bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float 
   CUDA_OK(cudaMemcpy(drow0, row0.data(), row0.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dtile0, tile0.data(), tile0.size() * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dout, 0xFF, out_elems * 2));  // NaN poison
-  const Params p{wt.w, wt.ws, dx, dxs, dout, drow0, dtile0, experts, M, K, rows_pad, rows, ld, store ? 1 : 0};
+  const Params p{wt.w, wt.ws, dx, dxs, dout, drow0, dtile0, experts, M, K, rows_pad, rows, ld, store ? 1 : 0, peer};
 
   using S = Smem<N, kStages, kStaged>;
   static_assert(S::kBytes <= 227 * 1024, "an H200 block has at most 227 KB of shared memory");
-  auto kernel = grouped_ss<N, kStages, kChunksPerScale, kOverlap, kStaged>;
+  auto kernel = grouped_ss<N, kStages, kChunksPerScale, kOverlap, kStaged, kBatch, kCluster>;
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kBytes));
   int sms = 0;
   CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int grid = std::min(sms, tile0[experts]);
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = S::kBytes, cfg.attrs = &attr, cfg.numAttrs = 1;
+  int resident = sms;  // blocks that run at once: with clusters, whole clusters where the GPCs hold them
+  if (kCluster > 1) {
+    CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cfg.gridDim = dim3(sms);
+    int clusters = 0;
+    CUDA_OK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+    resident = clusters * kCluster;
+  }
+  const int grid = std::min(resident, tile0[experts]) / kCluster * kCluster;
+  cfg.gridDim = dim3(grid);
   std::vector<float> t;
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0), cudaEventCreate(&e1);
   for (int i = 0; i < 13; ++i) {
     cudaEventRecord(e0);
-    kernel<<<grid, 384, S::kBytes>>>(p);
+    CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, p));
     cudaEventRecord(e1);
     CUDA_OK(cudaEventSynchronize(e1));
     float ms;
@@ -475,9 +568,9 @@ bool run_shape(const Shape& sh, const Weights& wt, int experts, int rows, float 
     }
   }
   const double flops = 2.0 * experts * double(rows) * M * K;
-  std::printf("%-6s rows/expert %5d  N %3d stages %d x_block %3d%s%s: %7.3f ms %7.1f TFLOP/s | cuBLASLt one GEMM %7.3f ms "
+  std::printf("%-6s rows/expert %5d  N %3d stages %d x_block %3d%s%s%s%s: %7.3f ms %7.1f TFLOP/s | cuBLASLt one GEMM %7.3f ms "
               "%7.1f TFLOP/s | time / cuBLASLt %.2f | %s %lld outputs, worst err %.1e, %lld bad\n",
-              sh.name, rows, N, kStages, 128 * kChunksPerScale, kOverlap ? " overlapped" : "", kStaged ? " staged" : "", ms, flops / (ms * 1e9), cublas_ms,
+              sh.name, rows, N, kStages, 128 * kChunksPerScale, kOverlap ? " overlapped" : "", kStaged ? (" staged " + std::to_string(kStaged)).c_str() : "", kBatch ? (" batched " + std::to_string(kBatch)).c_str() : "", kCluster > 1 ? (" cluster 2 peer " + std::to_string(peer) + ", grid " + std::to_string(grid)).c_str() : "", ms, flops / (ms * 1e9), cublas_ms,
               flops / (cublas_ms * 1e9), ms / cublas_ms, store ? "check" : "no stores, unchecked:", checked, worst, bad);
   std::fflush(stdout);
   cudaFree(dx), cudaFree(dxs), cudaFree(dout), cudaFree(drow0), cudaFree(dtile0);
@@ -509,10 +602,11 @@ int main(int argc, char** argv) {
     for (int rows : {146, 292, 585, 1170}) {
       if (only_rows && rows != only_rows) continue;
       const float cub = cublaslt_ms(sh.M, experts * rows, sh.K);
-      ok &= run_shape<160, 5, 2>(sh, wt, experts, rows, cub, store);
-      ok &= run_shape<160, 4, 2, false, true>(sh, wt, experts, rows, cub, store);
-      ok &= run_shape<192, 4, 2, false, true>(sh, wt, experts, rows, cub, store);
-      ok &= run_shape<128, 5, 2, false, true>(sh, wt, experts, rows, cub, store);
+      ok &= run_shape<160, 4, 2, false, 1, 2>(sh, wt, experts, rows, cub, store);
+      ok &= run_shape<160, 4, 2, false, 2, 2>(sh, wt, experts, rows, cub, store);
+      ok &= run_shape<160, 4, 2, false, 2, 3>(sh, wt, experts, rows, cub, store);
+      ok &= run_shape<192, 4, 2, false, 2, 2>(sh, wt, experts, rows, cub, store);
+      ok &= run_shape<192, 4, 2, false, 2, 3>(sh, wt, experts, rows, cub, store);
     }
     cudaFree(wt.w), cudaFree(wt.ws);
   }
