@@ -57,6 +57,13 @@ struct PathArithmetic {
   Accumulation accumulation = Accumulation::exact;
 };
 
+// Where the Hopper path's expert-GEMM kernels read the weights (docs/configs.md). mxfp4: layout
+// v3, converted to e4m3 in registers at every use. fp8_resident: an e4m3 copy of the same values
+// that prepare_weights makes once (twice the bytes of the MXFP4 weights), both wgmma operands read
+// from shared memory: faster where the GEMMs are compute-bound. The other paths read MXFP4.
+enum class WeightSource { mxfp4, fp8_resident };
+std::string_view to_string(WeightSource weights);
+
 struct TileShape {
   int bm = 0, bn = 0;
 };
@@ -77,6 +84,7 @@ struct BucketConfig {
   // needs stage1.bm == stage2.bm.
   bool fused_stages = false;
   CombineWire combine_wire = CombineWire::bf16;
+  WeightSource weights = WeightSource::mxfp4;  // not with fused_stages
   bool bounds_check = false;
 };
 

@@ -42,17 +42,24 @@ struct RuntimeOptions {
   // (every slot of every rank routed to this rank's experts). Rows past it are dropped, counted
   // (CallErrors::dropped_rows), and their tokens' outputs lack them.
   long long routed_rows_capacity = 0;
+  // Buckets whose config reads fp8_resident weights (Hopper path): false runs them on the mxfp4
+  // kernels instead, and prepare_weights makes no e4m3 copy (it takes twice the MXFP4 weights'
+  // bytes: 3.7 GB a rank for Kimi-K3). config() then says mxfp4 for every bucket.
+  bool fp8_resident_weights = true;
 };
 
 // Expert weights on the device, in the layout the runtime's kernels read (docs/layer.md):
-// v1 (checkpoint layout) for the portable path, v3 for the tensor-core and Hopper paths.
+// v1 (checkpoint layout) for the portable path, v3 for the tensor-core and Hopper paths, and on
+// the Hopper path, where a bucket of the config reads fp8_resident weights, their e4m3 copy too.
 class PreparedWeights {
  public:
   KernelPath path = KernelPath::portable;
   int experts = 0, model_dim = 0, inter_dim = 0;
   DeviceBuffer w1_packed, w1_scales, w2_packed, w2_scales;                 // v1
   DeviceBuffer w1_units, w1_row_scale, w2_units, w2_row_scale;  // v3
+  DeviceBuffer w1_resident, w2_resident;  // the fp8-resident copy (src/weights/fp8_resident_layout.hpp)
   std::size_t flushed_blocks = 0;  // v3: MX blocks too far below their row's largest, zeroed
+  std::size_t resident_bytes = 0;  // device memory the fp8-resident copy takes (0: none made)
 };
 
 // With a bucket's fused_stages (Hopper) both stages run as one kernel: stage1_ms holds it and

@@ -71,10 +71,13 @@ class Layer:
     path: "auto" (the fastest the GPU runs), "hopper", "tensor_core" or "portable".
     timeout_ms: the bound of every wait for another rank. routed_rows_capacity: rows a rank can
     receive (0: the worst case, world * max_tokens * topk); rows past it are dropped and counted.
+    fp8_resident_weights: where a bucket of the config reads an e4m3 copy of the weights (Hopper;
+    twice the MXFP4 bytes, made by load_weights), False refuses the copy and runs those buckets on
+    the MXFP4 kernels (docs/configs.md, "weights"); fp8_resident_bytes says what the copy takes.
     """
 
     def __init__(self, config="kimi_k3_a8w4", max_tokens=8192, device=0, *, path="auto", group=None,
-                 timeout_ms=5000, routed_rows_capacity=0):
+                 timeout_ms=5000, routed_rows_capacity=0, fp8_resident_weights=True):
         world, rank, transport, all_gather = 1, 0, "loopback", None
         if group is not None:
             import torch.distributed as dist
@@ -83,7 +86,8 @@ class Layer:
             transport, all_gather = "ipc", _torch_all_gather(group)
         self._device = _device_index(device)
         self._runtime = _megamoe.Runtime(str(config), int(max_tokens), self._device, path, world, rank, transport,
-                                         int(timeout_ms), all_gather, int(routed_rows_capacity))
+                                         int(timeout_ms), all_gather, int(routed_rows_capacity),
+                                         bool(fp8_resident_weights))
         self._info = self._runtime.info()
         self.handle = next(_handles)
         _layers[self.handle] = self
@@ -99,6 +103,8 @@ class Layer:
     model_dim = property(lambda self: self._info["model_dim"])
     inter_dim = property(lambda self: self._info["inter_dim"])
     topk = property(lambda self: self._info["topk"])
+    fp8_resident_bytes = property(lambda self: self._runtime.resident_bytes,
+                                  doc="device bytes of the weights' fp8-resident copy (0: none made)")
 
     @property
     def arithmetic(self):

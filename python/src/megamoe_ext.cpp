@@ -137,11 +137,13 @@ nb::list precompile(const std::string& config_name, const std::vector<int>& buck
 class PyRuntime {
  public:
   PyRuntime(const std::string& config, int max_tokens, int device, const std::string& path, int world, int rank,
-            const std::string& transport, int timeout_ms, nb::object all_gather, long long routed_rows_capacity) {
+            const std::string& transport, int timeout_ms, nb::object all_gather, long long routed_rows_capacity,
+            bool fp8_resident_weights) {
     RuntimeOptions o;
     o.device = device, o.max_tokens = max_tokens, o.path = path_from_name(path);
     o.world = world, o.rank = rank, o.transport = transport_from_name(transport), o.timeout_ms = timeout_ms;
     o.routed_rows_capacity = routed_rows_capacity;
+    o.fp8_resident_weights = fp8_resident_weights;
     if (!all_gather.is_none()) {
       // Called from create() and recover() with the GIL released: take it for the Python call.
       o.all_gather = [all_gather](const std::vector<std::uint8_t>& mine) {
@@ -226,6 +228,7 @@ class PyRuntime {
 
   void set_serial(bool serial) { runtime_->set_serial(serial); }
   bool has_weights() const { return weights_ != nullptr; }
+  std::size_t resident_bytes() const { return weights_ ? weights_->resident_bytes : 0; }
 
  private:
   static void check_count(const char* name, std::size_t got, std::size_t want) {
@@ -268,9 +271,9 @@ NB_MODULE(_megamoe, m) {
 
   nb::class_<PyRuntime>(m, "Runtime")
       .def(nb::init<const std::string&, int, int, const std::string&, int, int, const std::string&, int, nb::object,
-                    long long>(),
+                    long long, bool>(),
            "config"_a, "max_tokens"_a, "device"_a, "path"_a, "world"_a, "rank"_a, "transport"_a, "timeout_ms"_a,
-           "all_gather"_a.none(), "routed_rows_capacity"_a)
+           "all_gather"_a.none(), "routed_rows_capacity"_a, "fp8_resident_weights"_a)
       .def("load_mxfp4", &PyRuntime::load_mxfp4)
       .def("load_fp32", &PyRuntime::load_fp32)
       .def("load_bf16", &PyRuntime::load_bf16)
@@ -280,5 +283,6 @@ NB_MODULE(_megamoe, m) {
       .def("recover", &PyRuntime::recover)
       .def("info", &PyRuntime::info)
       .def("set_serial", &PyRuntime::set_serial)
-      .def_prop_ro("has_weights", &PyRuntime::has_weights);
+      .def_prop_ro("has_weights", &PyRuntime::has_weights)
+      .def_prop_ro("resident_bytes", &PyRuntime::resident_bytes);
 }

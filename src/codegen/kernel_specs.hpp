@@ -39,10 +39,11 @@ TypedSpec<Stage2TensorCoreArgs> stage2_tensor_core_spec(int bm, int inter_dim, C
 // x quantized once per token into the routed layout: quantize_rows' place on this path.
 TypedSpec<DispatchRowsArgs> dispatch_rows_spec(int x_block, bool bounds_check);
 // ep: sized for the EP kernel made of it (specs_ep.cpp), which keeps a few more words of static
-// shared memory.
+// shared memory. weights: fp8_resident reads the e4m3 copy (name part "fp8res").
 TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check,
-                                               bool ep = false);
-TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check, bool ep = false);
+                                               bool ep = false, WeightSource weights = WeightSource::mxfp4);
+TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check, bool ep = false,
+                                               WeightSource weights = WeightSource::mxfp4);
 // Both stages in one persistent kernel (a bucket's fused_stages).
 TypedSpec<StagesHopperArgs> stages_hopper_spec(const Activation& act, int bm, int x_block, CombineWire wire,
                                                bool bounds_check);
@@ -57,8 +58,10 @@ TypedSpec<Stage2PortableEpArgs> stage2_portable_ep_spec(int bm, CombineWire wire
 TypedSpec<Stage1TensorCoreEpArgs> stage1_tensor_core_ep_spec(const Activation& act, int bm, int model_dim,
                                                              bool bounds_check);
 TypedSpec<Stage2TensorCoreEpArgs> stage2_tensor_core_ep_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
-TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, int x_block, bool bounds_check);
-TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, bool bounds_check);
+TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, int x_block, bool bounds_check,
+                                                     WeightSource weights = WeightSource::mxfp4);
+TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, bool bounds_check,
+                                                     WeightSource weights = WeightSource::mxfp4);
 
 // Name parts shared by the builders.
 std::string wire_tag(CombineWire wire);            // "bf16", "fp8x32"

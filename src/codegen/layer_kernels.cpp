@@ -29,8 +29,8 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     k.bm1 = hopper_bm(b.stage1.bm), k.bm2 = hopper_bm(b.stage2.bm);
     HopperKernels h;
     h.dispatch = dispatch_rows_spec(k.arithmetic.x, b.bounds_check);
-    h.stage1 = stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check);
-    h.stage2 = stage2_hopper_spec(k.bm2, b.combine_wire, b.bounds_check);
+    h.stage1 = stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check, false, b.weights);
+    h.stage2 = stage2_hopper_spec(k.bm2, b.combine_wire, b.bounds_check, false, b.weights);
     if (b.fused_stages)
       h.stages = stages_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.combine_wire, b.bounds_check);
     k.path = std::move(h);
@@ -67,9 +67,10 @@ EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, Ker
   k.dispatch = dispatch_ep_spec(k.arithmetic.x, path == KernelPath::hopper, b.bounds_check);
   if (path == KernelPath::hopper) {
     k.bm1 = hopper_bm(b.stage1.bm), k.bm2 = hopper_bm(b.stage2.bm);
-    k.path = HopperEpKernels{stage1_hopper_ep_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check),
-                             stage2_hopper_ep_spec(k.bm2, b.combine_wire, b.bounds_check),
-                             stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check)};
+    k.path = HopperEpKernels{
+        stage1_hopper_ep_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check, b.weights),
+        stage2_hopper_ep_spec(k.bm2, b.combine_wire, b.bounds_check, b.weights),
+        stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check, false, b.weights)};
   } else if (path == KernelPath::tensor_core) {
     k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm);
     k.path = TensorCoreEpKernels{

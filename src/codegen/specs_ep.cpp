@@ -67,13 +67,16 @@ TypedSpec<Stage2TensorCoreEpArgs> stage2_tensor_core_ep_spec(int bm, int inter_d
                                                "ep/tensor_core_ep.cuh");
 }
 
-TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, int x_block, bool bounds_check) {
-  return ep_stage_spec<Stage1HopperEpArgs>(stage1_hopper_spec(act, bm, x_block, bounds_check, true),
+TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, int x_block, bool bounds_check,
+                                                     WeightSource weights) {
+  return ep_stage_spec<Stage1HopperEpArgs>(stage1_hopper_spec(act, bm, x_block, bounds_check, true, weights),
                                            "ep/hopper_ep.cuh");
 }
 
-TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, bool bounds_check) {
-  return ep_stage_spec<Stage2HopperEpArgs>(stage2_hopper_spec(bm, wire, bounds_check, true), "ep/hopper_ep.cuh");
+TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, bool bounds_check,
+                                                     WeightSource weights) {
+  return ep_stage_spec<Stage2HopperEpArgs>(stage2_hopper_spec(bm, wire, bounds_check, true, weights),
+                                           "ep/hopper_ep.cuh");
 }
 
 }  // namespace megamoe

@@ -22,30 +22,35 @@ namespace {
 // What every Hopper stage kernel of a token tile shares (`stage` as hopper_stages takes it): a
 // producer and two consumer warpgroups, its blocks per SM and shared memory, and the name parts
 // that spell them.
+// resident: the fp8-resident kernels (name part "fp8res"; the mxfp4 ones keep their names).
 template <class Args>
-TypedSpec<Args> hopper_tile_spec(const char* family, int bm, int stage, bool ep) {
+TypedSpec<Args> hopper_tile_spec(const char* family, int bm, int stage, bool ep, bool resident = false) {
   TypedSpec<Args> s;
   s.family = family;
   s.function = std::string("megamoe::") + family;
   s.threads = kHopperThreads;
   s.min_blocks = hopper_blocks_per_sm(bm);
-  s.shared_bytes = hopper_smem(bm, stage, ep);
+  s.shared_bytes = hopper_smem(bm, stage, ep, resident);
   s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kWeightRowsPerBlock),
-                  fmt::format("s{}", hopper_stages(bm, stage, ep)), fmt::format("b{}", s.min_blocks)};
+                  fmt::format("s{}", hopper_stages(bm, stage, ep, resident)), fmt::format("b{}", s.min_blocks)};
+  if (resident) s.name_parts.push_back("fp8res");
   return s;
 }
 }  // namespace
 
-TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check, bool ep) {
+TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check, bool ep,
+                                               WeightSource weights) {
   ActivationCode a = activation_code(act);
-  auto s = hopper_tile_spec<Stage1HopperArgs>("stage1_hopper", bm, 1, ep);
+  const bool resident = weights == WeightSource::fp8_resident;
+  auto s = hopper_tile_spec<Stage1HopperArgs>("stage1_hopper", bm, 1, ep, resident);
   s.name_parts.insert(s.name_parts.begin(), a.tag);
   s.name_parts.push_back(fmt::format("x{}", x_block));
   s.name_parts.push_back(bounds_tag(bounds_check));
   s.includes = {"moe/stage1_hopper.cuh"};
   s.preamble = a.preamble;
-  s.template_args = {a.type, std::to_string(bm), std::to_string(hopper_stages(bm, 1, ep)), std::to_string(s.min_blocks),
-                     std::to_string(x_block), std::to_string(s.shared_bytes), bool_literal(bounds_check)};
+  s.template_args = {a.type, std::to_string(bm), std::to_string(hopper_stages(bm, 1, ep, resident)),
+                     std::to_string(s.min_blocks), std::to_string(x_block), std::to_string(s.shared_bytes),
+                     bool_literal(bounds_check), bool_literal(resident)};
   s.cluster = 2;  // the two tiles of a 128-column block of h side by side
   return s;
 }
@@ -66,13 +71,16 @@ TypedSpec<StagesHopperArgs> stages_hopper_spec(const Activation& act, int bm, in
   return s;
 }
 
-TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check, bool ep) {
-  auto s = hopper_tile_spec<Stage2HopperArgs>("stage2_hopper", bm, 2, ep);
+TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check, bool ep,
+                                               WeightSource weights) {
+  const bool resident = weights == WeightSource::fp8_resident;
+  auto s = hopper_tile_spec<Stage2HopperArgs>("stage2_hopper", bm, 2, ep, resident);
   s.name_parts.push_back(wire_tag(wire));
   s.name_parts.push_back(bounds_tag(bounds_check));
   s.includes = {"moe/stage2_hopper.cuh"};
-  s.template_args = {std::to_string(bm), std::to_string(hopper_stages(bm, 2, ep)), std::to_string(s.min_blocks),
-                     std::to_string(s.shared_bytes), wire_code(wire), bool_literal(bounds_check)};
+  s.template_args = {std::to_string(bm), std::to_string(hopper_stages(bm, 2, ep, resident)),
+                     std::to_string(s.min_blocks), std::to_string(s.shared_bytes), wire_code(wire),
+                     bool_literal(bounds_check), bool_literal(resident)};
   return s;
 }
 

@@ -46,14 +46,14 @@ int hopper_static_smem(int bm, int stage, bool ep) {
 
 // As many stages as fit beside the head and the region, 2 to 12: an SM's 228 KB, less 1 KB the
 // system keeps per block, shared by its blocks.
-int hopper_stages(int bm, int stage, bool ep) {
+int hopper_stages(int bm, int stage, bool ep, bool resident) {
   const int limit = hopper_blocks_per_sm(bm) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
   const int room = limit - hopper_static_smem(bm, stage, ep) - hopper_dynamic_smem_bytes(bm, 0, region_ld(stage));
-  return std::clamp(room / hopper_stage_bytes(bm), 2, 12);
+  return std::clamp(room / hopper_stage_bytes(bm, resident), 2, 12);
 }
 
-int hopper_smem(int bm, int stage, bool ep) {
-  return hopper_dynamic_smem_bytes(bm, hopper_stages(bm, stage, ep), region_ld(stage));
+int hopper_smem(int bm, int stage, bool ep, bool resident) {
+  return hopper_dynamic_smem_bytes(bm, hopper_stages(bm, stage, ep, resident), region_ld(stage), resident);
 }
 
 }  // namespace megamoe

@@ -27,8 +27,9 @@ int hopper_blocks_per_sm(int bm);
 // Pipeline stages and dynamic shared memory of a Hopper kernel: `stage` 1, 2, or 3 (both stages
 // in one kernel, whose region is Stage2's, the longer); and its static shared memory. ep: the
 // kernel over several ranks, whose protocol keeps a few words of static shared memory more.
-int hopper_stages(int bm, int stage, bool ep = false);
-int hopper_smem(int bm, int stage, bool ep = false);
+// resident: the fp8-resident kernels, whose stages hold a 16 KB weight unit.
+int hopper_stages(int bm, int stage, bool ep = false, bool resident = false);
+int hopper_smem(int bm, int stage, bool ep = false, bool resident = false);
 int hopper_static_smem(int bm, int stage, bool ep = false);
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
 

@@ -55,4 +55,8 @@ std::string_view to_string(CombineWire wire) {
   return wire == CombineWire::bf16 ? "bf16" : "fp8_blockwise_1x32";
 }
 
+std::string_view to_string(WeightSource weights) {
+  return weights == WeightSource::mxfp4 ? "mxfp4" : "fp8_resident";
+}
+
 }  // namespace megamoe

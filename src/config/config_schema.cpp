@@ -163,13 +163,15 @@ void check_dispatch(ObjectReader r) {
 
 // Checks the fields present in a (partial) bucket entry.
 void check_bucket_entry(ObjectReader r) {
-  r.also_known({"stage1", "stage2", "dispatch", "stage2_two_stage_b", "fused_stages", "combine_wire", "bounds_check"});
+  r.also_known({"stage1", "stage2", "dispatch", "stage2_two_stage_b", "fused_stages", "combine_wire", "weights",
+                "bounds_check"});
   if (r.has("stage1")) check_tile(r.object("stage1"));
   if (r.has("stage2")) check_tile(r.object("stage2"));
   if (r.has("dispatch")) check_dispatch(r.object("dispatch"));
   if (r.has("stage2_two_stage_b")) r.boolean("stage2_two_stage_b");
   if (r.has("fused_stages")) r.boolean("fused_stages");
   if (r.has("combine_wire")) r.one_of("combine_wire", {"bf16", "fp8_blockwise_1x32"});
+  if (r.has("weights")) r.one_of("weights", {"mxfp4", "fp8_resident"});
   if (r.has("bounds_check")) r.boolean("bounds_check");
   r.no_unknown_fields();
 }
@@ -204,6 +206,7 @@ BucketConfig read_merged_bucket(const json& merged, int bucket, const std::strin
   b.combine_wire = get(merged, "combine_wire", "").get<std::string>() == "bf16"
                        ? CombineWire::bf16
                        : CombineWire::fp8_blockwise_1x32;
+  b.weights = merged.value("weights", "mxfp4") == "mxfp4" ? WeightSource::mxfp4 : WeightSource::fp8_resident;  // optional
   b.bounds_check = get(merged, "bounds_check", "").get<bool>();
   return b;
 }
@@ -223,6 +226,10 @@ void check_tiles_fit(const BucketConfig& b, const ModelShape& m, const std::stri
                       fmt::format("false where stage1.bm ({}) and stage2.bm ({}) differ: both stages then share one "
                                   "token tile",
                                   b.stage1.bm, b.stage2.bm));
+  if (b.fused_stages && b.weights == WeightSource::fp8_resident)
+    throw ConfigError(file, path + ".weights", "\"fp8_resident\"",
+                      "\"mxfp4\" where fused_stages is true: the fused kernel reads MXFP4 (small batches, where "
+                      "the weights' bytes count)");
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ EpDispatch dispatch_args(const EpCall& c, int blocks, bool persistent, bool rout
 template <class Stage1, class Stage2>
 void stage_args(const EpCall& c, Stage1& s1, Stage2& s2, bool routed) {
   fill_routed_fields(c.model, c.ws, s1, s2);
-  fill_weights(c.weights, s1, s2);
+  fill_weights(c.weights, s1, s2, c.bucket.weights);
   s1.x_q = routed ? static_cast<const u8*>(c.ws.x_q.get()) : in_region<const u8>(c, c.ep.recv_x_at);
   s1.tokens = c.ep.world * c.ep.max_tokens;              // receive rows
   s2.slots = c.ep.world * c.ep.max_tokens * c.model.topk;  // home wire rows

@@ -65,7 +65,7 @@ void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
   Stage1HopperArgs a1{};
   Stage2HopperArgs a2{};
   fill_routed_fields(m, ws, a1, a2);
-  fill_weights(w, a1, a2);
+  fill_weights(w, a1, a2, c.kernels.bucket->weights);
   a1.x_q = x_q, a1.x_scales = x_scales;
   a1.rows_pad = a2.rows_pad = ws.rows_pad;
   a1.tokens = c.tokens;

@@ -16,6 +16,7 @@
 #include "jit/diagnostics.hpp"
 #include "runtime/ep_launch.hpp"
 #include "runtime/layer_launch.hpp"
+#include "weights/fp8_resident_layout.hpp"
 #include "weights/tensor_core_layout.hpp"
 #include "megamoe/errors.hpp"
 
@@ -75,6 +76,9 @@ constexpr int kLoopbackExclusiveSmem = 116 * 1024;
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
     : config_(std::move(config)), options_(std::move(options)), device_(std::move(device)) {
   path_ = resolve_path(options_.path, config_.model, device_->kind(), device_->arch());
+  // Only the Hopper kernels read an fp8-resident copy, and only where the options allow it.
+  if (path_ != KernelPath::hopper || !options_.fp8_resident_weights)
+    for (BucketConfig& b : config_.buckets) b.weights = WeightSource::mxfp4;
   if (options_.max_tokens < 1 || options_.max_tokens > kMaxBucket)
     throw Error(fmt::format("megamoe: RuntimeOptions.max_tokens = {}, expected 1..{}", options_.max_tokens, kMaxBucket));
   check_group_options(config_, options_);
@@ -267,14 +271,21 @@ std::unique_ptr<PreparedWeights> Runtime::prepare_weights(const Mxfp4ExpertWeigh
     p->w2_scales = upload(w.w2_scales);
     return p;
   }
+  // The fp8-resident copy only where a bucket reads it (the constructor cleared it elsewhere).
+  const bool resident = std::any_of(config_.buckets.begin(), config_.buckets.end(),
+                                    [](const BucketConfig& b) { return b.weights == WeightSource::fp8_resident; });
   TensorCoreWeights w1 = to_tensor_core_layout(w.w1_packed.data(), w.w1_scales.data(), w.experts, 2 * w.inter_dim,
                                                w.model_dim, true);
   p->w1_units = upload(w1.units), p->w1_row_scale = upload(w1.row_scale);
+  p->flushed_blocks = w1.flushed_blocks;
+  if (resident) p->w1_resident = upload(to_fp8_resident_layout(w1, w.experts, 2 * w.inter_dim, w.model_dim));
   w1 = {};
   TensorCoreWeights w2 = to_tensor_core_layout(w.w2_packed.data(), w.w2_scales.data(), w.experts, w.model_dim,
                                                w.inter_dim, false);
   p->w2_units = upload(w2.units), p->w2_row_scale = upload(w2.row_scale);
-  p->flushed_blocks = w1.flushed_blocks + w2.flushed_blocks;
+  p->flushed_blocks += w2.flushed_blocks;
+  if (resident) p->w2_resident = upload(to_fp8_resident_layout(w2, w.experts, w.model_dim, w.inter_dim));
+  p->resident_bytes = p->w1_resident.bytes() + p->w2_resident.bytes();
   return p;
 }
 
@@ -329,6 +340,12 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
       if (ptr == nullptr)
         throw Error(
             fmt::format("megamoe: forward: {} is null with tokens = {}, expected a device pointer", name, tokens));
+  if (path_ == KernelPath::hopper && config_.bucket_for_tokens(std::max<std::int64_t>(tokens, 1)).weights ==
+                                         WeightSource::fp8_resident && !w.w1_resident.get())
+    throw Error(fmt::format("megamoe: forward: bucket {} of config {} reads the fp8-resident copy of the weights, which "
+                            "these weights lack (prepared by a runtime whose buckets use none, or with "
+                            "RuntimeOptions.fp8_resident_weights false): prepare them with this runtime",
+                            config_.bucket_for_tokens(std::max<std::int64_t>(tokens, 1)).bucket, config_.name));
   if (options_.world > 1) return forward_ep(w, x, ids, route_weights, y, int(tokens), stream);
   if (tokens == 0) return;
   const BucketKernels& kernels = kernels_for(tokens);

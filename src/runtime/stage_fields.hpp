@@ -28,17 +28,20 @@ void fill_routed_fields(const ModelShape& m, Workspace& ws, Stage1& s1, Stage2& 
   s1.errors = s2.errors = static_cast<int*>(ws.errors.get());
 }
 
-inline void fill_weights(const PreparedWeights& w, Stage1PortableArgs& s1, Stage2PortableArgs& s2) {  // layout v1
+inline void fill_weights(const PreparedWeights& w, Stage1PortableArgs& s1, Stage2PortableArgs& s2,
+                         WeightSource = WeightSource::mxfp4) {  // layout v1 (the runtime keeps mxfp4 off Hopper)
   s1.w1_packed = static_cast<const u8*>(w.w1_packed.get());
   s1.w1_scales = static_cast<const u8*>(w.w1_scales.get());
   s2.w2_packed = static_cast<const u8*>(w.w2_packed.get());
   s2.w2_scales = static_cast<const u8*>(w.w2_scales.get());
 }
+// Layout v3, or (weights fp8_resident, the Hopper kernels) the e4m3 copy with v3's row scales.
 template <class Stage1, class Stage2>
-void fill_weights(const PreparedWeights& w, Stage1& s1, Stage2& s2) {  // layout v3
-  s1.w1_units = static_cast<const u8*>(w.w1_units.get());
+void fill_weights(const PreparedWeights& w, Stage1& s1, Stage2& s2, WeightSource weights = WeightSource::mxfp4) {
+  const bool resident = weights == WeightSource::fp8_resident;
+  s1.w1_units = static_cast<const u8*>(resident ? w.w1_resident.get() : w.w1_units.get());
   s1.w1_row_scale = static_cast<const float*>(w.w1_row_scale.get());
-  s2.w2_units = static_cast<const u8*>(w.w2_units.get());
+  s2.w2_units = static_cast<const u8*>(resident ? w.w2_resident.get() : w.w2_units.get());
   s2.w2_row_scale = static_cast<const float*>(w.w2_row_scale.get());
 }
 

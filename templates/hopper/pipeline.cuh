@@ -80,6 +80,10 @@ MM_DEVICE void peer_arrive(u32 bar_addr) {
 MM_DEVICE void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// An arrival on hardware barrier `id` without waiting (the waiters use named_barrier).
+MM_DEVICE void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 template <int kRegs>
 MM_DEVICE void regs_dealloc() {

@@ -144,8 +144,8 @@ struct Stage1HopperArgs {
   const int* expert_offsets;
   const int* tile_offsets;
   const int* row_token;
-  const u8* w1_units;
-  const float* w1_row_scale;
+  const u8* w1_units;         // layout v3, or the fp8-resident copy for the fp8-resident kernels
+  const float* w1_row_scale;  // layout v3's row scales (both forms)
   int experts, model_dim, inter_dim;
   u8* h_q;
   float* h_scales;
@@ -162,7 +162,7 @@ struct Stage2HopperArgs {
   const int* tile_offsets;
   const int* row_slot;
   const float* row_weight;
-  const u8* w2_units;
+  const u8* w2_units;  // as Stage1HopperArgs::w1_units
   const float* w2_row_scale;
   int experts, model_dim, inter_dim;
   void* wire;

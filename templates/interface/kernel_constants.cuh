@@ -74,6 +74,11 @@ enum : int { kWeightRowsPerBlock = kSlabGroup * kSlabRows };
 // Bytes of one expert's matrix of rows x k values in layout v3: the words (4 bits a value) and
 // the exponents (a byte per 32).
 MM_SHARED_FN i64 layout_v3_expert_bytes(i64 rows, int k) { return rows * k / 2 + rows * (k / 32); }
+// The fp8-resident copy (src/weights/fp8_resident_layout.hpp): a block's unit of one 128-k chunk is
+// its 128 rows of e4m3 in the 128-byte swizzle; an expert's matrix, rows x k bytes (rows a
+// multiple of 128 here: the Hopper kernels' weight tiles).
+enum : int { kFp8ResidentUnitBytes = kWeightRowsPerBlock * 128 };
+MM_SHARED_FN i64 fp8_resident_expert_bytes(i64 rows, int k) { return rows * k; }
 
 // The portable kernels' tile along the weights (columns of the output).
 enum : int { kPortableThreads = 256, kPortableBn = 64 };
@@ -92,7 +97,7 @@ MM_SHARED_FN int tensor_core_smem_bytes(int bn, int stages, int k, int epilogue_
 // The Hopper kernels (moe/hopper_gemm.cuh): a producer warpgroup and two consumer warpgroups;
 // shared memory from a 1024-aligned base: the barriers (512 bytes) and kHopperTileInfos
 // TileInfo<BN> entries, then the stages, each 1024-aligned, of [activations BN x 128 B][the
-// unit][activation scales BN x 16 B], then the epilogue region [BN][ld] floats, ld
+// unit: layout v3's, or the fp8-resident copy's with `resident`][activation scales BN x 16 B], then the epilogue region [BN][ld] floats, ld
 // kStage1RegionLd (h's 64 columns and 4 of padding) or kStage2RegionLd (128 output columns and 4).
 enum : int { kHopperThreads = 384, kHopperTileInfos = 4, kHopperBarrierBytes = 512 };
 enum : int { kStage1RegionLd = 68, kStage2RegionLd = 132 };
@@ -101,14 +106,16 @@ MM_SHARED_FN int hopper_tile_info_bytes(int bn) { return 3 * 4 + bn * 8; }  // e
 MM_SHARED_FN int hopper_head_bytes(int bn) {
   return round_up_1024(kHopperBarrierBytes + kHopperTileInfos * hopper_tile_info_bytes(bn));
 }
-MM_SHARED_FN int hopper_stage_bytes(int bn) { return round_up_1024(bn * 128 + kLayoutV3UnitBytes + bn * 16); }
-MM_SHARED_FN int hopper_pipeline_bytes(int bn, int stages) {
-  return hopper_head_bytes(bn) + stages * hopper_stage_bytes(bn);
+MM_SHARED_FN int hopper_stage_bytes(int bn, bool resident = false) {
+  return round_up_1024(bn * 128 + (resident ? int(kFp8ResidentUnitBytes) : int(kLayoutV3UnitBytes)) + bn * 16);
+}
+MM_SHARED_FN int hopper_pipeline_bytes(int bn, int stages, bool resident = false) {
+  return hopper_head_bytes(bn) + stages * hopper_stage_bytes(bn, resident);
 }
 // The dynamic shared memory a Hopper kernel is launched with: 1023 bytes of alignment slack, the
 // pipeline and the region.
-MM_SHARED_FN int hopper_dynamic_smem_bytes(int bn, int stages, int region_ld) {
-  return 1024 + hopper_pipeline_bytes(bn, stages) + bn * region_ld * 4;
+MM_SHARED_FN int hopper_dynamic_smem_bytes(int bn, int stages, int region_ld, bool resident = false) {
+  return 1024 + hopper_pipeline_bytes(bn, stages, resident) + bn * region_ld * 4;
 }
 // Stage1's static shared memory (moe/stage1_hopper.cuh's Stage1PairShared): its rows' maxima, its
 // own and its cluster peer's two, and two barriers.

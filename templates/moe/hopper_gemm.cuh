@@ -18,6 +18,11 @@
 // columns that holds its routed rows (the main loop exists at every width up to BN).
 // Producer, consumers and storers walk the same tiles and chunks, so one running stage index
 // keeps them in step across tiles, and the producer runs ahead into the next tile.
+// kResident (the fp8-resident kernels, docs/layer.md): the weights come as the e4m3 copy
+// prepare_weights makes (a 16 KB unit per chunk, the values the conversion above would make), and
+// both wgmma operands are read from shared memory: the consumers only issue, promote and stash.
+// Each issues a whole scale block's chunks and waits once; the two warpgroups issue in turn
+// (IssueTurns), so one promotes or stashes while the other's wgmma run.
 #pragma once
 #include "common/e2m1_to_e4m3.cuh"
 #include "common/numerics.cuh"
@@ -25,6 +30,7 @@
 #include "moe/routed_tiles.cuh"
 #include "hopper/pipeline.cuh"
 #include "hopper/wgmma.cuh"
+#include "hopper/wgmma_ss_e4m3.cuh"
 
 namespace megamoe {
 
@@ -61,6 +67,26 @@ struct FirstTileGate {
   }
 };
 
+// The fp8-resident consumers' order of issue: the first warpgroup issues a scale block's wgmma,
+// then the second, then the first its next block, and so on across tiles, so that the tensor
+// cores always have the other's wgmma queued while one waits, promotes or stashes. Hardware
+// barriers 2 (the first has issued) and 3 (the second has); the storers use 1. Every consumer
+// thread keeps one, issues through it and calls finish() after its last tile.
+struct IssueTurns {
+  bool first = true;
+  MM_DEVICE void before(int wg) {
+    if (wg == 1) named_barrier(2, 256);
+    else if (!first) named_barrier(3, 256);
+  }
+  MM_DEVICE void after(int wg) {
+    named_barrier_arrive(wg == 0 ? 2 : 3, 256);
+    first = false;
+  }
+  MM_DEVICE void finish(int wg) {  // the second's last turn, which no later block of the first awaits
+    if (wg == 0 && !first) named_barrier(3, 256);
+  }
+};
+
 // What the consumers' epilogue needs of a tile, written by the producers.
 template <int BN>
 struct TileInfo {
@@ -74,7 +100,7 @@ struct TileInfo {
 // the latencies of a chunk, with the registers and shared memory halved. kScaleChunks: chunks of
 // 128 k per activation scale block (1, or an even count: the wgmma of a block's chunks sum into
 // one set of partial sums, promoted once per block).
-template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks = 1>
+template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks = 1, bool kResident = false>
 struct HopperGemm {
   static constexpr int kThreads = kHopperThreads, kProducers = 128, kConsumers = 256, kRows = kWeightRowsPerBlock;
   static constexpr int kBN = BN;
@@ -90,7 +116,7 @@ struct HopperGemm {
   // Small tiles at one block per SM also keep two chunks' wgmma in flight, where the registers
   // hold a second set of partial sums: the older chunk is promoted while the newer one runs
   // (consume_pairs).
-  static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN <= 80 && kScaleChunks == 1;
+  static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN <= 80 && kScaleChunks == 1 && !kResident;
   static_assert(kScaleChunks == 1 || kScaleChunks % 2 == 0, "scale blocks of one chunk or of an even count");
   // Two sets of fragments beside the sums and one set of partial sums fit 232 registers up to
   // 176 tokens.
@@ -100,15 +126,28 @@ struct HopperGemm {
   // stages of [activations BN x 128 B, swizzled][weight words 8 x 1 KB][exponents 8 x 64 B]
   // [activation scales BN x 4 f32 (2 used)], each stage 1024-aligned as the swizzle needs, then the
   // epilogue region (interface/kernel_constants.cuh: the host sizes the launch from the same functions).
-  static constexpr int kActBytes = BN * 128, kWordBytes = kSlabGroup * kSlabWordBytes,
-                       kExpBytes = kSlabGroup * kSlabExpBytes, kScaleBytes = BN * 16;
+  // kResident: the unit is the chunk's 128 rows of e4m3 (kWordBytes of them, no exponents), at a
+  // 1024-aligned offset (BN x 128 bytes in): the swizzle's atom, as the A descriptor needs.
+  static constexpr int kUnitBytes = kResident ? kFp8ResidentUnitBytes : kLayoutV3UnitBytes;
+  static constexpr int kActBytes = BN * 128, kWordBytes = kResident ? kUnitBytes : kSlabGroup * kSlabWordBytes,
+                       kExpBytes = kResident ? 0 : kSlabGroup * kSlabExpBytes, kScaleBytes = BN * 16;
   static constexpr int kWordsAt = kActBytes, kExpsAt = kWordsAt + kWordBytes, kScalesAt = kExpsAt + kExpBytes;
-  static constexpr int kStageBytes = hopper_stage_bytes(BN);
+  static constexpr int kStageBytes = hopper_stage_bytes(BN, kResident);
   static constexpr int kHeadBytes = hopper_head_bytes(BN);
-  static constexpr int kPipelineBytes = hopper_pipeline_bytes(BN, kStages);
+  static constexpr int kPipelineBytes = hopper_pipeline_bytes(BN, kStages, kResident);
   static_assert(kStageBytes == round_up_1024(kScalesAt + kScaleBytes), "a stage's parts, 1024-aligned");
   static_assert(int(sizeof(TileInfo<BN>)) == hopper_tile_info_bytes(BN), "the TileInfo ring's size");
   static_assert(2 * kStages + 2 * kInfos + 2 <= kHopperBarrierBytes / 8, "barriers fit their 512 bytes");
+  static_assert(kWordsAt % 1024 == 0, "the weights' chunk starts on a swizzle atom");
+
+  // Bytes of one expert's weights as the kernel reads them; the unit of a chunk within them.
+  MM_DEVICE static i64 expert_bytes(i64 rows, int k) {
+    return kResident ? fp8_resident_expert_bytes(rows, k) : layout_v3_expert_bytes(rows, k);
+  }
+  MM_DEVICE static const u8* unit(const u8* units, int group, int chunk, int chunks) {
+    return kResident ? units + ((i64)group * chunks + chunk) * kFp8ResidentUnitBytes
+                     : layout_v3_unit(units, group, chunk, chunks);
+  }
 
   MM_DEVICE static u8* align(u8* raw) {
     const u32 a = sm_addr(raw);
@@ -149,8 +188,8 @@ struct HopperGemm {
   MM_DEVICE static bool has_scales(int chunk) { return chunk % kScaleChunks == kScaleChunks - 1; }
 
   // One producer thread: stages the K / 128 chunks of a tile whose rows start at routed row p0.
-  // a_q / a_scales: the routed activations (rows_pad rows per chunk); units: the expert's layout-v3
-  // bytes, group the block's group of 8 slabs. Only the tile's routed rows, rounded up to
+  // a_q / a_scales: the routed activations (rows_pad rows per chunk); units: the expert's weights
+  // (layout v3, or the fp8-resident copy), group the block's group of 8 slabs. Only the tile's routed rows, rounded up to
   // the 8-row swizzle atom, are copied: an expert's rows rarely fill a tile at small batch, and
   // the columns past them are computed from stale shared memory and never stored. With `early`
   // the weights of the first stages are requested before wait_inputs() is called, which waits
@@ -167,10 +206,10 @@ struct HopperGemm {
       u8* st = stage(smem, r.index);
       u64* bar = full(smem, r.index);
       // layout v3: the block's words of the chunk, then their exponents, as the stage keeps them
-      static_assert(kExpsAt == kWordsAt + kWordBytes && kWordBytes + kExpBytes == kLayoutV3UnitBytes,
+      static_assert(kExpsAt == kWordsAt + kWordBytes && kWordBytes + kExpBytes == kUnitBytes,
                     "a unit lands in one copy");
-      mbar_arrive_expect_tx(bar, kWordBytes + kExpBytes + act_bytes + (has_scales(chunk) ? scale_bytes : 0u));
-      bulk_copy_g2s(st + kWordsAt, layout_v3_unit(units, group, chunk, chunks), kLayoutV3UnitBytes, bar);
+      mbar_arrive_expect_tx(bar, kUnitBytes + act_bytes + (has_scales(chunk) ? scale_bytes : 0u));
+      bulk_copy_g2s(st + kWordsAt, unit(units, group, chunk, chunks), kUnitBytes, bar);
     };
     int requested = 0;
     if (early) {
@@ -245,6 +284,18 @@ struct HopperGemm {
     wg_fence_acc(p);
   }
 
+  // kResident: the four wgmma of a stage for consumer warpgroup wg, its 64 weight rows and the
+  // tokens both from shared memory.
+  template <int PT>
+  MM_DEVICE static void issue_resident(const u8* st, int wg, float (&p)[PT][4], bool accumulate) {
+    const u64 desc_a = wg_desc_sw128(st + kWordsAt + wg * (kWordBytes / 2)), desc_b = wg_desc_sw128(st);
+    wg_fence_acc(p);
+    wg_fence();
+    for (int kb = 0; kb < 4; ++kb) WgmmaE4m3SS<8 * PT>::mma(p, desc_a + 2 * kb, desc_b + 2 * kb, accumulate || kb > 0);
+    wg_commit();
+    wg_fence_acc(p);
+  }
+
   MM_DEVICE static void release(u8* smem, int lane, int s) {
     __syncwarp();
     if (lane == 0) mbar_arrive(empty(smem, s));
@@ -288,25 +339,33 @@ struct HopperGemm {
   // 8j + 2t, 8j + 2t + 1. The wgmma span the narrowest multiple of 16 token columns that holds
   // the tile's `rows` (an expert's last tile is rarely full, and the wgmma's time and the
   // promotion's grow with the width); the columns past it stay zero.
-  MM_DEVICE static void consume(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4], int rows) {
+  // turns: the order of issue between the warpgroups (kResident only).
+  MM_DEVICE static void consume(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4], int rows,
+                                IssueTurns& turns) {
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
-    consume_width<BN>(smem, ctid, K, ps, acc, rows);
+    consume_width<BN>(smem, ctid, K, ps, acc, rows, turns);
   }
 
   template <int N>
-  MM_DEVICE static void consume_width(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4], int rows) {
+  MM_DEVICE static void consume_width(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4], int rows,
+                                      IssueTurns& turns) {
     if constexpr (N > 16) {
-      if (rows <= N - 16) return consume_width<N - 16>(smem, ctid, K, ps, acc, rows);
+      if (rows <= N - 16) return consume_width<N - 16>(smem, ctid, K, ps, acc, rows, turns);
     }
-    consume_at<N>(smem, ctid, K, ps, acc);
+    consume_at<N>(smem, ctid, K, ps, acc, turns);
   }
 
   // The main loop of a tile at width N.
   template <int N>
-  MM_DEVICE static void consume_at(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4]) {
+  MM_DEVICE static void consume_at(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4],
+                                   IssueTurns& turns) {
     const int warp = ctid >> 5, lane = ctid & 31;
     const int chunks = K / 128;
+    if constexpr (kResident) {
+      consume_resident<N>(smem, ctid >> 7, lane, chunks, ps, acc, turns);
+      return;
+    }
     u32 a0[4][4], a1[4][4];
     fetch(smem, ps, warp, lane, a0);
     if constexpr (kScaleChunks > 1) {
@@ -319,6 +378,29 @@ struct HopperGemm {
         step<N>(smem, warp, lane, chunk + 1 < chunks, ps, a0, a1, acc);
         if (chunk + 1 < chunks) step<N>(smem, warp, lane, chunk + 2 < chunks, ps, a1, a0, acc);
       }
+    }
+  }
+
+  // kResident: per scale block, its chunks' wgmma issued back to back in this warpgroup's turn and
+  // waited for once, the sums promoted with the scales of the block's last chunk, its stages handed
+  // back.
+  template <int N>
+  MM_DEVICE static void consume_resident(u8* smem, int wg, int lane, int chunks, Ring<kStages>& ps,
+                                         float (&acc)[NT][4], IssueTurns& turns) {
+    float p[N / 8][4];
+    for (int chunk = 0; chunk < chunks; chunk += kScaleChunks) {
+      Ring<kStages> r = ps, last = ps;
+      turns.before(wg);
+      for (int i = 0; i < kScaleChunks; ++i, r.advance()) {
+        mbar_wait(full(smem, r.index), r.phase);
+        issue_resident(stage(smem, r.index), wg, p, i > 0);
+        last = r;
+      }
+      turns.after(wg);
+      wg_wait<0>();
+      wg_fence_acc(p);
+      promote<false>(acc, p, stage(smem, last.index), lane & 3, {});
+      for (int i = 0; i < kScaleChunks; ++i, ps.advance()) release(smem, lane, ps.index);
     }
   }
 
@@ -449,16 +531,18 @@ struct HopperGemm {
     const int ctid = threadIdx.x - kProducers;
     Ring<kStages> ps;
     Ring<kInfos> ts;
+    IssueTurns turns;
     u32 phase = 0;
     for (int tile = walk.first; tile < walk.total; tile += walk.step, ts.advance(), phase ^= 1) {
       mbar_wait(tile_full(smem, ts.index), ts.phase);
       const TileInfo<BN>& ti = *info(smem, ts.index);
       float acc[NT][4];
-      consume(smem, ctid, K, ps, acc, ti.rows);
+      consume(smem, ctid, K, ps, acc, ti.rows, turns);
       mbar_wait(out_empty(smem), phase ^ 1);
       stash(ti, acc, ctid, region(smem));
       mbar_arrive(out_full(smem));  // releases this thread's writes to the region
     }
+    turns.finish(ctid >> 7);
   }
 };
 

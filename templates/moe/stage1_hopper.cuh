@@ -118,7 +118,7 @@ MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1Pai
   const i64 rows_e = 2LL * a.inter_dim;
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(smem, walk, a.x_q, a.x_scales, a.rows_pad, a.model_dim, a.w1_units,
-                       layout_v3_expert_bytes(rows_e, a.model_dim), fill,
+                       Gemm::expert_bytes(rows_e, a.model_dim), fill,
                        Stage1Storer<BN, Gemm::kStorers, kLd>{sh, rank, peer, a.rows_pad, a.h_q, a.h_scales}, gate);
   } else {
     Gemm::run_consumers(smem, walk, a.model_dim,
@@ -138,9 +138,10 @@ MM_DEVICE TileWalk stage1_hopper_tiles(const Stage1HopperArgs& a, int first, int
 // kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
 // here against what the pipeline and the region (h's [BN][kStage1RegionLd] floats: 68 keeps the
 // consumers' writes free of bank conflicts and the storers' rows 16-byte aligned) take.
-template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck>
+// kResident: a.w1_units is the fp8-resident copy (moe/hopper_gemm.cuh).
+template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck, bool kResident>
 MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
-  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, kXBlock / 128>;
+  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
   static_assert(1023 + Gemm::kPipelineBytes + BN * kStage1RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];

@@ -49,7 +49,7 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
                       int(gridDim.x)};
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
-        smem, walk, a.h_q, a.h_scales, a.rows_pad, inter_dim, a.w2_units, layout_v3_expert_bytes(rows_e, inter_dim),
+        smem, walk, a.h_q, a.h_scales, a.rows_pad, inter_dim, a.w2_units, Gemm::expert_bytes(rows_e, inter_dim),
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
           stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.row_slot, a.row_weight, a.rows_capacity, a.slots,
                                                        a.errors, nullptr, ti->out, ti->weight, lane);
@@ -67,10 +67,11 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
 }
 
 // kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
-// here against what the pipeline and the region take.
-template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck>
+// here against what the pipeline and the region take. kResident: a.w2_units is the fp8-resident
+// copy (moe/hopper_gemm.cuh).
+template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck, bool kResident>
 MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
-  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM>;
+  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, 1, kResident>;
   static_assert(1023 + Gemm::kPipelineBytes + BN * kStage2RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];

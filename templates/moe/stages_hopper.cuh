@@ -112,17 +112,18 @@ MM_DEVICE void stages_hopper(const StagesHopperArgs& a) {
     const int ctid = threadIdx.x - Gemm1::kProducers;
     Ring<kStages> ps;
     Ring<Gemm1::kInfos> ts;
+    IssueTurns turns;  // unused: the fp8-resident kernels are not fused
     u32 phase = 0;
     for (int tile = blockIdx.x; tile < total; tile += gridDim.x, ts.advance(), phase ^= 1) {
       mbar_wait(Gemm1::tile_full(smem, ts.index), ts.phase);
       const TileInfo<BN>& ti = *Gemm1::info(smem, ts.index);
       float acc[Gemm1::NT][4];
       if (tile < total1) {
-        Gemm1::consume(smem, ctid, model_dim, ps, acc, ti.rows);
+        Gemm1::consume(smem, ctid, model_dim, ps, acc, ti.rows, turns);
         mbar_wait(Gemm1::out_empty(smem), phase ^ 1);
         stage1_stash<Act, Gemm1, kLd1>(ti, acc, ctid, region, a.w1_row_scale, rows1);
       } else {
-        Gemm2::consume(smem, ctid, inter_dim, ps, acc, ti.rows);
+        Gemm2::consume(smem, ctid, inter_dim, ps, acc, ti.rows, turns);
         mbar_wait(Gemm1::out_empty(smem), phase ^ 1);
         Gemm2::stash_rows(acc, a.w2_row_scale + ti.expert * rows2, ti.col_tile, region, kLd2, ctid,
                           [&](int n) { return ti.weight[n]; });  // the route weight

@@ -74,8 +74,8 @@ TEST_CASE("NVRTC compiles the swiglu Stage1 kernels", "[nvrtc][swiglu]") {
 
 // ptxas serialises wgmma (each followed by a wait for all) when it finds accumulator registers
 // read while a wgmma group may be in flight (C7514) or too few registers for them (C7512), and
-// says so only as info: the kernels then run, correct and slow. Every width either stage can take
-// is compiled with -v and checked.
+// says so only as info: the kernels then run, correct and slow. Every width either stage can take,
+// mxfp4 and fp8-resident, is compiled with -v and checked.
 TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asynchronous", "[nvrtc][hopper]") {
   std::shared_ptr<const Compiler> compiler = make_compiler(BackendKind::cuda);
   KernelBuilder b(compiler, "sm_90a", {});
@@ -85,6 +85,12 @@ TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asy
   for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_hopper_spec(act, bm, 128, false));  // x per chunk
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, false));
   for (int bm : {16, 32, 48, 64, 160}) specs.push_back(stages_hopper_spec(act, bm, 256, CombineWire::bf16, false));
+  // The fp8-resident kernels (both operands from shared memory) at every width.
+  const WeightSource res = WeightSource::fp8_resident;
+  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, 256, false, false, res));
+  for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_hopper_spec(act, bm, 128, false, false, res));
+  for (int bm = 16; bm <= kHopperMaxBm; bm += 16)
+    specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, false, false, res));
   for (const KernelSpec& spec : specs) {
     PlannedKernel p = b.plan(spec);
     CompileInput in{p.rendered.name, p.rendered.source, p.rendered.headers, p.options};

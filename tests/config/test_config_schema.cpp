@@ -61,6 +61,15 @@ TEST_CASE("a valid config parses with defaults merged under bucket overrides", "
   Config f = parse_config(fused.dump(), "cfg/t.json");
   CHECK(f.bucket(8).fused_stages);
   CHECK_FALSE(f.bucket(16).fused_stages);
+
+  // weights: optional, mxfp4 unless a bucket (or the defaults) says fp8_resident.
+  CHECK(b8.weights == WeightSource::mxfp4);
+  json res = valid();
+  res["buckets"]["8"]["weights"] = "fp8_resident";
+  Config r = parse_config(res.dump(), "cfg/t.json");
+  CHECK(r.bucket(8).weights == WeightSource::fp8_resident);
+  CHECK(r.bucket(16).weights == WeightSource::mxfp4);
+  CHECK(to_string(r.bucket(8).weights) == "fp8_resident");
 }
 
 TEST_CASE("the built-in configs load", "[config]") {
@@ -164,6 +173,17 @@ TEST_CASE("config errors: impossible values", "[config]") {
   CHECK_THAT(fused.expected, Catch::Contains("stage1.bm (16)") && Catch::Contains("stage2.bm (64)"));
   CHECK(path_of([](json& d) { d["bucket_defaults"]["fused_stages"] = 1; }).json_path ==
         "$.bucket_defaults.fused_stages");
+  // The weights' source: one of two names; and the fused kernel reads only MXFP4.
+  ConfigError w = path_of([](json& d) { d["buckets"]["8"]["weights"] = "fp8"; });
+  CHECK(w.json_path == "$.buckets.8.weights");
+  CHECK_THAT(w.expected, Catch::Contains("\"mxfp4\"") && Catch::Contains("\"fp8_resident\""));
+  ConfigError wf = path_of([](json& d) {
+    d["buckets"]["8"]["stage2"] = {{"bm", 16}};
+    d["buckets"]["8"]["fused_stages"] = true;
+    d["buckets"]["8"]["weights"] = "fp8_resident";
+  });
+  CHECK(wf.json_path == "$.buckets.8.weights");
+  CHECK_THAT(wf.expected, Catch::Contains("fused_stages"));
   // A tile that does not divide the GEMM's N: inter_dim 128 is not a multiple of 96.
   ConfigError fit = path_of([](json& d) { d["buckets"]["8"]["stage1"]["bn"] = 96; });
   CHECK(fit.json_path == "$.buckets.8.stage1.bn");

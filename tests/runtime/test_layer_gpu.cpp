@@ -158,6 +158,10 @@ TEST_CASE("Kimi-K3 shape, swiglu (limit 7)", "[gpu][swiglu]") {
   run_cases(variant("kimi_swiglu"), kKimiSizes);
 }
 
+TEST_CASE("Kimi-K3 shape, fp8-resident weights (every bucket)", "[gpu][situv2][fp8res]") {
+  run_cases(variant("kimi_fp8res"), {{1}, {128}, {1024}, {8192}, {784, "ramp", 784}});
+}
+
 TEST_CASE("generic_a8w4", "[gpu][silu]") { run_cases("generic_a8w4", {{1}, {64}, {4096}}); }
 
 TEST_CASE("uneven routings: one expert, most experts empty, -1 slots, no tokens", "[gpu][situv2]") {

@@ -98,9 +98,10 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   std::string out;
   REQUIRE(test::run_command("'" MEGAMOE_GPU_TESTS_EXE "' --write-configs '" + dir.path().string() + "/cfg'", out) == 0);
   INFO(out);
-  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 8);
+  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 11);
   for (const char* name : {"kimi_silu", "kimi_swiglu", "kimi_fp8wire", "kimi_checked", "small_odd_chunks",
-                           "small_x256_partial", "kimi_fused", "small_odd_fused"}) {
+                           "small_x256_partial", "kimi_fused", "kimi_fp8res", "small_odd_fp8res", "small_x256_fp8res",
+                           "small_odd_fused"}) {
     const std::string path = dir.path().string() + "/cfg/" + name + ".json";
     Result list = precompile(dir.path().string(), "--config '" + path + "' --all --list --path hopper");
     INFO(list.out);

@@ -32,7 +32,7 @@
 #include "hopper/pipeline.cuh"
 #include "hopper/wgmma.cuh"
 #include "weights/fp8_resident_layout.hpp"
-#include "wgmma_ss_e4m3.cuh"  // generated beside this file
+#include "hopper/wgmma_ss_e4m3.cuh"
 
 using namespace megamoe;
 
@@ -78,9 +78,6 @@ MM_DEVICE void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared
 MM_DEVICE void bulk_store_s2g(void* dst, const void* src, u32 bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(sm_addr(src)), "r"(bytes)
                : "memory");
-}
-MM_DEVICE void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 MM_DEVICE void bulk_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 MM_DEVICE void bulk_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }

@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "hopper/wgmma.cuh"
-#include "wgmma_ss_e4m3.cuh"  // generated beside this file
+#include "hopper/wgmma_ss_e4m3.cuh"
 
 using namespace megamoe;
 

@@ -146,6 +146,9 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
     prepared.push_back(rt->prepare_weights(world == 1 ? all_weights
                                                       : workload::slice_experts(all_weights, rt->rank() * m.experts_per_rank,
                                                                                 m.experts_per_rank)));
+  if (prepared[0]->resident_bytes)
+    fmt::print("fp8-resident copy of the weights: {:.2f} GB a rank (buckets with weights fp8_resident)\n",
+               prepared[0]->resident_bytes / 1e9);
   std::vector<StreamHandle> streams;
   for (Runtime* rt : ranks) streams.push_back(rt->device().create_stream());
   fmt::print("{:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>10} {:>10} {:>7} {:>6}\n", "tokens", "bucket",
