@@ -12,13 +12,15 @@
 #   multi: on a machine of several GPUs (issue 24), W = their count: both configs over ipc and
 #          peer with checks, the serial path, and the bench's fused, serial and floor (peer)
 #   multi-suite: the suite's EP cases with a rank per GPU (MEGAMOE_TEST_EP_TRANSPORT=peer)
+#   fp8res: the fp8-resident kernels: the suite's cases (same bits as mxfp4, references, over
+#          loopback ranks), megamoe-run --check at every bucket, the bench's crossover
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ab | ep-tools | python | multi | multi-suite | full) ;;
-  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|multi|multi-suite|full]" >&2; exit 2 ;;
+case "$mode" in quick | ep | ab | ep-tools | python | multi | multi-suite | fp8res | full) ;;
+  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -38,6 +40,17 @@ step() {  # bound in seconds, then the command
   if [ "$mode" = ep ]; then
     step 560 ./build/tests/megamoe_gpu_tests "[ep]" --durations yes
     echo "gpu_session status $status (ep)"
+    exit $status
+  fi
+  if [ "$mode" = fp8res ]; then
+    # build/test-configs: the suite's config variants (gpu_session_cache.sh writes them; carry it).
+    step 200 ./build/tests/megamoe_gpu_tests "[fp8res]" --durations yes
+    step 150 ./build/tests/megamoe_gpu_tests "EP loopback: every activation*" --durations yes
+    step 240 ./build/megamoe-run --config build/test-configs/kimi_fp8res.json --check --ref-tokens 64 \
+      --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
+    step 140 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --crossover --reps 10 \
+      --bs 256,512,1024,2048,4096,8192 --json "$out/bench_crossover.json"
+    echo "gpu_session status $status (fp8res)"
     exit $status
   fi
   if [ "$mode" = ab ]; then

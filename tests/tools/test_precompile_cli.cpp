@@ -58,9 +58,10 @@ TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
   CHECK(count(list.out, "\nmegamoe_") == 10);  // route_count, route, quantize, 3 x stage1, 3 x stage2, combine
   Result dry = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --dry-run");
   CHECK(dry.status == 0);
-  CHECK(count(dry.out, "would compile") == 15);  // sm_90a: the Hopper path, 6 + 5 token tiles
+  // sm_90a: the Hopper path, 6 + 5 token tiles, and the fp8-resident Stage1 and Stage2 of 8192 on
+  CHECK(count(dry.out, "would compile") == 17);
   Result both = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path all");
-  CHECK(count(both.out, "\nmegamoe_") == 31);  // route_count, route, combine shared; 3 quantizers, 6 + 8 + 11 stages
+  CHECK(count(both.out, "\nmegamoe_") == 33);  // route_count, route, combine shared; 3 quantizers, 6 + 8 + 13 stages
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_tensor_core_situv2_bm128_bw128_s4_bc0"));
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm160_bw128_s5_b1_x256_bc0"));
   CHECK(precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path fast").status == 2);

@@ -31,7 +31,8 @@ namespace {
 
 constexpr const char* kTool = "megamoe-bench";
 const char* kUsage = R"(usage: megamoe-bench --world W --config NAME [--bs LIST] [--path auto|portable|tensor_core|hopper]
-                     [--against CONFIG] [--transport loopback|peer] [--reps N] [--seed S] [--json FILE]
+                     [--against CONFIG] [--crossover] [--transport loopback|peer] [--reps N] [--seed S]
+                     [--json FILE]
 
 --world 1: times the layer of a config on GPU 0 (the per-rank load of bs x topk routed rows over
 experts_per_rank experts, uniform routing) and prints per batch size the Stage1, Stage2,
@@ -40,6 +41,10 @@ bandwidth, FLOPs / fp8 rate) with both ceilings measured sustained in the same r
 time / floor. --against CONFIG also times the same model with CONFIG's bucket table (tiles,
 dispatch blocks, combine wire: with_buckets_of), side by side with it on the same inputs, and
 prints both totals and their ratio (against / config: above 1, the config is faster).
+--crossover (Hopper path) also times the config's table with every bucket's weights mxfp4 and
+with every bucket's fp8_resident (fused_stages buckets stay mxfp4), side by side on the same
+inputs, and names the crossover: the batch size from which fp8_resident is the faster at every
+size measured.
 --world W > 1: the W ranks of an expert-parallel group in this process (--transport loopback,
 the default: every rank on GPU 0; peer: rank r on GPU r), bs tokens a rank, uniform routing over
 every rank's experts: per batch size the fused and the serial call's time (the slowest rank's)
@@ -59,7 +64,16 @@ struct Row {
   int input_sets = 0, experts_touched = 0;
   double stage1_ms = 0, stage2_ms = 0, call_ms = 0, total_ms = 0, floor_ms = 0, bytes_ms = 0, flops_ms = 0;
   double against_total_ms = 0;  // --against: the other bucket table's total
+  double mxfp4_total_ms = 0, resident_total_ms = 0;  // --crossover
 };
+
+// The config with every bucket's weights `w` (fused_stages buckets keep mxfp4: their kernel reads
+// only that), named for it.
+Config with_weights(Config c, WeightSource w) {
+  for (BucketConfig& b : c.buckets) b.weights = b.fused_stages ? WeightSource::mxfp4 : w;
+  c.name += fmt::format("_{}", to_string(w));
+  return c;
+}
 
 // One call's inputs, and its output poisoned.
 struct InputSet {
@@ -107,6 +121,7 @@ LayerTimes time_layer(Runtime& rt, const PreparedWeights& w, const std::vector<I
 int main(int argc, char** argv) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // loopback ranks' streams on queues of their own (docs/ep.md)
   std::string config_name, json_path, against_name;
+  bool crossover = false;
   KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
   int world = 0, reps = 20;
@@ -126,6 +141,7 @@ int main(int argc, char** argv) {
     else if (s == "--seed") seed = std::uint64_t(cli::parse_int(kTool, s, value()));
     else if (s == "--json") json_path = value();
     else if (s == "--against") against_name = value();
+    else if (s == "--crossover") crossover = true;
     else if (s == "--transport") {
       const std::string t = value();
       if (t != "loopback" && t != "peer") cli::usage_error(kTool, "--transport expects loopback or peer, got '" + t + "'");
@@ -137,6 +153,7 @@ int main(int argc, char** argv) {
   if (world < 1 || world > 8) cli::usage_error(kTool, "--world expects 1..8");
   if (reps < 3) cli::usage_error(kTool, "--reps must be at least 3");
   if (!against_name.empty() && world != 1) cli::usage_error(kTool, "--against is for --world 1");
+  if (crossover && world != 1) cli::usage_error(kTool, "--crossover is for --world 1");
   if (sizes.empty() || *std::min_element(sizes.begin(), sizes.end()) < 1)
     cli::usage_error(kTool, "--bs needs sizes of at least 1");
 
@@ -157,6 +174,14 @@ int main(int argc, char** argv) {
     const ModelShape& m = cfg.model;
     fmt::print("config {} on {} ({}), {} path, world 1\n", cfg.name, dev.name(), dev.arch(), to_string(rt->path()));
     if (other) fmt::print("against: {} (side by side on the same inputs)\n", other->config().name);
+    if (crossover && rt->path() != KernelPath::hopper)
+      throw Error("megamoe-bench: --crossover compares the Hopper path's weight sources; this GPU runs " +
+                  std::string(to_string(rt->path())));
+    std::unique_ptr<Runtime> rt_mxfp4 =
+        crossover ? Runtime::create(with_weights(config, WeightSource::mxfp4), options) : nullptr;
+    std::unique_ptr<Runtime> rt_resident =
+        crossover ? Runtime::create(with_weights(config, WeightSource::fp8_resident), options) : nullptr;
+    if (crossover) fmt::print("crossover: every bucket mxfp4 against every bucket fp8_resident, on the same inputs\n");
 
     const bench::Ceilings ceilings = bench::measure_and_print_ceilings(dev);
     const bench::Ceiling &copy = ceilings.copy, &fp8 = ceilings.fp8;
@@ -165,11 +190,15 @@ int main(int argc, char** argv) {
     const Mxfp4ExpertWeights weights = workload::random_weights(m, seed);
     auto prepared = rt->prepare_weights(weights);
     auto other_prepared = other ? other->prepare_weights(weights) : nullptr;
+    auto mxfp4_prepared = crossover ? rt_mxfp4->prepare_weights(weights) : nullptr;
+    auto resident_prepared = crossover ? rt_resident->prepare_weights(weights) : nullptr;
+    if (crossover) fmt::print("fp8-resident copy: {:.2f} GB\n", resident_prepared->resident_bytes / 1e9);
     StreamHandle stream = dev.create_stream();
     std::vector<Row> rows;
-    fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}{}\n", "bs", "sets", "experts", "stage1_ms",
+    fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}{}{}\n", "bs", "sets", "experts", "stage1_ms",
                "stage2_ms", "call_ms", "total_ms", "floor_ms", "time/floor",
-               other ? fmt::format(" {:>10} {:>8}", "against_ms", "ratio") : "");
+               other ? fmt::format(" {:>10} {:>8}", "against_ms", "ratio") : "",
+               crossover ? fmt::format(" {:>10} {:>10} {:>8}", "mxfp4_ms", "fp8res_ms", "res/mx") : "");
     for (std::int64_t bs : sizes) {
       Row row;
       row.bs = bs;
@@ -200,15 +229,31 @@ int main(int argc, char** argv) {
       const LayerTimes t = time_layer(*rt, *prepared, sets, bs, reps, stream);
       row.stage1_ms = t.stage1_ms, row.stage2_ms = t.stage2_ms, row.call_ms = t.call_ms, row.total_ms = t.total_ms;
       if (other) row.against_total_ms = time_layer(*other, *other_prepared, sets, bs, reps, stream).total_ms;
-      fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}{}\n", bs,
+      if (crossover) {
+        row.mxfp4_total_ms = time_layer(*rt_mxfp4, *mxfp4_prepared, sets, bs, reps, stream).total_ms;
+        row.resident_total_ms = time_layer(*rt_resident, *resident_prepared, sets, bs, reps, stream).total_ms;
+      }
+      fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}{}{}\n", bs,
                  row.input_sets, row.experts_touched, row.stage1_ms, row.stage2_ms, row.call_ms, row.total_ms,
                  row.floor_ms, row.total_ms / row.floor_ms,
                  other ? fmt::format(" {:>10.3f} {:>8.2f}", row.against_total_ms, row.against_total_ms / row.total_ms)
-                       : "");
+                       : "",
+                 crossover ? fmt::format(" {:>10.3f} {:>10.3f} {:>8.2f}", row.mxfp4_total_ms, row.resident_total_ms,
+                                         row.resident_total_ms / row.mxfp4_total_ms)
+                           : "");
       std::fflush(stdout);  // a row as soon as it is measured, also into a pipe
       rows.push_back(row);
     }
     dev.destroy_stream(stream);
+    // The crossover: the first size from which fp8_resident is the faster at every size measured.
+    std::optional<std::int64_t> cross;
+    if (crossover) {
+      for (auto it = rows.rbegin(); it != rows.rend() && it->resident_total_ms < it->mxfp4_total_ms; ++it) cross = it->bs;
+      if (cross)
+        fmt::print("crossover: fp8_resident is the faster from bs {} on (of the sizes measured)\n", *cross);
+      else
+        fmt::print("crossover: none: mxfp4 is the faster at the largest size measured\n");
+    }
     if (!json_path.empty()) {
       nlohmann::json j = {{"config", cfg.name}, {"device", dev.name()}, {"arch", dev.arch()},
                           {"path", std::string(to_string(rt->path()))}, {"world", 1},
@@ -228,11 +273,21 @@ int main(int argc, char** argv) {
           j["buckets"][i]["against_total_ms"] = rows[i].against_total_ms,
           j["buckets"][i]["against_over_config"] = rows[i].against_total_ms / rows[i].total_ms;
       }
+      if (crossover) {
+        j["crossover_bs"] = cross ? nlohmann::json(*cross) : nlohmann::json(nullptr);
+        j["fp8_resident_bytes"] = resident_prepared->resident_bytes;
+        for (std::size_t i = 0; i < rows.size(); ++i)
+          j["buckets"][i]["mxfp4_total_ms"] = rows[i].mxfp4_total_ms,
+          j["buckets"][i]["fp8_resident_total_ms"] = rows[i].resident_total_ms;
+      }
       std::ofstream(json_path) << j.dump(2) << "\n";
     }
     fmt::print("stages: median of {} direct calls; call: median of {} single calls, each waited for; total: median "
                "of {} graph replays over the input sets{}\n",
                reps, reps, reps, other ? "; against: the other bucket table's total, ratio: against / total" : "");
+    if (crossover)
+      fmt::print("mxfp4_ms, fp8res_ms: totals with every bucket's weights so; res/mx: their ratio (below 1, "
+                 "fp8_resident is the faster)\n");
     return 0;
   } catch (const NoGpuError& e) {
     fmt::print(stderr, "{}\n", e.what());
