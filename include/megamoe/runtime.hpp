@@ -50,7 +50,7 @@ struct RuntimeOptions {
 
 // Expert weights on the device, in the layout the runtime's kernels read (docs/layer.md):
 // v1 (checkpoint layout) for the portable path, v3 for the tensor-core and Hopper paths, and on
-// the Hopper path, where a bucket of the config reads fp8_resident weights, their e4m3 copy too.
+// the Hopper path, where a bucket up to max_tokens reads fp8_resident weights, their e4m3 copy too.
 class PreparedWeights {
  public:
   KernelPath path = KernelPath::portable;

@@ -271,9 +271,12 @@ std::unique_ptr<PreparedWeights> Runtime::prepare_weights(const Mxfp4ExpertWeigh
     p->w2_scales = upload(w.w2_scales);
     return p;
   }
-  // The fp8-resident copy only where a bucket reads it (the constructor cleared it elsewhere).
-  const bool resident = std::any_of(config_.buckets.begin(), config_.buckets.end(),
-                                    [](const BucketConfig& b) { return b.weights == WeightSource::fp8_resident; });
+  // The fp8-resident copy only where a bucket this runtime can use (up to max_tokens' bucket)
+  // reads it; the constructor cleared it on other paths and where the options refuse it.
+  const int top = bucket_for_tokens(options_.max_tokens);
+  const bool resident = std::any_of(config_.buckets.begin(), config_.buckets.end(), [&](const BucketConfig& b) {
+    return b.bucket <= top && b.weights == WeightSource::fp8_resident;
+  });
   TensorCoreWeights w1 = to_tensor_core_layout(w.w1_packed.data(), w.w1_scales.data(), w.experts, 2 * w.inter_dim,
                                                w.model_dim, true);
   p->w1_units = upload(w1.units), p->w1_row_scale = upload(w1.row_scale);

@@ -10,6 +10,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SMALL_CONFIG = str(ROOT / "tests" / "python" / "configs" / "small_a8w4.json")
+SMALL_FP8RES_CONFIG = str(ROOT / "tests" / "python" / "configs" / "small_a8w4_fp8res.json")  # the same, fp8-resident
 
 # Never the user's kernel cache: a cache of the tests' own unless the caller names one.
 os.environ.setdefault("MEGAMOE_CACHE_DIR", tempfile.mkdtemp(prefix="megamoe-pytest-cache-"))

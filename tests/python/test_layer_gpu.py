@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import megamoe
-from conftest import ROOT, SMALL_CONFIG
+from conftest import ROOT, SMALL_CONFIG, SMALL_FP8RES_CONFIG
 
 pytestmark = pytest.mark.gpu
 EXACT_BAR = 0.06  # relL2 against the exact reference, as megamoe-run --check
@@ -237,6 +237,29 @@ def test_dense_bf16_weights_are_quantized_as_the_host_quantizer_does(ex):
     x, ids, w = inputs(layer, 16, seed=14)
     assert ex.rel_l2(layer(x, ids, w), ex.reference_experts(info, x, ids, w, w1f, w2f)) <= EXACT_BAR
     assert np.array_equal(megamoe.dequantize_mxfp4(p1, s1), w1f.cpu().numpy())
+
+
+def test_fp8_resident_weights_give_the_mxfp4_bits_and_can_be_refused(small, ex):
+    import torch
+
+    layer, info, _, _ = small
+    E, D, I = layer.experts_per_rank, layer.model_dim, layer.inter_dim
+    gen = torch.Generator(device="cuda").manual_seed(11)  # the small fixture's weights
+    weights = ex.random_mxfp4(info, E, "cuda", gen)
+    resident = megamoe.Layer(SMALL_FP8RES_CONFIG, max_tokens=256, device=0)
+    refused = megamoe.Layer(SMALL_FP8RES_CONFIG, max_tokens=256, device=0, fp8_resident_weights=False)
+    for other in (resident, refused):
+        assert other.fp8_resident_bytes == 0  # nothing before the weights
+        other.load_weights(weights[0], weights[2], weights[1], weights[3])
+    if resident.path != "hopper":
+        pytest.skip(f"the fp8-resident kernels are Hopper kernels; this GPU runs the {resident.path} path")
+    assert resident.fp8_resident_bytes == E * (2 * I * D + D * I)  # e4m3: a byte a value
+    assert refused.fp8_resident_bytes == 0 and layer.fp8_resident_bytes == 0
+    for tokens in (1, 40, 256):
+        x, ids, w = inputs(layer, tokens, seed=tokens + 300)
+        y = layer(x, ids, w)
+        assert torch.equal(resident(x, ids, w).view(torch.int16), y.view(torch.int16))
+        assert torch.equal(refused(x, ids, w).view(torch.int16), y.view(torch.int16))
 
 
 def test_kimi_k3_layer_matches_plain_pytorch_fp32(ex):
