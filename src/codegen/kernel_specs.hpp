@@ -53,6 +53,8 @@ TypedSpec<RouteEpArgs> route_ep_spec();
 // routed: x into the routed layout (the Hopper path), else only the rows' metadata.
 TypedSpec<DispatchEpArgs> dispatch_ep_spec(int x_block, bool routed, bool bounds_check);
 TypedSpec<CombineEpArgs> combine_ep_spec(CombineWire wire);
+// Not a layer kernel: megamoe-bench's flag latency between two ranks (ep/flag_pingpong.cuh).
+TypedSpec<FlagPingPongArgs> flag_pingpong_spec();
 TypedSpec<Stage1PortableEpArgs> stage1_portable_ep_spec(const Activation& act, int bm, bool bounds_check);
 TypedSpec<Stage2PortableEpArgs> stage2_portable_ep_spec(int bm, CombineWire wire, bool bounds_check);
 TypedSpec<Stage1TensorCoreEpArgs> stage1_tensor_core_ep_spec(const Activation& act, int bm, int model_dim,

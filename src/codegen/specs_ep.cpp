@@ -47,6 +47,15 @@ TypedSpec<CombineEpArgs> combine_ep_spec(CombineWire wire) {
   return ep_stage_spec<CombineEpArgs>(combine_spec(wire), "ep/combine_ep.cuh");
 }
 
+TypedSpec<FlagPingPongArgs> flag_pingpong_spec() {
+  TypedSpec<FlagPingPongArgs> s;
+  s.family = "flag_pingpong";
+  s.includes = {"ep/flag_pingpong.cuh"};
+  s.function = "megamoe::flag_pingpong";
+  s.threads = 32;
+  return s;
+}
+
 TypedSpec<Stage1PortableEpArgs> stage1_portable_ep_spec(const Activation& act, int bm, bool bounds_check) {
   return ep_stage_spec<Stage1PortableEpArgs>(stage1_portable_spec(act, bm, bounds_check), "ep/portable_ep.cuh");
 }

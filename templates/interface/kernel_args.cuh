@@ -324,4 +324,17 @@ struct CombineEpArgs {
   EpArgs ep;
 };
 
+// flag_pingpong (ep/flag_pingpong.cuh; megamoe-bench --world W): one thread on each of two GPUs (or
+// two blocks of one) passing a flag back and forth `rounds` times, as the EP kernels' signals go:
+// the leader writes round r into `theirs` (the other's memory), the other waits for it in `mine`
+// and answers. status: 0, or 1 when a wait passed timeout_ns (nothing hangs).
+struct FlagPingPongArgs {
+  static constexpr const char* kName = "FlagPingPongArgs";
+  u32* mine;
+  u32* theirs;
+  int rounds, leads;
+  u64 timeout_ns;
+  int* status;
+};
+
 }  // namespace megamoe

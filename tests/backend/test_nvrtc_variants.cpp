@@ -105,6 +105,13 @@ TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asy
   }
 }
 
+TEST_CASE("NVRTC compiles megamoe-bench's flag ping-pong kernel", "[nvrtc]") {
+  KernelBuilder b(make_compiler(BackendKind::cuda), "sm_90a", {});
+  BuildReport r = b.build(flag_pingpong_spec());
+  CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
+  CHECK(r.kernel->symbol == "megamoe_flag_pingpong");
+}
+
 TEST_CASE("NVRTC refuses an arch it does not know, naming it", "[nvrtc]") {
   CHECK_THROWS_WITH(KernelBuilder(make_compiler(BackendKind::cuda), "sm_12345", {}),
                     Catch::Contains("sm_12345") && Catch::Contains("sm_90"));

@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/ceilings.hpp"
+#include "codegen/kernel_specs.hpp"
 #include "common/workload.hpp"
+#include "jit/kernel_builder.hpp"
 #include "megamoe/megamoe.hpp"
 
 namespace megamoe::bench {
@@ -38,6 +40,44 @@ float time_call(std::vector<std::unique_ptr<Runtime>>& ranks, std::vector<Stream
     worst = std::max(worst, ranks[r]->device().elapsed_ms(start[r], stop[r]));
   }
   return worst;
+}
+
+// The one-way latency of a flag from rank 0's GPU to rank 1's, in us: the EP kernels' release
+// store and acquire load passed back and forth `rounds` times by one thread a side (two blocks of
+// one GPU on loopback), half a round trip, the median of 5 runs timed on rank 0's stream. Each
+// wait is bounded; a run that timed out throws.
+double flag_latency_us(Device& d0, Device& d1) {
+  const TypedSpec<FlagPingPongArgs> spec = flag_pingpong_spec();
+  const BuildReport built = shared_kernel_builder(d0.kind(), d0.arch()).build(spec);
+  std::unique_ptr<Module> m0 = d0.load_module(built.kernel->binary), m1 = d1.load_module(built.kernel->binary);
+  void* f0 = m0->function(built.kernel->symbol);
+  void* f1 = m1->function(built.kernel->symbol);
+  constexpr int kRounds = 10000;
+  DeviceBuffer flag0(d0, 64), flag1(d1, 64), status(d0, 64);
+  StreamHandle s0 = d0.create_stream(), s1 = d1.create_stream();
+  EventHandle start = d0.create_event(), stop = d0.create_event();
+  std::vector<float> us;
+  for (int rep = 0; rep < 6; ++rep) {
+    d0.fill_bytes(flag0.get(), 0, 64), d1.fill_bytes(flag1.get(), 0, 64), d0.fill_bytes(status.get(), 0, 64);
+    FlagPingPongArgs lead{static_cast<u32*>(flag0.get()), static_cast<u32*>(flag1.get()), kRounds, 1, 2000000000ull,
+                          static_cast<int*>(status.get())};
+    FlagPingPongArgs answer{static_cast<u32*>(flag1.get()), static_cast<u32*>(flag0.get()), kRounds, 0, 2000000000ull,
+                            static_cast<int*>(status.get())};
+    void* a1[] = {&answer};
+    void* a0[] = {&lead};
+    d1.launch(f1, Dim3{1}, Dim3{32}, 0, s1, a1);  // the answering side waits first
+    d0.record(start, s0);
+    d0.launch(f0, Dim3{1}, Dim3{32}, 0, s0, a0);
+    d0.record(stop, s0);
+    d0.synchronize(s0), d1.synchronize(s1);
+    int failed = 0;
+    d0.copy_to_host(&failed, status.get(), 4);
+    if (failed) throw Error("megamoe-bench: the flag ping-pong between rank 0 and rank 1 timed out (2 s a wait)");
+    if (rep > 0) us.push_back(d0.elapsed_ms(start, stop) * 1000.f / (2.f * kRounds));
+  }
+  d0.destroy_event(start), d0.destroy_event(stop);
+  d0.destroy_stream(s0), d1.destroy_stream(s1);
+  return bench::median(us);
 }
 
 }  // namespace
@@ -74,6 +114,11 @@ int run_group_bench(const GroupBenchOptions& o) {
     fmt::print("peer copy GPU {} -> GPU {}: {:.0f} GB/s (256 MiB, median of 10)\n", dev0.ordinal(), dev1.ordinal(),
                peer_gb_per_s);
   }
+  // The latency the protocol's signals pay between two ranks (on loopback: within one GPU).
+  const double flag_us = flag_latency_us(dev0, ranks[1]->device());
+  fmt::print("flag latency rank 0 -> rank 1 ({}): {:.2f} us one way (half a round trip of a release store and an "
+             "acquire load, 10000 round trips, median of 5)\n",
+             o.transport == Transport::loopback ? "two blocks of one GPU" : "GPU to GPU", flag_us);
   const Mxfp4ExpertWeights all = workload::random_group_weights(m, o.world, o.seed);
   std::vector<std::unique_ptr<PreparedWeights>> weights;
   std::vector<StreamHandle> streams;
@@ -145,6 +190,7 @@ int run_group_bench(const GroupBenchOptions& o) {
                                             {"path", std::string(to_string(ranks[0]->path()))},
                                             {"copy_tb_per_s", ceilings.tbps}, {"fp8_tflop_per_s", ceilings.tflops},
                                             {"peer_copy_gb_per_s", peer_gb_per_s},
+                                            {"flag_latency_us", flag_us},
                                             {"buckets", rows}}
                                  .dump(2)
                           << "\n";

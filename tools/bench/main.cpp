@@ -49,7 +49,9 @@ size measured.
 the default: every rank on GPU 0; peer: rank r on GPU r), bs tokens a rank, uniform routing over
 every rank's experts: per batch size the fused and the serial call's time (the slowest rank's)
 and their ratio, measured side by side, and the floor (the slowest rank's, at the ceilings
-measured in the same run) with fused / floor.
+measured in the same run) with fused / floor; before them the latency of a flag from rank 0 to
+rank 1 (half a round trip; on loopback between two blocks of one GPU) and, over peer, the copy
+rate from GPU 0 to GPU 1.
   --config C   built-in config name, or a path ending in .json
   --bs LIST    default 1,8,32,64,128,256,512,1024,2048,4096,8192
   --reps N     timed repetitions per measurement (default 20); medians are reported
