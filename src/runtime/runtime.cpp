@@ -343,12 +343,12 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
       if (ptr == nullptr)
         throw Error(
             fmt::format("megamoe: forward: {} is null with tokens = {}, expected a device pointer", name, tokens));
-  if (path_ == KernelPath::hopper && config_.bucket_for_tokens(std::max<std::int64_t>(tokens, 1)).weights ==
-                                         WeightSource::fp8_resident && !w.w1_resident.get())
+  const BucketConfig& bucket = config_.bucket_for_tokens(std::max<std::int64_t>(tokens, 1));
+  if (bucket.weights == WeightSource::fp8_resident && !w.w1_resident.get())  // only ever set on the Hopper path
     throw Error(fmt::format("megamoe: forward: bucket {} of config {} reads the fp8-resident copy of the weights, which "
                             "these weights lack (prepared by a runtime whose buckets use none, or with "
                             "RuntimeOptions.fp8_resident_weights false): prepare them with this runtime",
-                            config_.bucket_for_tokens(std::max<std::int64_t>(tokens, 1)).bucket, config_.name));
+                            bucket.bucket, config_.name));
   if (options_.world > 1) return forward_ep(w, x, ids, route_weights, y, int(tokens), stream);
   if (tokens == 0) return;
   const BucketKernels& kernels = kernels_for(tokens);

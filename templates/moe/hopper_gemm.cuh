@@ -189,7 +189,8 @@ struct HopperGemm {
 
   // One producer thread: stages the K / 128 chunks of a tile whose rows start at routed row p0.
   // a_q / a_scales: the routed activations (rows_pad rows per chunk); units: the expert's weights
-  // (layout v3, or the fp8-resident copy), group the block's group of 8 slabs. Only the tile's routed rows, rounded up to
+  // (layout v3, or the fp8-resident copy), group the block's group of 8 slabs (its weight tile).
+  // Only the tile's routed rows, rounded up to
   // the 8-row swizzle atom, are copied: an expert's rows rarely fill a tile at small batch, and
   // the columns past them are computed from stale shared memory and never stored. With `early`
   // the weights of the first stages are requested before wait_inputs() is called, which waits
