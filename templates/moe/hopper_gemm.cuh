@@ -128,7 +128,7 @@ struct HopperGemm {
   // epilogue region (interface/kernel_constants.cuh: the host sizes the launch from the same functions).
   // kResident: the unit is the chunk's 128 rows of e4m3 (kWordBytes of them, no exponents), at a
   // 1024-aligned offset (BN x 128 bytes in): the swizzle's atom, as the A descriptor needs.
-  static constexpr int kUnitBytes = kResident ? kFp8ResidentUnitBytes : kLayoutV3UnitBytes;
+  static constexpr int kUnitBytes = kResident ? int(kFp8ResidentUnitBytes) : int(kLayoutV3UnitBytes);
   static constexpr int kActBytes = BN * 128, kWordBytes = kResident ? kUnitBytes : kSlabGroup * kSlabWordBytes,
                        kExpBytes = kResident ? 0 : kSlabGroup * kSlabExpBytes, kScaleBytes = BN * 16;
   static constexpr int kWordsAt = kActBytes, kExpsAt = kWordsAt + kWordBytes, kScalesAt = kExpsAt + kExpBytes;
