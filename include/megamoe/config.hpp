@@ -26,22 +26,31 @@ struct ModelShape {
   int topk = 0;
 };
 
+// The dispatch wire is each path's own (fp8 e4m3 with the path's x scale blocks, docs/layer.md).
 struct QuantFormats {
-  std::string activations;    // "fp8_e4m3"
-  std::string weights;        // "mxfp4"
-  std::string dispatch_wire;  // "fp8_e4m3_1x32"
+  std::string activations;  // "fp8_e4m3"
+  std::string weights;      // "mxfp4"
 };
 
 enum class CombineWire { bf16, fp8_blockwise_1x32 };
 
 // Which expert-GEMM kernels run: the portable ones (CUDA cores, any GPU), the tensor-core ones
-// (fp8 mma.sync, NVIDIA sm_89 and later) or the Hopper ones (wgmma, warp-specialised, sm_90a);
-// the last two need both GEMMs' K a multiple of 128. automatic picks hopper on sm_90a, then
-// tensor_core where it can run, else portable.
+// (fp8 mma.sync, NVIDIA sm_89 and later) or the Hopper ones (wgmma, warp-specialised, sm_90a).
+// What each needs of the shape and the GPU is one table (docs/layer.md, "Shape contract");
+// automatic picks the fastest that can run: hopper, then tensor_core, else portable.
 enum class KernelPath { automatic, portable, tensor_core, hopper };
 std::string_view to_string(KernelPath path);
 // "auto" (or "automatic"), "portable", "tensor_core" or "hopper"; an Error naming the value otherwise.
 KernelPath path_from_name(std::string_view name);
+
+// The path a runtime runs and why. note: empty, or (automatic only) why a faster path that this
+// GPU has cannot run the config (a shape off its multiple, shared memory past the GPU's limit);
+// the runtime also prints it once as a warning.
+struct PathChoice {
+  KernelPath requested = KernelPath::automatic;
+  KernelPath path = KernelPath::portable;
+  std::string note;
+};
 std::string_view to_string(CombineWire wire);
 
 // How a kernel path's matrix instructions sum. exact: as fp32 sums do, to within about 1e-7 of
@@ -64,8 +73,10 @@ struct PathArithmetic {
 enum class WeightSource { mxfp4, fp8_resident };
 std::string_view to_string(WeightSource weights);
 
+// A stage's tile along the tokens (the routed rows of one expert a block takes at once); the tile
+// along the weight rows is each path's own (128 on the tensor-core and Hopper paths).
 struct TileShape {
-  int bm = 0, bn = 0;
+  int bm = 0;
 };
 
 struct DispatchOptions {
@@ -79,7 +90,6 @@ struct BucketConfig {
   int bucket = 0;  // a power of two from kMinBucket to kMaxBucket
   TileShape stage1, stage2;
   DispatchOptions dispatch;
-  bool stage2_two_stage_b = false;
   // Hopper path: Stage1 and Stage2 in one persistent kernel (no launch boundary between them);
   // needs stage1.bm == stage2.bm.
   bool fused_stages = false;
@@ -119,8 +129,7 @@ std::vector<std::string> builtin_config_names();
 
 // `model`'s layer (shape, activation, formats) with `buckets`'s bucket table (tiles, dispatch,
 // combine wire, ...), named "<model>_with_<buckets>_buckets": the same model tuned another way, for
-// timing side by side (megamoe-bench --against). Throws ConfigError where a bucket's tiles do not
-// fit the model.
+// timing side by side (megamoe-bench --against).
 Config with_buckets_of(const Config& model, const Config& buckets);
 
 }  // namespace megamoe

@@ -94,6 +94,8 @@ class Runtime {
   const Config& config() const { return config_; }
   const RuntimeOptions& options() const { return options_; }
   KernelPath path() const { return path_; }  // resolved: portable, tensor_core or hopper
+  // The path and, where automatic runs a slower one than this GPU's fastest, why (config.hpp).
+  const PathChoice& path_choice() const { return path_choice_; }
   int rank() const { return options_.rank; }
   int world() const { return options_.world; }
   PathArithmetic arithmetic() const;  // how this runtime's path rounds and sums (for the references)
@@ -153,6 +155,7 @@ class Runtime {
   RuntimeOptions options_;
   std::unique_ptr<Device> device_;
   KernelPath path_ = KernelPath::portable;
+  PathChoice path_choice_;
   std::unique_ptr<Workspace> workspace_;
   std::map<int, std::unique_ptr<BucketKernels>> loaded_;  // by bucket
   // Several ranks:

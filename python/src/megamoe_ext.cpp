@@ -52,7 +52,6 @@ nb::dict config_info(const std::string& name) {
   d["activation"] = std::string(to_string(c.activation.kind));
   d["beta"] = c.activation.beta, d["linear_beta"] = c.activation.linear_beta, d["limit"] = c.activation.limit;
   d["activations_format"] = c.quant.activations, d["weights_format"] = c.quant.weights;
-  d["dispatch_wire"] = c.quant.dispatch_wire;
   nb::list buckets;
   for (const BucketConfig& b : c.buckets) buckets.append(b.bucket);
   d["buckets"] = buckets;
@@ -108,7 +107,7 @@ nb::list precompile(const std::string& config_name, const std::vector<int>& buck
   std::shared_ptr<const Compiler> compiler(make_compiler(BackendKind::cuda));
   if (arch.empty()) arch = compiler->default_arch();
   KernelBuilder& builder = shared_kernel_builder(BackendKind::cuda, arch);
-  const KernelPath p = resolve_path(path_from_name(path), config.model, BackendKind::cuda, arch);
+  const KernelPath p = resolve_path(path_from_name(path), config, BackendKind::cuda, arch);
   std::vector<PrecompileJob> plan = plan_precompile(builder, config, buckets, {p}, world);
   if (jobs <= 0) jobs = int(std::max(1u, std::thread::hardware_concurrency()));
   {
@@ -216,6 +215,7 @@ class PyRuntime {
     const PathArithmetic a = runtime_->arithmetic();
     nb::dict d;
     d["config"] = c.name, d["path"] = std::string(to_string(runtime_->path()));
+    d["path_note"] = runtime_->path_choice().note;
     d["world"] = runtime_->world(), d["rank"] = runtime_->rank();
     d["max_tokens"] = runtime_->options().max_tokens, d["device"] = runtime_->options().device;
     d["experts_per_rank"] = c.model.experts_per_rank, d["model_dim"] = c.model.model_dim;

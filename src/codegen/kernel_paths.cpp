@@ -1,41 +1,56 @@
 #include "codegen/kernel_paths.hpp"
 
-#include <cstdlib>
+#include <mutex>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "codegen/path_requirements.hpp"
 #include "codegen/tile_sizes.hpp"
+#include "jit/diagnostics.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {
 
-bool path_runs(KernelPath path, const ModelShape& m, BackendKind backend, const std::string& arch) {
-  int sm = 0;
-  if (backend == BackendKind::cuda && arch.starts_with("sm_")) sm = std::atoi(arch.c_str() + 3);
-  const bool fits = m.model_dim % 128 == 0 && m.inter_dim % 128 == 0;
-  switch (path) {
-    case KernelPath::portable: return true;
-    case KernelPath::tensor_core: return sm >= 89 && fits;
-    case KernelPath::hopper: return backend == BackendKind::cuda && arch == "sm_90a" && fits;
-    case KernelPath::automatic: return true;
-  }
-  return false;
+bool path_runs(KernelPath path, const Config& c, BackendKind backend, const std::string& arch) {
+  return path == KernelPath::automatic || path_refusal(path, c, backend, arch).empty();
 }
 
-KernelPath resolve_path(KernelPath requested, const ModelShape& m, BackendKind backend, const std::string& arch) {
-  if (requested == KernelPath::automatic) {
-    for (KernelPath p : {KernelPath::hopper, KernelPath::tensor_core})
-      if (path_runs(p, m, backend, arch)) return p;
-    return KernelPath::portable;
+PathChoice choose_path(KernelPath requested, const Config& c, BackendKind backend, const std::string& arch) {
+  PathChoice choice;
+  choice.requested = requested;
+  if (requested != KernelPath::automatic) {
+    if (std::string why = path_refusal(requested, c, backend, arch); !why.empty())
+      throw Error(fmt::format("megamoe: {}", why));
+    choice.path = requested;
+    return choice;
   }
-  if (!path_runs(requested, m, backend, arch))
-    throw Error(fmt::format("megamoe: the {} path needs {} and model_dim and inter_dim multiples of 128; got {} {}, "
-                            "model_dim {}, inter_dim {}",
-                            to_string(requested),
-                            requested == KernelPath::hopper ? "a cuda GPU of sm_90 (built as sm_90a)"
-                                                            : "a cuda GPU of sm_89 or later",
-                            to_string(backend), arch, m.model_dim, m.inter_dim));
-  return requested;
+  // The fastest path that runs; each faster one the device has (refused for this config, not
+  // for the device) goes into the note.
+  std::string slower_because;
+  for (const PathRequirements& r : path_table()) {
+    const std::string why = path_refusal(r.path, c, backend, arch);
+    if (why.empty()) {
+      choice.path = r.path;
+      break;
+    }
+    if (device_refusal(r.path, backend, arch).empty()) slower_because += (slower_because.empty() ? "" : "; ") + why;
+  }
+  if (!slower_because.empty())
+    choice.note = fmt::format("config {} runs the {} path on {} {}, slower than the GPU's fastest: {}", c.name,
+                              to_string(choice.path), to_string(backend), arch, slower_because);
+  return choice;
+}
+
+void announce_path_choice(const PathChoice& choice) {
+  if (choice.note.empty()) return;
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  {
+    std::lock_guard lock(mutex);
+    if (!said.insert(choice.note).second) return;
+  }
+  warn(choice.note);
 }
 
 PathArithmetic path_arithmetic(KernelPath path, const ModelShape& m) {

@@ -1,4 +1,5 @@
-// Which kernel path runs where, and how each path rounds and sums.
+// Which kernel path runs where (by the shape contract, codegen/path_requirements.hpp), and how
+// each path rounds and sums.
 #pragma once
 #include <string>
 
@@ -7,10 +8,16 @@
 
 namespace megamoe {
 
-// Whether a (resolved) path's kernels can run for a backend and arch.
-bool path_runs(KernelPath path, const ModelShape& shape, BackendKind backend, const std::string& arch);
-// automatic resolved for a backend and arch; a path that cannot run there is an Error.
-KernelPath resolve_path(KernelPath requested, const ModelShape& shape, BackendKind backend, const std::string& arch);
+// Whether a (resolved) path's kernels can run the config on a backend and arch.
+bool path_runs(KernelPath path, const Config& config, BackendKind backend, const std::string& arch);
+// The path that runs for `requested` (automatic: the fastest that can run), and where it is not
+// the fastest the backend and arch have, why. A requested path that cannot run is an Error.
+PathChoice choose_path(KernelPath requested, const Config& config, BackendKind backend, const std::string& arch);
+inline KernelPath resolve_path(KernelPath requested, const Config& config, BackendKind backend, const std::string& arch) {
+  return choose_path(requested, config, backend, arch).path;
+}
+// A choice's note as a warning (jit/diagnostics.hpp: stderr), once per process for each distinct note.
+void announce_path_choice(const PathChoice& choice);
 
 // How a (resolved) path rounds and sums: its x and h scale blocks and its matrix instructions'
 // accumulation (Runtime::arithmetic(); the emulating reference repeats it).

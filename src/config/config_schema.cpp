@@ -1,11 +1,13 @@
 // The config schema: JSON -> megamoe::Config. Every mistake becomes a ConfigError naming the
 // file, the JSON path, the value and what was expected. docs/configs.md describes the schema.
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "codegen/path_requirements.hpp"
 #include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
 
@@ -14,7 +16,12 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::string_view kSchema = "megamoe-config/1";
+constexpr std::string_view kSchema = "megamoe-config/2";
+// Version 1 is read only far enough to name the first field it sets that version 2 no longer has.
+constexpr std::string_view kSchemaV1 = "megamoe-config/1";
+constexpr std::string_view kV2Changes =
+    "version 2 renames stage1.bm and stage2.bm to token_tile and drops stage1.bn, stage2.bn, stage2_two_stage_b, "
+    "fused_stages and quant.dispatch_wire; docs/configs.md";
 
 std::string show(const json& v) {
   std::string s = v.dump();
@@ -81,9 +88,16 @@ class ObjectReader {
   void also_known(std::initializer_list<const char*> names) {
     for (auto n : names) optional_.insert(n);
   }
+  // Fields an earlier schema had here, with what became of them.
+  void removed(std::initializer_list<std::pair<const char*, const char*>> fields) {
+    for (auto [name, fate] : fields) removed_[name] = fate;
+  }
 
-  // Every field present must have been read.
+  // Every field present must have been read; a removed one is named with its fate.
   void no_unknown_fields() const {
+    for (auto& [k, v] : obj_.items())
+      if (auto it = removed_.find(k); it != removed_.end() && !read_.count(k))
+        fail(at(k), show(v), fmt::format("no such field in {}: {}", kSchema, it->second));
     for (auto& [k, v] : obj_.items())
       if (!read_.count(k)) {
         std::set<std::string> all = read_;
@@ -99,6 +113,7 @@ class ObjectReader {
   std::string path_;
   const std::string& file_;
   std::set<std::string> read_, optional_;
+  std::map<std::string, std::string> removed_;
 };
 
 ModelShape read_model(ObjectReader r) {
@@ -108,10 +123,13 @@ ModelShape read_model(ObjectReader r) {
   m.inter_dim = int(r.integer("inter_dim", 64, 1 << 16));
   m.topk = int(r.integer("topk", 1, 64));
   r.no_unknown_fields();
-  // Both are a GEMM's K (split into 32-value MX blocks) and a GEMM's N (split into the portable
-  // kernels' 64-column tiles).
-  if (m.model_dim % 64) r.fail(r.at("model_dim"), std::to_string(m.model_dim), "a multiple of 64");
-  if (m.inter_dim % 64) r.fail(r.at("inter_dim"), std::to_string(m.inter_dim), "a multiple of 64");
+  // The least of the paths' multiples (codegen/path_requirements.hpp): every config runs on one.
+  const PathRequirements& least = least_requirements();
+  for (auto [key, v] : {std::pair{"model_dim", m.model_dim}, std::pair{"inter_dim", m.inter_dim}})
+    if (v % least.dim_multiple)
+      r.fail(r.at(key), std::to_string(v),
+             fmt::format("a multiple of {} (the {} path's: {})", least.dim_multiple, to_string(least.path),
+                         least.dim_reason));
   return m;
 }
 
@@ -136,7 +154,9 @@ QuantFormats read_quant(ObjectReader r) {
   QuantFormats q;
   q.activations = r.one_of("activations", {"fp8_e4m3"});
   q.weights = r.one_of("weights", {"mxfp4"});
-  q.dispatch_wire = r.one_of("dispatch_wire", {"fp8_e4m3_1x32"});
+  r.removed({{"dispatch_wire",
+              "the dispatch wire is each kernel path's own (fp8 e4m3 with the path's x scale blocks, docs/layer.md); "
+              "remove the field"}});
   r.no_unknown_fields();
   return q;
 }
@@ -144,11 +164,13 @@ QuantFormats read_quant(ObjectReader r) {
 // Bucket entries: `bucket_defaults` and each `buckets.N` may set any subset of the fields;
 // a bucket's values are the defaults with its own entry merged over them.
 void check_tile(ObjectReader r) {
-  r.also_known({"bm", "bn"});
-  for (auto key : {"bm", "bn"}) {
-    if (!r.has(key)) continue;
-    std::int64_t v = r.integer(key, 16, 256);
-    if (v % 16) r.fail(r.at(key), std::to_string(v), "a multiple of 16 in [16, 256]");
+  r.also_known({"token_tile"});
+  r.removed({{"bm", "renamed token_tile (the tokens a block takes at once)"},
+             {"bn", "the tile along the weight rows is each kernel path's own (128 rows on the tensor-core and Hopper "
+                    "paths, 64 on the portable one); remove the field"}});
+  if (r.has("token_tile")) {
+    std::int64_t v = r.integer("token_tile", 16, 256);
+    if (v % 16) r.fail(r.at("token_tile"), std::to_string(v), "a multiple of 16 in [16, 256]");
   }
   r.no_unknown_fields();
 }
@@ -163,13 +185,12 @@ void check_dispatch(ObjectReader r) {
 
 // Checks the fields present in a (partial) bucket entry.
 void check_bucket_entry(ObjectReader r) {
-  r.also_known({"stage1", "stage2", "dispatch", "stage2_two_stage_b", "fused_stages", "combine_wire", "weights",
-                "bounds_check"});
+  r.also_known({"stage1", "stage2", "dispatch", "combine_wire", "weights", "bounds_check"});
+  r.removed({{"stage2_two_stage_b", "no kernel read it; remove the field"},
+             {"fused_stages", "the kernel running both stages at once was no faster and is gone; remove the field"}});
   if (r.has("stage1")) check_tile(r.object("stage1"));
   if (r.has("stage2")) check_tile(r.object("stage2"));
   if (r.has("dispatch")) check_dispatch(r.object("dispatch"));
-  if (r.has("stage2_two_stage_b")) r.boolean("stage2_two_stage_b");
-  if (r.has("fused_stages")) r.boolean("fused_stages");
   if (r.has("combine_wire")) r.one_of("combine_wire", {"bf16", "fp8_blockwise_1x32"});
   if (r.has("weights")) r.one_of("weights", {"mxfp4", "fp8_resident"});
   if (r.has("bounds_check")) r.boolean("bounds_check");
@@ -191,7 +212,7 @@ BucketConfig read_merged_bucket(const json& merged, int bucket, const std::strin
   auto tile = [&](const char* stage) {
     if (!merged.contains(stage)) throw missing(stage);
     const json& t = merged.at(stage);
-    return TileShape{get(t, "bm", stage).get<int>(), get(t, "bn", stage).get<int>()};
+    return TileShape{get(t, "token_tile", stage).get<int>()};
   };
   BucketConfig b;
   b.bucket = bucket;
@@ -201,8 +222,6 @@ BucketConfig read_merged_bucket(const json& merged, int bucket, const std::strin
   const json& d = merged.at("dispatch");
   b.dispatch = {get(d, "cus", "dispatch").get<int>(), get(d, "persistent", "dispatch").get<bool>(),
                 get(d, "stride", "dispatch").get<int>()};
-  b.stage2_two_stage_b = get(merged, "stage2_two_stage_b", "").get<bool>();
-  b.fused_stages = merged.value("fused_stages", false);  // optional
   b.combine_wire = get(merged, "combine_wire", "").get<std::string>() == "bf16"
                        ? CombineWire::bf16
                        : CombineWire::fp8_blockwise_1x32;
@@ -211,26 +230,6 @@ BucketConfig read_merged_bucket(const json& merged, int bucket, const std::strin
   return b;
 }
 
-// Tiles must split the GEMMs' N dimensions evenly (Stage1 N = inter_dim per half,
-// Stage2 N = model_dim).
-void check_tiles_fit(const BucketConfig& b, const ModelShape& m, const std::string& path,
-                     const std::string& file) {
-  if (m.inter_dim % b.stage1.bn)
-    throw ConfigError(file, path + ".stage1.bn", std::to_string(b.stage1.bn),
-                      fmt::format("a divisor of model.inter_dim ({})", m.inter_dim));
-  if (m.model_dim % b.stage2.bn)
-    throw ConfigError(file, path + ".stage2.bn", std::to_string(b.stage2.bn),
-                      fmt::format("a divisor of model.model_dim ({})", m.model_dim));
-  if (b.fused_stages && b.stage1.bm != b.stage2.bm)
-    throw ConfigError(file, path + ".fused_stages", "true",
-                      fmt::format("false where stage1.bm ({}) and stage2.bm ({}) differ: both stages then share one "
-                                  "token tile",
-                                  b.stage1.bm, b.stage2.bm));
-  if (b.fused_stages && b.weights == WeightSource::fp8_resident)
-    throw ConfigError(file, path + ".weights", "\"fp8_resident\"",
-                      "\"mxfp4\" where fused_stages is true: the fused kernel reads MXFP4 (small batches, where "
-                      "the weights' bytes count)");
-}
 
 }  // namespace
 
@@ -245,8 +244,9 @@ Config parse_config(std::string_view json_text, const std::string& source) {
   Config c;
   c.source = source;
   top.also_known({"description"});
-  std::string schema = top.one_of("schema", {kSchema});
-  (void)schema;
+  const json& schema = top.field("schema");
+  const bool v1 = schema == kSchemaV1;
+  if (!v1 && schema != kSchema) top.fail("$.schema", show(schema), fmt::format("\"{}\"", kSchema));
   const json& name = top.field("name");
   if (!name.is_string() || name.get<std::string>().empty() ||
       name.get<std::string>().find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
@@ -287,8 +287,8 @@ Config parse_config(std::string_view json_text, const std::string& source) {
       path = "$.buckets." + std::to_string(bucket);
     }
     c.buckets[i] = read_merged_bucket(merged, bucket, path, source);
-    check_tiles_fit(c.buckets[i], c.model, path, source);
   }
+  if (v1) top.fail("$.schema", fmt::format("\"{}\"", kSchemaV1), fmt::format("\"{}\" ({})", kSchema, kV2Changes));
   return c;
 }
 
@@ -297,8 +297,6 @@ Config with_buckets_of(const Config& model, const Config& buckets) {
   c.name = model.name + "_with_" + buckets.name + "_buckets";
   c.source = model.source + " with the buckets of " + buckets.source;
   c.buckets = buckets.buckets;
-  for (const BucketConfig& b : c.buckets)
-    check_tiles_fit(b, c.model, fmt::format("{}'s bucket {}", buckets.name, b.bucket), c.source);
   return c;
 }
 

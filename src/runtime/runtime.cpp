@@ -75,7 +75,9 @@ constexpr int kLoopbackExclusiveSmem = 116 * 1024;
 
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
     : config_(std::move(config)), options_(std::move(options)), device_(std::move(device)) {
-  path_ = resolve_path(options_.path, config_.model, device_->kind(), device_->arch());
+  path_choice_ = choose_path(options_.path, config_, device_->kind(), device_->arch());
+  path_ = path_choice_.path;
+  announce_path_choice(path_choice_);
   // Only the Hopper kernels read an fp8-resident copy, and only where the options allow it.
   if (path_ != KernelPath::hopper || !options_.fp8_resident_weights)
     for (BucketConfig& b : config_.buckets) b.weights = WeightSource::mxfp4;

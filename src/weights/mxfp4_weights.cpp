@@ -1,6 +1,7 @@
 // MXFP4 expert weights: allocation, shape checks, quantization from fp32 / bf16.
 #include <fmt/format.h>
 
+#include "codegen/path_requirements.hpp"
 #include "formats/formats.hpp"
 #include "megamoe/errors.hpp"
 #include "megamoe/weights.hpp"
@@ -17,10 +18,12 @@ Sizes sizes(int e, int d, int i) {
 }
 void check_dims(int experts, int model_dim, int inter_dim) {
   if (experts <= 0) throw Error(fmt::format("megamoe: weights: experts = {}, expected > 0", experts));
-  if (model_dim <= 0 || model_dim % 32)
-    throw Error(fmt::format("megamoe: weights: model_dim = {}, expected a positive multiple of 32", model_dim));
-  if (inter_dim <= 0 || inter_dim % 32)
-    throw Error(fmt::format("megamoe: weights: inter_dim = {}, expected a positive multiple of 32", inter_dim));
+  // Any MXFP4 tensor splits K into blocks of kMxBlock; what a kernel path needs beyond that is
+  // checked where the weights are laid out for it (codegen/path_requirements.hpp).
+  for (auto [field, v] : {std::pair{"model_dim", model_dim}, std::pair{"inter_dim", inter_dim}})
+    if (v <= 0 || v % kMxBlock)
+      throw Error(fmt::format("megamoe: weights: {} = {}, expected a positive multiple of {} (MXFP4 blocks)", field, v,
+                              kMxBlock));
 }
 }  // namespace
 

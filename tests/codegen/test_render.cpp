@@ -6,6 +6,7 @@
 #include "codegen/layer_kernels.hpp"
 #include "codegen/tile_sizes.hpp"
 #include "codegen/template_library.hpp"
+#include "jit/diagnostics.hpp"
 #include "megamoe/errors.hpp"
 #include "support/test_support.hpp"
 
@@ -177,9 +178,12 @@ TEST_CASE("a launch bound with a block count is rendered with it", "[codegen]") 
 }
 
 TEST_CASE("the kernel path follows the backend, the arch and the shape", "[codegen]") {
-  ModelShape kimi{112, 3584, 3072, 16}, odd{4, 192, 64, 2};
+  test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
+  const Config kimi = load_config("kimi_k3_a8w4");
+  Config odd = kimi;
+  odd.name = "odd";
+  odd.model = ModelShape{4, 192, 64, 2};
   CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_90a") == KernelPath::hopper);
-  CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_89") == KernelPath::tensor_core);
   CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_100") == KernelPath::tensor_core);
   CHECK(resolve_path(KernelPath::tensor_core, kimi, BackendKind::cuda, "sm_90a") == KernelPath::tensor_core);
   CHECK_THROWS_WITH(resolve_path(KernelPath::hopper, kimi, BackendKind::cuda, "sm_89"),
@@ -190,7 +194,48 @@ TEST_CASE("the kernel path follows the backend, the arch and the shape", "[codeg
   CHECK(resolve_path(KernelPath::automatic, odd, BackendKind::cuda, "sm_90a") == KernelPath::portable);
   CHECK(resolve_path(KernelPath::portable, kimi, BackendKind::cuda, "sm_90a") == KernelPath::portable);
   CHECK_THROWS_WITH(resolve_path(KernelPath::tensor_core, odd, BackendKind::cuda, "sm_90a"),
-                    Catch::Contains("model_dim 192"));
+                    Catch::Contains("model_dim 192") && Catch::Contains("multiples of 128"));
+}
+
+TEST_CASE("automatic says why it runs a path slower than the GPU's fastest, and only then", "[codegen]") {
+  test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
+  const Config kimi = load_config("kimi_k3_a8w4");
+  // The fastest path the GPU has runs: nothing to say; nor where the GPU has no faster path.
+  CHECK(choose_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_90a").note.empty());
+  CHECK(choose_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_80").note.empty());
+  CHECK(choose_path(KernelPath::automatic, kimi, BackendKind::hip, "gfx90a").note.empty());
+  // A path asked for by name runs as asked.
+  CHECK(choose_path(KernelPath::portable, kimi, BackendKind::cuda, "sm_90a").note.empty());
+
+  // A shape off the 128 grid: portable on sm_90a, naming both faster paths' reason.
+  Config odd = kimi;
+  odd.name = "odd";
+  odd.model.model_dim = 2880;  // a multiple of 64, not of 128
+  const PathChoice c = choose_path(KernelPath::automatic, odd, BackendKind::cuda, "sm_90a");
+  CHECK(c.path == KernelPath::portable);
+  CHECK_THAT(c.note, Catch::Contains("config odd runs the portable path") && Catch::Contains("the hopper path needs") &&
+                         Catch::Contains("model_dim 2880") && Catch::Contains("multiples of 128"));
+
+  // The tensor-core kernels' shared memory grows with K: Kimi-K3's widest tiles (128 tokens,
+  // K 3584) need more than an sm_89 block may have (99 KB), not more than an sm_100 block (227 KB).
+  const PathChoice ada = choose_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_89");
+  CHECK(ada.path == KernelPath::portable);
+  CHECK_THAT(ada.note, Catch::Contains("shared memory") && Catch::Contains("101376"));
+  CHECK_THROWS_WITH(resolve_path(KernelPath::tensor_core, kimi, BackendKind::cuda, "sm_89"),
+                    Catch::Contains("shared memory"));
+  Config small_tiles = kimi;
+  for (BucketConfig& b : small_tiles.buckets) b.stage1.bm = b.stage2.bm = 16;
+  CHECK(resolve_path(KernelPath::automatic, small_tiles, BackendKind::cuda, "sm_89") == KernelPath::tensor_core);
+
+  // Said once per process for each distinct note, through the warning handler.
+  std::vector<std::string> said;
+  WarningHandler old = set_warning_handler([&](const std::string& m) { said.push_back(m); });
+  announce_path_choice(c);
+  announce_path_choice(c);
+  announce_path_choice(ada);
+  set_warning_handler(old);
+  REQUIRE(said.size() == 2);
+  CHECK(said[0] == c.note);
 }
 
 TEST_CASE("each path's arithmetic is what its kernels are rendered for", "[codegen]") {

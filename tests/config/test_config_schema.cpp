@@ -14,16 +14,16 @@ namespace {
 
 json valid() {
   return json::parse(R"({
-    "schema": "megamoe-config/1",
+    "schema": "megamoe-config/2",
     "name": "t",
     "model": {"experts_per_rank": 8, "model_dim": 256, "inter_dim": 128, "topk": 2},
     "activation": {"kind": "situv2", "beta": 4.0, "linear_beta": 25.0},
-    "quant": {"activations": "fp8_e4m3", "weights": "mxfp4", "dispatch_wire": "fp8_e4m3_1x32"},
+    "quant": {"activations": "fp8_e4m3", "weights": "mxfp4"},
     "bucket_defaults": {
-      "stage1": {"bm": 64, "bn": 128}, "stage2": {"bm": 64, "bn": 128},
+      "stage1": {"token_tile": 64}, "stage2": {"token_tile": 64},
       "dispatch": {"cus": 32, "persistent": true, "stride": 1},
-      "stage2_two_stage_b": false, "combine_wire": "bf16", "bounds_check": false},
-    "buckets": {"8": {"stage1": {"bm": 16}, "dispatch": {"cus": 8}}}
+      "combine_wire": "bf16", "bounds_check": false},
+    "buckets": {"8": {"stage1": {"token_tile": 16}, "dispatch": {"cus": 8}}}
   })");
 }
 
@@ -47,20 +47,12 @@ TEST_CASE("a valid config parses with defaults merged under bucket overrides", "
   CHECK(c.activation.beta == 4.0f);
   CHECK(c.activation.linear_beta == 25.0f);
   const BucketConfig& b8 = c.bucket(8);
-  CHECK(b8.stage1.bm == 16);     // overridden
-  CHECK(b8.stage1.bn == 128);    // from defaults, though stage1 was partly overridden
+  CHECK(b8.stage1.bm == 16);  // overridden
+  CHECK(b8.stage2.bm == 64);  // from defaults
   CHECK(b8.dispatch.cus == 8);
-  CHECK(b8.dispatch.persistent);  // from defaults
+  CHECK(b8.dispatch.persistent);  // from defaults, though dispatch was partly overridden
   CHECK(c.bucket(16).stage1.bm == 64);
   CHECK(c.bucket(32768).combine_wire == CombineWire::bf16);
-  CHECK_FALSE(b8.fused_stages);  // optional: off unless a bucket says otherwise
-
-  json fused = valid();
-  fused["buckets"]["8"]["stage2"] = {{"bm", 16}};
-  fused["buckets"]["8"]["fused_stages"] = true;
-  Config f = parse_config(fused.dump(), "cfg/t.json");
-  CHECK(f.bucket(8).fused_stages);
-  CHECK_FALSE(f.bucket(16).fused_stages);
 
   // weights: optional, mxfp4 unless a bucket (or the defaults) says fp8_resident.
   CHECK(b8.weights == WeightSource::mxfp4);
@@ -95,7 +87,7 @@ TEST_CASE("config errors: unknown field", "[config]") {
   CHECK(e.file == "cfg/t.json");
   CHECK(e.json_path == "$.bucket_defaults.stage1.bk");
   CHECK(e.value == "32");
-  CHECK_THAT(e.expected, Catch::Contains("no such field") && Catch::Contains("known fields: bm, bn"));
+  CHECK_THAT(e.expected, Catch::Contains("no such field") && Catch::Contains("known fields: token_tile"));
   CHECK_THAT(std::string(e.what()), Catch::Contains("cfg/t.json") && Catch::Contains("$.bucket_defaults.stage1.bk"));
 
   json top = valid();
@@ -114,9 +106,9 @@ TEST_CASE("config errors: missing field", "[config]") {
   CHECK(e.value == "(missing)");
 
   json b = valid();
-  b["bucket_defaults"]["stage2"].erase("bn");
+  b["bucket_defaults"]["stage2"].erase("token_tile");
   ConfigError eb = rejection(b);
-  CHECK(eb.json_path == "$.bucket_defaults.stage2.bn");  // no bucket sets it either
+  CHECK(eb.json_path == "$.bucket_defaults.stage2.token_tile");  // no bucket sets it either
   CHECK_THAT(eb.expected, Catch::Contains("bucket_defaults"));
 
   json o = valid();  // missing from the defaults but set by one bucket: the others lack it
@@ -138,8 +130,8 @@ TEST_CASE("config errors: wrong type", "[config]") {
   CHECK_THAT(e.expected, Catch::Contains("integer"));
 
   json f = valid();
-  f["buckets"]["8"]["stage2_two_stage_b"] = 1;
-  CHECK(rejection(f).json_path == "$.buckets.8.stage2_two_stage_b");
+  f["buckets"]["8"]["bounds_check"] = 1;
+  CHECK(rejection(f).json_path == "$.buckets.8.bounds_check");
   json g = valid();
   g["bucket_defaults"]["stage1"] = 64;
   CHECK(rejection(g).json_path == "$.bucket_defaults.stage1");
@@ -154,40 +146,25 @@ TEST_CASE("config errors: impossible values", "[config]") {
     mutate(d);
     return rejection(d);
   };
-  ConfigError bm = path_of([](json& d) { d["buckets"]["8"]["stage1"]["bm"] = 40; });
-  CHECK(bm.json_path == "$.buckets.8.stage1.bm");
-  CHECK(bm.value == "40");
-  CHECK_THAT(bm.expected, Catch::Contains("multiple of 16"));
-  CHECK(path_of([](json& d) { d["bucket_defaults"]["stage2"]["bn"] = 100; }).json_path ==
-        "$.bucket_defaults.stage2.bn");
+  ConfigError tile = path_of([](json& d) { d["buckets"]["8"]["stage1"]["token_tile"] = 40; });
+  CHECK(tile.json_path == "$.buckets.8.stage1.token_tile");
+  CHECK(tile.value == "40");
+  CHECK_THAT(tile.expected, Catch::Contains("multiple of 16"));
+  CHECK(path_of([](json& d) { d["bucket_defaults"]["stage2"]["token_tile"] = 512; }).json_path ==
+        "$.bucket_defaults.stage2.token_tile");
   CHECK(path_of([](json& d) { d["bucket_defaults"]["dispatch"]["cus"] = 0; }).json_path ==
         "$.bucket_defaults.dispatch.cus");
   CHECK(path_of([](json& d) { d["activation"]["beta"] = -1.0; }).json_path == "$.activation.beta");
-  CHECK(path_of([](json& d) { d["model"]["inter_dim"] = 100; }).json_path == "$.model.inter_dim");
+  ConfigError dim = path_of([](json& d) { d["model"]["inter_dim"] = 96; });
+  CHECK(dim.json_path == "$.model.inter_dim");
+  CHECK_THAT(dim.expected, Catch::Contains("multiple of 64") && Catch::Contains("portable"));
   CHECK(path_of([](json& d) { d["activation"]["kind"] = "gelu"; }).json_path == "$.activation.kind");
   CHECK(path_of([](json& d) { d["bucket_defaults"]["combine_wire"] = "fp4"; }).json_path ==
         "$.bucket_defaults.combine_wire");
-  // Both stages in one kernel share a token tile: stage1.bm 16 against stage2.bm 64 at bucket 8.
-  ConfigError fused = path_of([](json& d) { d["buckets"]["8"]["fused_stages"] = true; });
-  CHECK(fused.json_path == "$.buckets.8.fused_stages");
-  CHECK_THAT(fused.expected, Catch::Contains("stage1.bm (16)") && Catch::Contains("stage2.bm (64)"));
-  CHECK(path_of([](json& d) { d["bucket_defaults"]["fused_stages"] = 1; }).json_path ==
-        "$.bucket_defaults.fused_stages");
-  // The weights' source: one of two names; and the fused kernel reads only MXFP4.
+  // The weights' source: one of two names.
   ConfigError w = path_of([](json& d) { d["buckets"]["8"]["weights"] = "fp8"; });
   CHECK(w.json_path == "$.buckets.8.weights");
   CHECK_THAT(w.expected, Catch::Contains("\"mxfp4\"") && Catch::Contains("\"fp8_resident\""));
-  ConfigError wf = path_of([](json& d) {
-    d["buckets"]["8"]["stage2"] = {{"bm", 16}};
-    d["buckets"]["8"]["fused_stages"] = true;
-    d["buckets"]["8"]["weights"] = "fp8_resident";
-  });
-  CHECK(wf.json_path == "$.buckets.8.weights");
-  CHECK_THAT(wf.expected, Catch::Contains("fused_stages"));
-  // A tile that does not divide the GEMM's N: inter_dim 128 is not a multiple of 96.
-  ConfigError fit = path_of([](json& d) { d["buckets"]["8"]["stage1"]["bn"] = 96; });
-  CHECK(fit.json_path == "$.buckets.8.stage1.bn");
-  CHECK_THAT(fit.expected, Catch::Contains("inter_dim"));
   // Bucket keys are powers of two from 1 to 32768.
   for (const char* key : {"3", "0", "65536", "08", "x"}) {
     ConfigError k = path_of([&](json& d) { d["buckets"][key] = json::object(); });
@@ -231,14 +208,12 @@ TEST_CASE("MEGAMOE_BOUNDS_CHECK=1 turns the checked build on for every bucket", 
   for (auto& b : load_config("kimi_k3_a8w4").buckets) CHECK(b.bounds_check);
 }
 
-TEST_CASE("with_buckets_of gives one config's model the other's bucket table, or names the bucket that "
-          "does not fit",
-          "[config]") {
+TEST_CASE("with_buckets_of gives one config's model the other's bucket table", "[config]") {
   const Config model = parse_config(valid().dump(), "cfg/t.json");
   json other_doc = valid();
   other_doc["name"] = "u";
   other_doc["model"]["inter_dim"] = 384;  // the other's own tiles fit its own model
-  other_doc["bucket_defaults"]["stage2"]["bm"] = 32;
+  other_doc["bucket_defaults"]["stage2"]["token_tile"] = 32;
   other_doc["buckets"]["8"]["dispatch"]["cus"] = 4;
   const Config other = parse_config(other_doc.dump(), "cfg/u.json");
 
@@ -253,16 +228,41 @@ TEST_CASE("with_buckets_of gives one config's model the other's bucket table, or
   }
   CHECK(both.bucket(8).dispatch.cus == 4);
   CHECK(both.bucket(16).stage2.bm == 32);
+}
 
-  json wide = other_doc;  // tiles of 256 columns fit u (inter_dim 256) but not t (128)
-  wide["model"]["inter_dim"] = 256;
-  wide["bucket_defaults"]["stage1"]["bn"] = 256;
-  const Config wide_cfg = parse_config(wide.dump(), "cfg/u.json");
-  try {
-    with_buckets_of(model, wide_cfg);
-    FAIL("a bucket table whose tiles do not fit the model was accepted");
-  } catch (const ConfigError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("u's bucket 1.stage1.bn"));
-    CHECK_THAT(e.what(), Catch::Contains("a divisor of model.inter_dim (128)"));
-  }
+TEST_CASE("a field that schema 2 removed is named with what replaced it", "[config]") {
+  auto removed = [](auto mutate) {
+    json d = valid();
+    mutate(d);
+    return rejection(d);
+  };
+  ConfigError bm = removed([](json& d) { d["buckets"]["8"]["stage1"] = {{"bm", 16}}; });
+  CHECK(bm.json_path == "$.buckets.8.stage1.bm");
+  CHECK_THAT(bm.expected, Catch::Contains("megamoe-config/2") && Catch::Contains("renamed token_tile"));
+  ConfigError bn = removed([](json& d) { d["bucket_defaults"]["stage2"]["bn"] = 128; });
+  CHECK(bn.json_path == "$.bucket_defaults.stage2.bn");
+  CHECK_THAT(bn.expected, Catch::Contains("weight rows") && Catch::Contains("remove the field"));
+  ConfigError two = removed([](json& d) { d["buckets"]["8"]["stage2_two_stage_b"] = true; });
+  CHECK(two.json_path == "$.buckets.8.stage2_two_stage_b");
+  CHECK_THAT(two.expected, Catch::Contains("no kernel read it"));
+  ConfigError fused = removed([](json& d) { d["bucket_defaults"]["fused_stages"] = false; });
+  CHECK(fused.json_path == "$.bucket_defaults.fused_stages");
+  CHECK_THAT(fused.expected, Catch::Contains("both stages"));
+  ConfigError wire = removed([](json& d) { d["quant"]["dispatch_wire"] = "fp8_e4m3_1x32"; });
+  CHECK(wire.json_path == "$.quant.dispatch_wire");
+  CHECK_THAT(wire.expected, Catch::Contains("each kernel path's own"));
+
+  // A version-1 config: its first removed field is named; one that sets none is told the version.
+  json v1 = valid();
+  v1["schema"] = "megamoe-config/1";
+  v1["bucket_defaults"]["stage1"] = {{"bm", 64}, {"bn", 128}};
+  CHECK(rejection(v1).json_path == "$.bucket_defaults.stage1.bm");
+  json v1_clean = valid();
+  v1_clean["schema"] = "megamoe-config/1";
+  ConfigError version = rejection(v1_clean);
+  CHECK(version.json_path == "$.schema");
+  CHECK_THAT(version.expected, Catch::Contains("\"megamoe-config/2\"") && Catch::Contains("token_tile"));
+  json v9 = valid();
+  v9["schema"] = "megamoe-config/9";
+  CHECK(rejection(v9).json_path == "$.schema");
 }

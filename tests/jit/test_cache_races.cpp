@@ -75,7 +75,7 @@ TEST_CASE("processes racing on one cache folder leave one valid entry per kernel
   KernelBuilder reader(make_compiler(BackendKind::cuda), "sm_90a", dir.path());
   std::set<std::string> expected;
   for (auto& bucket : config.buckets)
-    for (auto& spec : kernels_for_bucket(config, bucket, resolve_path(KernelPath::automatic, config.model,
+    for (auto& spec : kernels_for_bucket(config, bucket, resolve_path(KernelPath::automatic, config,
                                                                        BackendKind::cuda, "sm_90a"))) {
       PlannedKernel p = reader.plan(spec);
       expected.insert(p.key.entry_name());

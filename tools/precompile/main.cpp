@@ -110,9 +110,9 @@ int main(int argc, char** argv) {
     BackendKind backend = backend_from_name(args.backend);
     if (args.path == "all") {
       for (KernelPath p : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper})
-        if (path_runs(p, config.model, backend, arch)) paths.push_back(p);
+        if (path_runs(p, config, backend, arch)) paths.push_back(p);
     } else {
-      paths.push_back(resolve_path(cli::parse_path("megamoe-precompile", args.path), config.model, backend, arch));
+      paths.push_back(resolve_path(cli::parse_path("megamoe-precompile", args.path), config, backend, arch));
     }
 
     // One job per distinct key: buckets that share a kernel compile it once.

@@ -1,0 +1,115 @@
+#include "codegen/path_requirements.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "codegen/tile_sizes.hpp"
+#include "megamoe/errors.hpp"
+
+namespace megamoe {
+
+namespace {
+
+constexpr PathRequirements kTable[] = {
+    {.path = KernelPath::hopper,
+     .dim_multiple = 128,
+     .dim_reason = "its weights come in 128-k chunks and 128-row blocks (layout v3)",
+     .backend = BackendKind::cuda,
+     .any_backend = false,
+     .min_sm = 90,
+     .needs_sm90a = true,
+     .device_reason = "a cuda GPU of sm_90 (built as sm_90a)",
+     .shared_grows_with_k = false},
+    {.path = KernelPath::tensor_core,
+     .dim_multiple = 128,
+     .dim_reason = "its weights come in 128-k chunks and 128-row blocks (layout v3)",
+     .backend = BackendKind::cuda,
+     .any_backend = false,
+     .min_sm = 89,
+     .needs_sm90a = false,
+     .device_reason = "a cuda GPU of sm_89 or later (fp8 mma.sync)",
+     .shared_grows_with_k = true},
+    {.path = KernelPath::portable,
+     .dim_multiple = 64,
+     .dim_reason = "each is split into 32-value MX blocks along K and 64-column tiles along N",
+     .backend = BackendKind::cuda,
+     .any_backend = true,
+     .min_sm = 0,
+     .needs_sm90a = false,
+     .device_reason = "any GPU",
+     .shared_grows_with_k = false},
+};
+
+int sm_of(BackendKind backend, const std::string& arch) {
+  if (backend != BackendKind::cuda || !arch.starts_with("sm_")) return 0;
+  return std::atoi(arch.c_str() + 3);
+}
+
+bool device_fits(const PathRequirements& r, BackendKind backend, const std::string& arch) {
+  if (r.any_backend) return true;
+  if (backend != r.backend) return false;
+  if (r.needs_sm90a) return arch == "sm_90a";
+  return sm_of(backend, arch) >= r.min_sm;
+}
+
+}  // namespace
+
+std::span<const PathRequirements> path_table() { return kTable; }
+
+const PathRequirements& requirements(KernelPath path) {
+  for (const PathRequirements& r : kTable)
+    if (r.path == path) return r;
+  throw Error(fmt::format("megamoe: no requirements for the {} path (resolve it first)", to_string(path)));
+}
+
+const PathRequirements& least_requirements() { return kTable[std::size(kTable) - 1]; }
+
+int shared_memory_limit(BackendKind backend, const std::string& arch) {
+  if (backend != BackendKind::cuda) return 65536;  // HIP: an AMD workgroup's LDS
+  const int sm = sm_of(backend, arch);
+  switch (sm) {
+    case 80: case 87: return 166912;
+    case 90: case 100: case 101: case 103: case 110: return kHopperSharedLimit;
+    default: return 101376;  // sm_86, sm_89, sm_120 and any arch not listed
+  }
+}
+
+std::string device_refusal(KernelPath path, BackendKind backend, const std::string& arch) {
+  const PathRequirements& r = requirements(path);
+  if (device_fits(r, backend, arch)) return {};
+  return fmt::format("the {} path needs {}; this is {} {}", to_string(path), r.device_reason, to_string(backend), arch);
+}
+
+std::string path_refusal(KernelPath path, const Config& c, BackendKind backend, const std::string& arch) {
+  if (std::string why = device_refusal(path, backend, arch); !why.empty()) return why;
+  const PathRequirements& r = requirements(path);
+  const ModelShape& m = c.model;
+  for (auto [field, v] : {std::pair{"model_dim", m.model_dim}, std::pair{"inter_dim", m.inter_dim}})
+    if (v % r.dim_multiple)
+      return fmt::format("the {} path needs model_dim and inter_dim multiples of {} ({}); config {} has {} {}",
+                         to_string(path), r.dim_multiple, r.dim_reason, c.name, field, v);
+  if (r.shared_grows_with_k) {
+    const int limit = shared_memory_limit(backend, arch);
+    for (const BucketConfig& b : c.buckets) {
+      const int bm1 = tensor_core_bm(b.stage1.bm), bm2 = tensor_core_bm(b.stage2.bm);
+      const int need = std::max(tensor_core_smem(bm1, m.model_dim, 64), tensor_core_smem(bm2, m.inter_dim, 128));
+      if (need > limit)
+        return fmt::format("the {} path's stage kernels of bucket {} (token tiles {} and {}, K {} and {}) need {} bytes "
+                           "of shared memory, and a block may have {} on {}",
+                           to_string(path), b.bucket, bm1, bm2, m.model_dim, m.inter_dim, need, limit, arch);
+    }
+  }
+  return {};
+}
+
+void require_dims(KernelPath path, int model_dim, int inter_dim, std::string_view what) {
+  const PathRequirements& r = requirements(path);
+  for (auto [field, v] : {std::pair{"model_dim", model_dim}, std::pair{"inter_dim", inter_dim}})
+    if (v <= 0 || v % r.dim_multiple)
+      throw Error(fmt::format("megamoe: {}: {} = {}, expected a positive multiple of {} for the {} path ({})", what,
+                              field, v, r.dim_multiple, to_string(path), r.dim_reason));
+}
+
+}  // namespace megamoe
