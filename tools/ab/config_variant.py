@@ -4,7 +4,7 @@ shipped one (megamoe-bench --config build/variants/NAME.json) and checking it (m
 --config ... --check) before a change to configs/ is made.
 
 Usage: python3 tools/ab/config_variant.py BASE NAME BUCKET.FIELD=VALUE ...
-  e.g. python3 tools/ab/config_variant.py kimi_k3_a8w4 kimi_s2bm48 256.stage2.bm=48
+  e.g. python3 tools/ab/config_variant.py kimi_k3_a8w4 kimi_s2t48 256.stage2.token_tile=48
 Writes build/variants/NAME.json (the file's name and its `name` field agree, as configs must).
 """
 import json
