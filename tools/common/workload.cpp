@@ -222,7 +222,7 @@ void write_routing(const Routing& r, const std::string& path) {
 }
 
 EmulatedBars emulated_bars(CombineWire wire) {
-  // Measured on the H200 (docs/journal/2026-12.md, twelfth session), all paths: bf16 wire up to
+  // Measured on the H200 over every path (docs/journal/2026-12.md, 2026-12-01): bf16 wire up to
   // 4.1e-4 over a call and 2.5e-3 for one token; fp8 wire up to 1.25e-3 and 8.6e-3.
   return wire == CombineWire::bf16 ? EmulatedBars{1e-3, 5e-3} : EmulatedBars{2.5e-3, 2e-2};
 }
