@@ -144,6 +144,8 @@ class Runtime {
 
  private:
   Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device);
+  // create() of a rank of several (src/ep/group.cpp, with create_ranks and connect_ipc_peers).
+  static std::unique_ptr<Runtime> create_ipc_rank(Config config, RuntimeOptions options);
   const BucketKernels& kernels_for(std::int64_t tokens);
   const EpBucketKernels& ep_kernels_for(std::int64_t tokens);
   void load_every_bucket();

@@ -1,7 +1,7 @@
 // Backend selection.
 #include <fmt/format.h>
 
-#include "backend/compiler.hpp"
+#include "backend/backend.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {

@@ -1,13 +1,17 @@
 // The group a rank belongs to: the transport, the ranks, and how the host side meets the others
-// (the ipc transport's all-gather; in one process, the other ranks' runtimes themselves).
+// (the ipc transport's all-gather; in one process, the other ranks' runtimes themselves). Its
+// set-up, in group.cpp: the options a group needs checked, the ipc group's all-gather, and the
+// Runtime's group creation (Runtime::create of several ranks, create_ranks, the ipc peers).
 #pragma once
+#include <memory>
 #include <vector>
 
+#include "megamoe/config.hpp"
+#include "megamoe/device.hpp"
 #include "megamoe/ep.hpp"
+#include "megamoe/runtime.hpp"
 
 namespace megamoe {
-
-class Runtime;
 
 struct Group {
   Transport transport = Transport::loopback;
@@ -20,5 +24,22 @@ struct Group {
   // ipc: returns once every rank has called it.
   void barrier() const { all_gather(std::vector<std::uint8_t>(1, 0)); }
 };
+
+// Throws megamoe::Error for a world, rank, timeout or routed-rows capacity out of range, buckets
+// whose combine wires differ over several ranks, or a group too large for the dispatch metadata.
+void check_group_options(const Config& config, const RuntimeOptions& options);
+
+// RuntimeOptions::timeout_ms, or MEGAMOE_TIMEOUT_MS where set (throws megamoe::Error for a value
+// that is not milliseconds from 1 to 3600000).
+int group_timeout_ms(const RuntimeOptions& options);
+
+// The ipc group of a rank: RuntimeOptions::all_gather, or folder_all_gather of
+// MEGAMOE_BOOTSTRAP_DIR (throws megamoe::Error where neither is given).
+std::shared_ptr<Group> make_ipc_group(const RuntimeOptions& options);
+
+// Loopback ranks share one GPU: each launch of a rank takes at most this many blocks, each alone
+// on its SM, so that every rank's running kernel is resident at once with room for Stage1's
+// clusters of two in any GPC (docs/ep.md).
+unsigned loopback_share(const Device& device, int world);
 
 }  // namespace megamoe

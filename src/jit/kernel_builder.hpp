@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "backend/compiler.hpp"
+#include "backend/backend.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "jit/cache_key.hpp"
 #include "jit/disk_cache.hpp"

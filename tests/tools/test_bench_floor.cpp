@@ -1,6 +1,6 @@
-// The bench's floor (tools/bench/ceilings.cpp) against SPEC.md's own figures for the Kimi-K3
-// per-rank shape: 17.5 MB of MXFP4 per expert, 66.1 MFLOP per routed pair, and at 4.08 TB/s and
-// 1.30 PFLOP/s about 0.06 ms at bs 1 (16 experts) and 6.66 ms at bs 8192.
+// The bench's floor (tools/bench/ceilings.cpp) against docs/contract.md's own figures for the
+// Kimi-K3 per-rank shape: 17.5 MB of MXFP4 per expert, 66.1 MFLOP per routed pair, and at
+// 4.08 TB/s and 1.30 PFLOP/s about 0.06 ms at bs 1 (16 experts) and 6.66 ms at bs 8192.
 #include <catch2/catch.hpp>
 
 #include "bench/ceilings.hpp"
@@ -8,7 +8,7 @@
 
 using namespace megamoe;
 
-TEST_CASE("the bench's floor gives SPEC.md's Kimi-K3 figures", "[cli][bench]") {
+TEST_CASE("the bench's floor gives docs/contract.md's Kimi-K3 figures", "[cli][bench]") {
   const ModelShape m = load_config("kimi_k3_a8w4").model;
   // bs 1: 16 experts touched, 16 routed pairs: bound by the weight bytes.
   const bench::Floor one = bench::layer_floor(m, 16, 16, 4.08, 1300.0);

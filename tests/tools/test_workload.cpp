@@ -1,4 +1,5 @@
-// Workloads of the tools and GPU tests: the routings and the routing file format.
+// Workloads of the tools and GPU tests: the routings, the routing file format, the inputs' and
+// weights' seeds.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -93,4 +94,25 @@ TEST_CASE("a call's inputs come from the seed, its size and its draw alone", "[w
   std::set<std::uint64_t> distinct = {first(123, 8, 0), first(123, 8, 1), first(123, 9, 0), first(124, 8, 0),
                                       first(123, 8LL << 32, 0)};
   CHECK(distinct.size() == 5);
+}
+
+// FNV-1a of the bytes: the weights a seed gives are pinned (the GPU tests' and tools' results
+// were measured on them).
+static std::uint64_t fnv1a(const std::vector<std::uint8_t>& v) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::uint8_t b : v) h = (h ^ b) * 1099511628211ull;
+  return h;
+}
+
+TEST_CASE("random weights are the same bytes for the same seed, one rank and a group", "[workload]") {
+  const ModelShape m{.experts_per_rank = 3, .model_dim = 256, .inter_dim = 160, .topk = 2};
+  auto hashes = [](const Mxfp4ExpertWeights& w) {
+    return std::vector<std::uint64_t>{fnv1a(w.w1_packed), fnv1a(w.w1_scales), fnv1a(w.w2_packed), fnv1a(w.w2_scales)};
+  };
+  CHECK(hashes(workload::random_weights(m, 7)) ==
+        std::vector<std::uint64_t>{0xe8ad363f334b3aebull, 0xffe3c34cc4c328ceull, 0x49c4246d7dc8937full,
+                                   0x94f961d668b33588ull});
+  CHECK(hashes(workload::random_group_weights(m, 2, 5)) ==
+        std::vector<std::uint64_t>{0xb32d8ebbf1426ddfull, 0x6a94ab24aac5b3a7ull, 0xa116fe0caf139f8dull,
+                                   0xb85c4f5802ed320eull});
 }

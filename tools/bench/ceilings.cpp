@@ -114,12 +114,12 @@ Ceilings measure_and_print_ceilings(Device& dev) {
   // The floor uses the sustained ceilings: the layer's totals are bursts of back-to-back calls.
   fmt::print("copy bandwidth: {:.2f} TB/s sustained, {:.2f} in a short burst ({})\n", c.copy.value, c.copy.burst,
              c.copy.how);
-  constexpr double kSpecFp8 = 1300.0;  // TFLOP/s, SPEC.md's cuBLAS figure, used only when not measured
+  constexpr double kSpecFp8 = 1300.0;  // TFLOP/s, docs/contract.md's cuBLAS figure, used only when not measured
   if (c.fp8.measured)
     fmt::print("fp8 dense rate: {:.0f} TFLOP/s sustained, {:.0f} in a short burst ({})\n", c.fp8.value, c.fp8.burst,
                c.fp8.how);
   else
-    fmt::print("fp8 dense rate: {:.0f} TFLOP/s ({}; the floor uses SPEC.md's figure)\n", kSpecFp8, c.fp8.how);
+    fmt::print("fp8 dense rate: {:.0f} TFLOP/s ({}; the floor uses docs/contract.md's figure)\n", kSpecFp8, c.fp8.how);
   c.tbps = c.copy.value, c.tflops = c.fp8.measured ? c.fp8.value : kSpecFp8;
   return c;
 }

@@ -23,15 +23,15 @@ Ceiling measure_copy_bandwidth(Device& dev, std::size_t bytes);
 Ceiling measure_fp8_rate(Device& dev, int n);
 
 // Both ceilings measured on `dev`, each printed on a line of its own (what was run, or why not),
-// and the values the floor takes: the sustained ones (the fp8 rate falls back to SPEC.md's 1300
-// TFLOP/s where cuBLASLt could not be run).
+// and the values the floor takes: the sustained ones (the fp8 rate falls back to
+// docs/contract.md's 1300 TFLOP/s where cuBLASLt could not be run).
 struct Ceilings {
   Ceiling copy, fp8;
   double tbps = 0, tflops = 0;
 };
 Ceilings measure_and_print_ceilings(Device& dev);
 
-// The floor of one rank's call (SPEC.md): max(MXFP4 bytes of the experts it touches / copy
+// The floor of one rank's call (docs/contract.md): max(MXFP4 bytes of the experts it touches / copy
 // bandwidth, the FLOPs of its routed rows / fp8 rate), in ms, with the ceilings in TB/s and
 // TFLOP/s; bytes_ms and flops_ms are the two terms.
 struct Floor {

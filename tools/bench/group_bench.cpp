@@ -181,7 +181,7 @@ int run_group_bench(const GroupBenchOptions& o) {
   }
   fmt::print("per call: the slowest rank's time from its call's first launch to its last (events on each rank's "
              "stream), median of {} calls; fused and serial alternate on the same inputs; floor: the slowest rank's "
-             "(SPEC.md) at the ceilings above{}\n",
+             "(docs/contract.md) at the ceilings above{}\n",
              o.reps, o.transport == Transport::loopback ? " (one GPU's: loopback ranks share it, so fused/floor is no "
                                                           "target there)" : "");
   if (!o.json.empty())

@@ -17,33 +17,53 @@ namespace megamoe::workload {
 
 namespace {
 
-// Fills bytes with a fast generator: kStreams independent streams, so the bytes depend on the
-// seed alone (not on the machine's cores), run on the cores there are (Kimi-K3 has about 2 GB).
-void fill_random(std::vector<std::uint8_t>& v, std::uint64_t seed) {
-  constexpr unsigned kStreams = 16;
-  const std::size_t chunk = (v.size() / kStreams + 7) & ~std::size_t(7);
-  std::atomic<unsigned> next{0};
-  auto worker = [&] {
-    for (unsigned t; (t = next++) < kStreams;) {
-      std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + t + 1;
-      for (std::size_t i = t * chunk; i < std::min(v.size(), (t + 1) * chunk); ++i) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;  // xorshift64
-        v[i] = std::uint8_t(s >> 24);
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < std::min(kStreams, std::max(1u, std::thread::hardware_concurrency())); ++i)
-    pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+// The weights' generator: xorshift64 bytes for the e2m1 codes, then e8m0 scales from a
+// mt19937_64. Both random_weights and random_group_weights draw through these, each with its
+// own streams (the tools and tests rely on the values of each staying as they are).
+
+// n bytes from the xorshift64 state s; returns the state after them.
+std::uint64_t xorshift_bytes(std::uint8_t* p, std::size_t n, std::uint64_t s) {
+  for (std::size_t i = 0; i < n; ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    p[i] = std::uint8_t(s >> 24);
+  }
+  return s;
 }
 
 // e8m0 scales 2^(base + {0, 1}) with base chosen so that a dot product of length k with
 // random e2m1 codes (rms about 2.93) and inputs of rms 1 has an rms of about 1.5.
+void scale_bytes(std::uint8_t* p, std::size_t n, int k, std::mt19937_64& rng) {
+  const int base = int(std::lround(std::log2(1.5 / (std::sqrt(double(k)) * 2.93)))) - 1;
+  for (std::size_t i = 0; i < n; ++i) p[i] = std::uint8_t(127 + base + int(rng() % 2));
+}
+
+// job(0) .. job(jobs - 1) on the cores there are; what each job draws depends on its index alone.
+template <class Job>
+void run_jobs(unsigned jobs, const Job& job) {
+  std::atomic<unsigned> next{0};
+  auto worker = [&] {
+    for (unsigned j; (j = next++) < jobs;) job(j);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::min(jobs, std::max(1u, std::thread::hardware_concurrency())); ++i)
+    pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+}
+
+// Bytes from kStreams independent xorshift streams over consecutive chunks, so that they depend
+// on the seed alone (not on the machine's cores) and fill on every core (Kimi-K3 has about 2 GB).
+void fill_random(std::vector<std::uint8_t>& v, std::uint64_t seed) {
+  constexpr unsigned kStreams = 16;
+  const std::size_t chunk = (v.size() / kStreams + 7) & ~std::size_t(7);
+  run_jobs(kStreams, [&](unsigned t) {
+    const std::size_t from = std::min(v.size(), t * chunk), to = std::min(v.size(), (t + 1) * chunk);
+    xorshift_bytes(v.data() + from, to - from, seed * 0x9E3779B97F4A7C15ull + t + 1);
+  });
+}
+
 void fill_scales(std::vector<std::uint8_t>& v, int k, std::uint64_t seed) {
-  int base = int(std::lround(std::log2(1.5 / (std::sqrt(double(k)) * 2.93)))) - 1;
   std::mt19937_64 rng(seed);
-  for (auto& s : v) s = std::uint8_t(127 + base + int(rng() % 2));
+  scale_bytes(v.data(), v.size(), k, rng);
 }
 
 float softmax_weights(std::vector<float>& w, std::size_t at, int k, std::mt19937_64& rng) {
@@ -80,30 +100,15 @@ Mxfp4ExpertWeights random_group_weights(const ModelShape& m, int world, std::uin
   Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, m.model_dim, m.inter_dim);
   const std::size_t p1 = w.w1_packed.size() / experts, p2 = w.w2_packed.size() / experts;
   const std::size_t s1 = w.w1_scales.size() / experts, s2 = w.w2_scales.size() / experts;
-  std::atomic<int> next{0};
-  auto worker = [&] {
-    for (int e; (e = next++) < experts;) {
-      std::uint64_t s = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (std::uint64_t(e) + 1) * 0xD1B54A32D192ED03ull;
-      auto bytes = [&](std::uint8_t* p, std::size_t n) {
-        for (std::size_t i = 0; i < n; ++i) {
-          s ^= s << 13, s ^= s >> 7, s ^= s << 17;  // xorshift64
-          p[i] = std::uint8_t(s >> 24);
-        }
-      };
-      bytes(w.w1_packed.data() + e * p1, p1);
-      bytes(w.w2_packed.data() + e * p2, p2);
-      std::mt19937_64 rng(s);
-      auto scales = [&](std::uint8_t* p, std::size_t n, int k) {
-        const int base = int(std::lround(std::log2(1.5 / (std::sqrt(double(k)) * 2.93)))) - 1;
-        for (std::size_t i = 0; i < n; ++i) p[i] = std::uint8_t(127 + base + int(rng() % 2));
-      };
-      scales(w.w1_scales.data() + e * s1, s1, m.model_dim);
-      scales(w.w2_scales.data() + e * s2, s2, m.inter_dim);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency()); ++i) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  // One stream per expert: its codes, then its scales from a generator seeded where they end.
+  run_jobs(unsigned(experts), [&](unsigned e) {
+    std::uint64_t s = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (std::uint64_t(e) + 1) * 0xD1B54A32D192ED03ull;
+    s = xorshift_bytes(w.w1_packed.data() + e * p1, p1, s);
+    s = xorshift_bytes(w.w2_packed.data() + e * p2, p2, s);
+    std::mt19937_64 rng(s);
+    scale_bytes(w.w1_scales.data() + e * s1, s1, m.model_dim, rng);
+    scale_bytes(w.w2_scales.data() + e * s2, s2, m.inter_dim, rng);
+  });
   return w;
 }
 
@@ -222,7 +227,7 @@ void write_routing(const Routing& r, const std::string& path) {
 }
 
 EmulatedBars emulated_bars(CombineWire wire) {
-  // Measured on the H200 (docs/journal/2026-12.md, twelfth session), all paths: bf16 wire up to
+  // Measured on the H200 over every path (docs/journal/2026-12.md, 2026-12-01): bf16 wire up to
   // 4.1e-4 over a call and 2.5e-3 for one token; fp8 wire up to 1.25e-3 and 8.6e-3.
   return wire == CombineWire::bf16 ? EmulatedBars{1e-3, 5e-3} : EmulatedBars{2.5e-3, 2e-2};
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds one of the Hopper microbenchmarks beside this script with nvcc for sm_90a and, where a
-# GPU is present, runs it (docs/journal/2026-11.md says what each measured):
-#   wgmma_rate    what the kernels' wgmma cost a warpgroup by token-tile width (eighth session)
-#   overlap_rate  whether one warpgroup's wgmma and another's arithmetic slow each other (ninth)
-#   grouped_ss_rate  an fp8 grouped GEMM with both operands in shared memory against cuBLASLt
-#                 (eighteenth; issue 25)
+# GPU is present, runs it (docs/journal/ says what each measured):
+#   wgmma_rate    what the kernels' wgmma cost a warpgroup by token-tile width (2026-11.md)
+#   overlap_rate  whether one warpgroup's wgmma and another's arithmetic slow each other (2026-11.md)
+#   grouped_ss_rate  an fp8 grouped GEMM with both operands in shared memory against cuBLASLt,
+#                 the measurement behind the fp8-resident weights (2026-12.md)
 # Build on the CPU machine, carry build/NAME, run it on the GPU machine.
 # Usage: bash tools/profile/microbench.sh NAME [--build-only]   (exit 77 where there is no nvcc: a CPU
 # test compiles each with --build-only)

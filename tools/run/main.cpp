@@ -49,7 +49,7 @@ give the same bits.
                     quantizers and sums, <= 1e-3 over the call and <= 5e-3 for every token
                     (with an fp8 combine wire: 2.5e-3 and 2e-2); over several ranks the worst rank
   --ref-tokens N    references over at most N random tokens of a call (default 256: all of
-                    a call up to bucket 256, as SPEC.md's relL2 is over the whole output)
+                    a call up to bucket 256, as docs/contract.md's relL2 is over the whole output)
   --path P          expert-GEMM kernels: auto (default), portable, tensor_core, hopper
   --world W         ranks of the group (default 1)
   --transport T     loopback (default: every rank on GPU 0), peer (rank r on GPU r, one process),

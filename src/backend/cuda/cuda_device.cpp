@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "backend/compiler.hpp"
+#include "backend/backend.hpp"
 #include "common/env.hpp"
 #include "megamoe/errors.hpp"
 

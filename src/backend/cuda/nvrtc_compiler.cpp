@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "backend/compiler.hpp"
+#include "backend/backend.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "backend/compiler.hpp"
+#include "backend/backend.hpp"
 #include "backend/hip/hip_library.hpp"
 #include "megamoe/errors.hpp"
 

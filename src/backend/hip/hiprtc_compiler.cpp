@@ -1,7 +1,7 @@
 // The hip backend's compiler: hipRTC, producing an AMDGPU code object for one gfx target.
 #include <fmt/format.h>
 
-#include "backend/compiler.hpp"
+#include "backend/backend.hpp"
 #include "backend/hip/hip_library.hpp"
 #include "megamoe/errors.hpp"
 

@@ -1,4 +1,5 @@
-// The run-time compiler of a backend: kernel source in, loadable binary out.
+// The backends: the run-time compiler of each (kernel source in, loadable binary out) and the
+// factories of their compilers and devices (backend.cpp picks one by BackendKind).
 #pragma once
 #include <memory>
 #include <string>

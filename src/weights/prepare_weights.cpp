@@ -1,0 +1,74 @@
+// Weight preparation: the shape checked, then the layout of the runtime's path uploaded.
+#include "weights/prepare_weights.hpp"
+
+#include <algorithm>
+#include <cstddef>
+
+#include <fmt/format.h>
+
+#include "codegen/path_requirements.hpp"
+
+#include "weights/fp8_resident_layout.hpp"
+#include "weights/tensor_core_layout.hpp"
+#include "megamoe/errors.hpp"
+
+namespace megamoe {
+
+void settle_weight_sources(Config& config, KernelPath path, const RuntimeOptions& options) {
+  if (path != KernelPath::hopper || !options.fp8_resident_weights)
+    for (BucketConfig& b : config.buckets) b.weights = WeightSource::mxfp4;
+}
+
+bool needs_fp8_resident_copy(const Config& config, int max_tokens) {
+  const int top = bucket_for_tokens(max_tokens);
+  return std::any_of(config.buckets.begin(), config.buckets.end(), [&](const BucketConfig& b) {
+    return b.bucket <= top && b.weights == WeightSource::fp8_resident;
+  });
+}
+
+std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& config, KernelPath path, int max_tokens,
+                                                 const Mxfp4ExpertWeights& w) {
+  w.check();
+  const ModelShape& m = config.model;
+  auto expect = [&](const char* field, int got, int want, const char* config_field) {
+    if (got != want)
+      throw Error(fmt::format("megamoe: weights.{} = {}, expected {} (config {} model.{})", field, got, want,
+                              config.name, config_field));
+  };
+  expect("experts", w.experts, m.experts_per_rank, "experts_per_rank");
+  expect("model_dim", w.model_dim, m.model_dim, "model_dim");
+  expect("inter_dim", w.inter_dim, m.inter_dim, "inter_dim");
+  require_dims(path, w.model_dim, w.inter_dim, "prepare_weights");  // the path's layout (shape contract)
+  auto p = std::make_unique<PreparedWeights>();
+  p->path = path;
+  p->experts = w.experts, p->model_dim = w.model_dim, p->inter_dim = w.inter_dim;
+  auto upload = [&](const auto& host) {
+    std::size_t bytes = host.size() * sizeof(host[0]);
+    DeviceBuffer b(device, bytes);
+    device.copy_to_device(b.get(), host.data(), bytes);
+    return b;
+  };
+  if (path == KernelPath::portable) {  // layout v1: the checkpoint layout itself
+    p->w1_packed = upload(w.w1_packed);
+    p->w1_scales = upload(w.w1_scales);
+    p->w2_packed = upload(w.w2_packed);
+    p->w2_scales = upload(w.w2_scales);
+    return p;
+  }
+  const bool resident = needs_fp8_resident_copy(config, max_tokens);
+  TensorCoreWeights w1 = to_tensor_core_layout(w.w1_packed.data(), w.w1_scales.data(), w.experts, 2 * w.inter_dim,
+                                               w.model_dim, true);
+  p->w1_units = upload(w1.units), p->w1_row_scale = upload(w1.row_scale);
+  p->flushed_blocks = w1.flushed_blocks;
+  if (resident) p->w1_resident = upload(to_fp8_resident_layout(w1, w.experts, 2 * w.inter_dim, w.model_dim));
+  w1 = {};
+  TensorCoreWeights w2 = to_tensor_core_layout(w.w2_packed.data(), w.w2_scales.data(), w.experts, w.model_dim,
+                                               w.inter_dim, false);
+  p->w2_units = upload(w2.units), p->w2_row_scale = upload(w2.row_scale);
+  p->flushed_blocks += w2.flushed_blocks;
+  if (resident) p->w2_resident = upload(to_fp8_resident_layout(w2, w.experts, w.model_dim, w.inter_dim));
+  p->resident_bytes = p->w1_resident.bytes() + p->w2_resident.bytes();
+  return p;
+}
+
+}  // namespace megamoe

@@ -1,0 +1,27 @@
+// The expert weights of a runtime uploaded in its kernels' layout (PreparedWeights, docs/layer.md):
+// the checkpoint layout (v1) for the portable path, v3 for the tensor-core and Hopper paths, and
+// the fp8-resident copy where a bucket the runtime can use reads it.
+#pragma once
+#include <memory>
+
+#include "megamoe/config.hpp"
+#include "megamoe/device.hpp"
+#include "megamoe/runtime.hpp"
+#include "megamoe/weights.hpp"
+
+namespace megamoe {
+
+// Only the Hopper kernels read an fp8-resident copy, and only where the options allow it: every
+// other bucket of `config` is set to read the MXFP4 weights.
+void settle_weight_sources(Config& config, KernelPath path, const RuntimeOptions& options);
+
+// Whether a bucket up to max_tokens' bucket reads the fp8-resident copy (settle_weight_sources
+// has cleared it on other paths and where the options refuse it).
+bool needs_fp8_resident_copy(const Config& config, int max_tokens);
+
+// Checks the weights' shape against the config (megamoe::Error naming the field) and uploads them
+// for `path` on `device`.
+std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& config, KernelPath path, int max_tokens,
+                                                 const Mxfp4ExpertWeights& weights);
+
+}  // namespace megamoe
