@@ -62,8 +62,6 @@ class PreparedWeights {
   std::size_t resident_bytes = 0;  // device memory the fp8-resident copy takes (0: none made)
 };
 
-// With a bucket's fused_stages (Hopper) both stages run as one kernel: stage1_ms holds it and
-// stage2_ms is about 0.
 struct StageTimes {
   float route_ms = 0, quantize_ms = 0, stage1_ms = 0, stage2_ms = 0, combine_ms = 0, total_ms = 0;
 };

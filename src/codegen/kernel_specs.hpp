@@ -44,9 +44,6 @@ TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, in
                                                bool ep = false, WeightSource weights = WeightSource::mxfp4);
 TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check, bool ep = false,
                                                WeightSource weights = WeightSource::mxfp4);
-// Both stages in one persistent kernel (a bucket's fused_stages).
-TypedSpec<StagesHopperArgs> stages_hopper_spec(const Activation& act, int bm, int x_block, CombineWire wire,
-                                               bool bounds_check);
 
 // --- expert parallelism (specs_ep.cpp; templates/ep/) ---
 TypedSpec<RouteEpArgs> route_ep_spec();

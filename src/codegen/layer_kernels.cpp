@@ -9,11 +9,7 @@ std::vector<KernelSpec> LayerKernels::all() const {
   std::vector<KernelSpec> v = {route_count, route};
   if (auto* p = std::get_if<PortableKernels>(&path)) v.insert(v.end(), {p->quantize, p->stage1, p->stage2});
   if (auto* t = std::get_if<TensorCoreKernels>(&path)) v.insert(v.end(), {t->quantize, t->stage1, t->stage2});
-  if (auto* h = std::get_if<HopperKernels>(&path)) {
-    v.push_back(h->dispatch);
-    if (h->stages) v.push_back(*h->stages);
-    else v.insert(v.end(), {h->stage1, h->stage2});
-  }
+  if (auto* h = std::get_if<HopperKernels>(&path)) v.insert(v.end(), {h->dispatch, h->stage1, h->stage2});
   v.push_back(combine);
   return v;
 }
@@ -31,8 +27,6 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     h.dispatch = dispatch_rows_spec(k.arithmetic.x, b.bounds_check);
     h.stage1 = stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check, false, b.weights);
     h.stage2 = stage2_hopper_spec(k.bm2, b.combine_wire, b.bounds_check, false, b.weights);
-    if (b.fused_stages)
-      h.stages = stages_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.combine_wire, b.bounds_check);
     k.path = std::move(h);
   } else if (path == KernelPath::tensor_core) {
     k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm);

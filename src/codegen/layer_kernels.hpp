@@ -1,7 +1,6 @@
 // The kernels a bucket of a config launches on a path, typed by their argument structs: routing
 // and combine on every path, and each path's own quantization and stage kernels.
 #pragma once
-#include <optional>
 #include <variant>
 #include <vector>
 
@@ -26,7 +25,6 @@ struct HopperKernels {
   TypedSpec<DispatchRowsArgs> dispatch;
   TypedSpec<Stage1HopperArgs> stage1;
   TypedSpec<Stage2HopperArgs> stage2;
-  std::optional<TypedSpec<StagesHopperArgs>> stages;  // the bucket's fused_stages: launched instead of both
 };
 
 struct LayerKernels {

@@ -1,5 +1,4 @@
-// The Hopper path's kernels (templates/moe/dispatch_rows.cuh, stage{1,2}_hopper.cuh,
-// stages_hopper.cuh): wgmma, bulk copies on mbarriers, warp-specialised, sm_90a.
+// The Hopper path's kernels (templates/moe/dispatch_rows.cuh, stage{1,2}_hopper.cuh): wgmma, bulk copies on mbarriers, warp-specialised, sm_90a.
 #include <fmt/format.h>
 
 #include "codegen/kernel_specs.hpp"
@@ -52,22 +51,6 @@ TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, in
                      std::to_string(s.min_blocks), std::to_string(x_block), std::to_string(s.shared_bytes),
                      bool_literal(bounds_check), bool_literal(resident)};
   s.cluster = 2;  // the two tiles of a 128-column block of h side by side
-  return s;
-}
-
-TypedSpec<StagesHopperArgs> stages_hopper_spec(const Activation& act, int bm, int x_block, CombineWire wire,
-                                               bool bounds_check) {
-  ActivationCode a = activation_code(act);
-  auto s = hopper_tile_spec<StagesHopperArgs>("stages_hopper", bm, 3, false);
-  s.name_parts.insert(s.name_parts.begin(), a.tag);
-  for (std::string part : {fmt::format("x{}", x_block), wire_tag(wire), bounds_tag(bounds_check)})
-    s.name_parts.push_back(part);
-  s.includes = {"moe/stages_hopper.cuh"};
-  s.preamble = a.preamble;
-  s.template_args = {a.type, std::to_string(bm), std::to_string(hopper_stages(bm, 3)), std::to_string(s.min_blocks),
-                     std::to_string(x_block), std::to_string(s.shared_bytes), wire_code(wire),
-                     bool_literal(bounds_check)};
-  s.cluster = 2;  // Stage1's two tiles of a 128-column block of h side by side
   return s;
 }
 

@@ -37,11 +37,11 @@ namespace {
 int region_ld(int stage) { return stage == 1 ? kStage1RegionLd : kStage2RegionLd; }
 }  // namespace
 
-// Stage1's (and both stages') static shared memory is Stage1PairShared; Stage2 has none. Each
-// counted with the 1 KB that the cubins list in every sm_90 kernel using shared memory (the
-// driver's own reservation per block is apart from the 227 KB a block may have).
+// Stage1's static shared memory is Stage1PairShared; Stage2 has none. Each counted with the 1 KB
+// that the cubins list in every sm_90 kernel using shared memory (the driver's own reservation
+// per block is apart from the 227 KB a block may have).
 int hopper_static_smem(int bm, int stage, bool ep) {
-  return 1024 + (stage == 2 ? 0 : hopper_pair_shared_bytes(bm)) + (ep ? 64 : 0);
+  return 1024 + (stage == 1 ? hopper_pair_shared_bytes(bm) : 0) + (ep ? 64 : 0);
 }
 
 // As many stages as fit beside the head and the region, 2 to 12: an SM's 228 KB, less 1 KB the

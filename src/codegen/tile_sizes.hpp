@@ -24,9 +24,8 @@ inline constexpr int kHopperMaxBm = 176;
 int hopper_bm(int config_bm);
 // Blocks per SM: 2 for token tiles up to 48 (more warps to hide a chunk's latencies).
 int hopper_blocks_per_sm(int bm);
-// Pipeline stages and dynamic shared memory of a Hopper kernel: `stage` 1, 2, or 3 (both stages
-// in one kernel, whose region is Stage2's, the longer); and its static shared memory. ep: the
-// kernel over several ranks, whose protocol keeps a few words of static shared memory more.
+// Pipeline stages and dynamic shared memory of a Hopper kernel: `stage` 1 or 2; and its static
+// shared memory. ep: the kernel over several ranks, whose protocol keeps a few words of static shared memory more.
 // resident: the fp8-resident kernels, whose stages hold a 16 KB weight unit.
 int hopper_stages(int bm, int stage, bool ep = false, bool resident = false);
 int hopper_smem(int bm, int stage, bool ep = false, bool resident = false);

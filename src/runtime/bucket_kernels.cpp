@@ -45,20 +45,8 @@ std::unique_ptr<BucketKernels> load_bucket_kernels(Device& device, KernelBuilder
                                load(device, builder, t->stage2)};
   } else {
     const HopperKernels& h = std::get<HopperKernels>(specs.path);
-    HopperLoaded l;
-    l.dispatch = load(device, builder, h.dispatch);
-    if (h.stages) {
-      l.stages = load(device, builder, *h.stages);
-      // Stage2's tiles wait for Stage1's on other blocks: every block must be resident at once.
-      const int resident = device.resident_blocks(l.stages->function, {unsigned(l.stages->threads)},
-                                                  std::size_t(l.stages->shared_bytes), l.stages->cluster);
-      const int planned = h.stages->min_blocks * device.multiprocessors();
-      l.stages_grid_cap = unsigned(resident > 0 ? std::min(resident, planned) : planned) / 2 * 2;  // whole clusters
-    } else {
-      l.stage1 = load(device, builder, h.stage1);
-      l.stage2 = load(device, builder, h.stage2);
-    }
-    b->path = std::move(l);
+    b->path = HopperLoaded{load(device, builder, h.dispatch), load(device, builder, h.stage1),
+                           load(device, builder, h.stage2)};
   }
   b->combine = load(device, builder, specs.combine);
   return b;

@@ -2,7 +2,6 @@
 // (codegen/layer_kernels.hpp), so that a launch can only pass the struct the kernel takes.
 #pragma once
 #include <memory>
-#include <optional>
 #include <variant>
 
 #include "codegen/layer_kernels.hpp"
@@ -43,8 +42,6 @@ struct HopperLoaded {
   Kernel<DispatchRowsArgs> dispatch;
   Kernel<Stage1HopperArgs> stage1;
   Kernel<Stage2HopperArgs> stage2;
-  std::optional<Kernel<StagesHopperArgs>> stages;  // the bucket's fused_stages
-  unsigned stages_grid_cap = 0;  // blocks of `stages` that can be resident at once: its tiles wait on each other
 };
 
 struct BucketKernels {

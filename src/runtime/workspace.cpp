@@ -43,7 +43,6 @@ Workspace Workspace::create(Device& d, const Config& config, const RuntimeOption
   for (const DeviceBuffer* b : {&w.expert_offsets, &w.tile_offsets1, &w.tile_offsets2})
     d.fill_bytes(b->get(), 0, b->bytes());  // an empty layout until a call lays one out
   w.errors = DeviceBuffer(d, kErrWords * 4);
-  w.expert_done = DeviceBuffer(d, E * 4);  // zeroed by dispatch_rows in each call that uses it
   w.clear_errors(d);
   return w;
 }
@@ -57,8 +56,7 @@ void Workspace::clear_errors(Device& d) {
 std::size_t Workspace::bytes() const {
   std::size_t n = 0;
   for (const DeviceBuffer* b : {&route_counts, &expert_offsets, &tile_offsets1, &tile_offsets2, &row_token, &row_slot,
-                                &row_weight, &slot_row, &x_q, &x_scales, &h_q, &h_scales, &wire, &wire_scales, &errors,
-                                &expert_done})
+                                &row_weight, &slot_row, &x_q, &x_scales, &h_q, &h_scales, &wire, &wire_scales, &errors})
     n += b->bytes();
   return n;
 }

@@ -26,10 +26,9 @@ struct Workspace {
   DeviceBuffer x_q, x_scales, h_q, h_scales;
   // Stage2's rows for combine, by slot: bf16, or e4m3 in the first half with e8m0 wire_scales.
   DeviceBuffer wire, wire_scales;
-  DeviceBuffer errors;       // kErrWords ints (interface/kernel_constants.cuh)
-  DeviceBuffer expert_done;  // the fused stages' Stage1 tiles stored, by expert
-  int rows_capacity = 0;     // routed rows (routed_rows_capacity)
-  int rows_pad = 0;          // rows per chunk of the routed layout: rows_capacity and a last tile's overhang
+  DeviceBuffer errors;    // kErrWords ints (interface/kernel_constants.cuh)
+  int rows_capacity = 0;  // routed rows (routed_rows_capacity)
+  int rows_pad = 0;       // rows per chunk of the routed layout: rows_capacity and a last tile's overhang
 
   // The error words as no call has touched them.
   void clear_errors(Device& device);

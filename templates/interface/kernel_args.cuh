@@ -59,8 +59,7 @@ struct DispatchRowsArgs {
   int rows_pad;  // rows per chunk of the routed layout
   int rows_capacity;
   u8* xr;            // routed x, e4m3
-  float* xs;         // routed x's scales
-  int* expert_done;  // the fused stages' counters by expert, zeroed here; or null
+  float* xs;     // routed x's scales
   int* errors;
 };
 
@@ -168,31 +167,6 @@ struct Stage2HopperArgs {
   void* wire;
   u8* wire_scales;
   int rows_pad, rows_capacity, slots;
-  int* errors;
-};
-
-// stages_hopper (moe/stages_hopper.cuh): Stage1 and Stage2 in one kernel.
-struct StagesHopperArgs {
-  static constexpr const char* kName = "StagesHopperArgs";
-  const u8* x_q;
-  const float* x_scales;
-  const int* expert_offsets;
-  const int* tile_offsets1;
-  const int* tile_offsets2;
-  const int* row_token;
-  const int* row_slot;
-  const float* row_weight;
-  const u8* w1_units;
-  const float* w1_row_scale;
-  const u8* w2_units;
-  const float* w2_row_scale;
-  int experts, model_dim, inter_dim;
-  u8* h_q;
-  float* h_scales;
-  void* wire;
-  u8* wire_scales;
-  int* expert_done;  // Stage1 tiles stored, by expert (dispatch_rows zeroes it)
-  int rows_pad, rows_capacity, tokens, slots;
   int* errors;
 };
 

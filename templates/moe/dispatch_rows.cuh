@@ -4,9 +4,7 @@
 // slot); each 128-value chunk's scale entry holds its block's scale. One warp per token and four
 // 128-value chunks, spread grid-wide: 8 lanes a chunk, each lane 16 values, so that every load
 // and store is 16 bytes wide, and a block's chunks are in one warp. The checked build refuses,
-// and counts, rows outside the workspace. expert_done (or null): the counters by expert that the
-// kernel running both stages (moe/stages_hopper.cuh) counts Stage1's tiles on, zeroed here for
-// this call (the previous call's kernels have all finished before this one starts).
+// and counts, rows outside the workspace.
 #pragma once
 #include "interface/kernel_args.cuh"
 #include "moe/routed_rows.cuh"
@@ -16,8 +14,6 @@ namespace megamoe {
 template <int kXBlock, bool kCheck>
 MM_DEVICE void dispatch_rows(const DispatchRowsArgs& a) {
   const int tokens = a.tokens, topk = a.topk, model_dim = a.model_dim;
-  if (a.expert_done && blockIdx.x == 0)
-    for (int e = threadIdx.x; e < a.experts; e += kDispatchThreads) a.expert_done[e] = 0;
   const int chunks = model_dim / 128, groups = (chunks + kDispatchChunks - 1) / kDispatchChunks;
   const int lane = threadIdx.x & 31, warps = kDispatchThreads / 32, piece = lane & 7;
   const i64 tasks = (i64)tokens * groups;

@@ -84,7 +84,6 @@ TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asy
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, 256, false));
   for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_hopper_spec(act, bm, 128, false));  // x per chunk
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, false));
-  for (int bm : {16, 32, 48, 64, 160}) specs.push_back(stages_hopper_spec(act, bm, 256, CombineWire::bf16, false));
   // The fp8-resident kernels (both operands from shared memory) at every width.
   const WeightSource res = WeightSource::fp8_resident;
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, 256, false, false, res));

@@ -142,12 +142,6 @@ TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM t
       CHECK(spec.min_blocks * (spec.shared_bytes + static_bytes + 1024) <= 233472);
       CHECK(hopper_stages(tile, spec.family == "stage1_hopper" ? 1 : 2) >= 3);  // a chunk in use, one landing, one queued
     }
-    const KernelSpec both = stages_hopper_spec(act, bm1, 256, CombineWire::bf16, false);
-    INFO(both.name());
-    CHECK(both.min_blocks == (bm1 <= 48 ? 2 : 1));
-    CHECK(both.shared_bytes + 1024 + 3 * bm1 * 4 + 16 <= kHopperSharedLimit);
-    CHECK(both.min_blocks * (both.shared_bytes + 1024 + 3 * bm1 * 4 + 16 + 1024) <= 233472);
-    CHECK(hopper_stages(bm1, 3) >= 3);
     // The other paths' tiles are powers of two: the config's BM rounded up, capped.
     const int tc = tensor_core_bm(bm), pb = portable_bm(bm);
     CHECK((tc & (tc - 1)) == 0);

@@ -25,11 +25,6 @@ const std::vector<ConfigVariant>& config_variants() {
       {"small_x256_partial", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
            "buckets": {"1": {"stage1": {"bm": 16}, "stage2": {"bm": 16}}}})"},
-      // Both stages in one kernel: two blocks per SM (buckets up to 128) and one (bucket 1024, with
-      // Stage1's tile set to Stage2's: the kernel has one).
-      {"kimi_fused", "kimi_k3_a8w4",
-       R"({"buckets": {"1": {"fused_stages": true}, "8": {"fused_stages": true}, "128": {"fused_stages": true},
-                       "1024": {"fused_stages": true, "stage1": {"bm": 160}}}})"},
       // The fp8-resident kernels: Kimi-K3 at every bucket; x per 128 with odd chunk counts; x per
       // 256 over six chunks.
       {"kimi_fp8res", "kimi_k3_a8w4", R"({"bucket_defaults": {"weights": "fp8_resident"}})"},
@@ -40,11 +35,6 @@ const std::vector<ConfigVariant>& config_variants() {
       {"small_x256_fp8res", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
            "bucket_defaults": {"weights": "fp8_resident"},
-           "buckets": {"1": {"stage1": {"bm": 16}, "stage2": {"bm": 16}}}})"},
-      // The same with x per 128 (model_dim 384) and odd chunk counts in both stages.
-      {"small_odd_fused", "generic_a8w4",
-       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
-           "bucket_defaults": {"fused_stages": true},
            "buckets": {"1": {"stage1": {"bm": 16}, "stage2": {"bm": 16}}}})"},
   };
   return v;

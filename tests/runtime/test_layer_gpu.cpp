@@ -198,16 +198,6 @@ TEST_CASE("model_dim 768: x in blocks of 256 over six chunks", "[gpu][silu]") {
   run_cases(variant("small_x256_partial"), {{1}, {64}, {1000}});
 }
 
-// Stage2's tiles wait on counters that dispatch zeroes each call: the repeated sizes check that
-// the next call starts from zero.
-TEST_CASE("both stages in one kernel", "[gpu][situv2]") {
-  run_cases(variant("kimi_fused"), {{1}, {8}, {100}, {1000}, {8}, {1}, {1000, "holes"}, {3, "holes"}});
-}
-
-TEST_CASE("both stages in one kernel: x per 128, odd chunk counts", "[gpu][silu]") {
-  run_cases(variant("small_odd_fused"), {{1}, {64}, {1000}, {1}});
-}
-
 TEST_CASE("prepared weights hold the checkpoint bytes (layout v1)", "[gpu]") {
   RuntimeOptions o;
   o.path = KernelPath::portable;

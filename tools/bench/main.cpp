@@ -42,8 +42,7 @@ time / floor. --against CONFIG also times the same model with CONFIG's bucket ta
 dispatch blocks, combine wire: with_buckets_of), side by side with it on the same inputs, and
 prints both totals and their ratio (against / config: above 1, the config is faster).
 --crossover (Hopper path) also times the config's table with every bucket's weights mxfp4 and
-with every bucket's fp8_resident (fused_stages buckets stay mxfp4), side by side on the same
-inputs, and names the crossover: the batch size from which fp8_resident is the faster at every
+with every bucket's fp8_resident, side by side on the same inputs, and names the crossover: the batch size from which fp8_resident is the faster at every
 size measured.
 --world W > 1: the W ranks of an expert-parallel group in this process (--transport loopback,
 the default: every rank on GPU 0; peer: rank r on GPU r), bs tokens a rank, uniform routing over
@@ -69,10 +68,9 @@ struct Row {
   double mxfp4_total_ms = 0, resident_total_ms = 0;  // --crossover
 };
 
-// The config with every bucket's weights `w` (fused_stages buckets keep mxfp4: their kernel reads
-// only that), named for it.
+// The config with every bucket's weights `w`, named for it.
 Config with_weights(Config c, WeightSource w) {
-  for (BucketConfig& b : c.buckets) b.weights = b.fused_stages ? WeightSource::mxfp4 : w;
+  for (BucketConfig& b : c.buckets) b.weights = w;
   c.name += fmt::format("_{}", to_string(w));
   return c;
 }
