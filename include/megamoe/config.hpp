@@ -90,11 +90,8 @@ struct BucketConfig {
   int bucket = 0;  // a power of two from kMinBucket to kMaxBucket
   TileShape stage1, stage2;
   DispatchOptions dispatch;
-  // Hopper path: Stage1 and Stage2 in one persistent kernel (no launch boundary between them);
-  // needs stage1.bm == stage2.bm.
-  bool fused_stages = false;
   CombineWire combine_wire = CombineWire::bf16;
-  WeightSource weights = WeightSource::mxfp4;  // not with fused_stages
+  WeightSource weights = WeightSource::mxfp4;
   bool bounds_check = false;
 };
 

@@ -19,23 +19,23 @@ const std::vector<ConfigVariant>& config_variants() {
       // 64-token tiles on Hopper).
       {"small_odd_chunks", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
-           "buckets": {"1": {"stage1": {"bm": 16}, "stage2": {"bm": 16}}}})"},
+           "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // model_dim 768: six chunks, x in blocks of 256 on Hopper, so the dispatch's second group
       // of four chunks holds one block and two chunks past the row.
       {"small_x256_partial", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
-           "buckets": {"1": {"stage1": {"bm": 16}, "stage2": {"bm": 16}}}})"},
+           "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // The fp8-resident kernels: Kimi-K3 at every bucket; x per 128 with odd chunk counts; x per
       // 256 over six chunks.
       {"kimi_fp8res", "kimi_k3_a8w4", R"({"bucket_defaults": {"weights": "fp8_resident"}})"},
       {"small_odd_fp8res", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
            "bucket_defaults": {"weights": "fp8_resident"},
-           "buckets": {"1": {"stage1": {"bm": 16}, "stage2": {"bm": 16}}}})"},
+           "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       {"small_x256_fp8res", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
            "bucket_defaults": {"weights": "fp8_resident"},
-           "buckets": {"1": {"stage1": {"bm": 16}, "stage2": {"bm": 16}}}})"},
+           "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
   };
   return v;
 }
