@@ -17,7 +17,6 @@ constexpr PathRequirements kTable[] = {
      .dim_multiple = 128,
      .dim_reason = "its weights come in 128-k chunks and 128-row blocks (layout v3)",
      .backend = BackendKind::cuda,
-     .any_backend = false,
      .min_sm = 90,
      .needs_sm90a = true,
      .device_reason = "a cuda GPU of sm_90 (built as sm_90a)",
@@ -26,7 +25,6 @@ constexpr PathRequirements kTable[] = {
      .dim_multiple = 128,
      .dim_reason = "its weights come in 128-k chunks and 128-row blocks (layout v3)",
      .backend = BackendKind::cuda,
-     .any_backend = false,
      .min_sm = 89,
      .needs_sm90a = false,
      .device_reason = "a cuda GPU of sm_89 or later (fp8 mma.sync)",
@@ -34,8 +32,7 @@ constexpr PathRequirements kTable[] = {
     {.path = KernelPath::portable,
      .dim_multiple = 64,
      .dim_reason = "each is split into 32-value MX blocks along K and 64-column tiles along N",
-     .backend = BackendKind::cuda,
-     .any_backend = true,
+     .backend = std::nullopt,
      .min_sm = 0,
      .needs_sm90a = false,
      .device_reason = "any GPU",
@@ -48,8 +45,8 @@ int sm_of(BackendKind backend, const std::string& arch) {
 }
 
 bool device_fits(const PathRequirements& r, BackendKind backend, const std::string& arch) {
-  if (r.any_backend) return true;
-  if (backend != r.backend) return false;
+  if (!r.backend) return true;
+  if (backend != *r.backend) return false;
   if (r.needs_sm90a) return arch == "sm_90a";
   return sm_of(backend, arch) >= r.min_sm;
 }

@@ -2,6 +2,7 @@
 // table. The config schema checks every config against the least of them (the portable path's),
 // the path choice checks the path it picks, and prepare_weights the layout it converts to.
 #pragma once
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,8 +19,7 @@ struct PathRequirements {
   KernelPath path;
   int dim_multiple;             // model_dim and inter_dim: each GEMM's K, and the other's N
   std::string_view dim_reason;  // why that multiple
-  BackendKind backend;          // the backend whose kernels the path has (portable: both)
-  bool any_backend;
+  std::optional<BackendKind> backend;  // the only backend whose kernels the path has; none: every one
   int min_sm;          // cuda: the lowest compute capability, e.g. 89; 0 for none
   bool needs_sm90a;    // sm_90's architecture-specific instructions (wgmma, bulk copies)
   std::string_view device_reason;
