@@ -116,10 +116,8 @@ LayerTimes time_layer(Runtime& rt, const PreparedWeights& w, const std::vector<I
   return t;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // loopback ranks' streams on queues of their own (docs/ep.md)
+// The options, as parsed; world 0 until --world is given.
+struct Options {
   std::string config_name, json_path, against_name;
   bool crossover = false;
   KernelPath path = KernelPath::automatic;
@@ -127,168 +125,235 @@ int main(int argc, char** argv) {
   int world = 0, reps = 20;
   Transport transport = Transport::loopback;
   std::uint64_t seed = 123;
+};
+
+// A layer timed beside the config's on the same inputs (--against, --crossover): its runtime and
+// its prepared weights; empty when the mode is off.
+struct Beside {
+  std::unique_ptr<Runtime> rt;
+  std::unique_ptr<PreparedWeights> prepared;
+  explicit operator bool() const { return rt != nullptr; }
+  double total_ms(const std::vector<InputSet>& sets, std::int64_t bs, int reps, StreamHandle stream) const {
+    return time_layer(*rt, *prepared, sets, bs, reps, stream).total_ms;
+  }
+};
+
+// --crossover: the config's table with every bucket's weights mxfp4, and with every bucket's
+// fp8_resident.
+struct Crossover {
+  Beside mxfp4, resident;
+  explicit operator bool() const { return bool(mxfp4); }
+};
+
+// --crossover's runtimes (none when it is off); the Hopper path's only.
+Crossover open_crossover(bool on, const Config& config, const RuntimeOptions& options, const Runtime& rt) {
+  Crossover c;
+  if (on && rt.path() != KernelPath::hopper)
+    throw Error("megamoe-bench: --crossover compares the Hopper path's weight sources; this GPU runs " +
+                std::string(to_string(rt.path())));
+  if (on) c.mxfp4.rt = Runtime::create(with_weights(config, WeightSource::mxfp4), options);
+  if (on) c.resident.rt = Runtime::create(with_weights(config, WeightSource::fp8_resident), options);
+  if (on) fmt::print("crossover: every bucket mxfp4 against every bucket fp8_resident, on the same inputs\n");
+  return c;
+}
+
+// One size's input sets: enough that together they are three times the 60 MB L2 (2 to 64 of
+// them). Sets row.input_sets and row.experts_touched, and `pairs` to the first set's routed pairs.
+std::vector<InputSet> make_input_sets(Device& dev, const ModelShape& m, std::int64_t bs, std::uint64_t seed, Row& row,
+                                      long long& pairs) {
+  const double set_bytes = double(bs) * (4.0 * m.model_dim + 8.0 * m.topk);
+  row.input_sets = int(std::clamp(std::ceil(180e6 / set_bytes), 2.0, 64.0));
+  std::vector<InputSet> sets;
+  std::mt19937_64 rng = workload::inputs_rng(seed, bs);
+  std::set<int> touched;
+  pairs = 0;
+  for (int i = 0; i < row.input_sets; ++i) {
+    workload::Routing r = workload::make_routing("uniform", bs, m.topk, m.experts_per_rank, rng);
+    std::vector<std::uint16_t> x = workload::random_bf16(bs, m.model_dim, rng);
+    InputSet s{DeviceBuffer(dev, x.size() * 2), DeviceBuffer(dev, r.ids.size() * 4),
+               DeviceBuffer(dev, r.weights.size() * 4), DeviceBuffer(dev, x.size() * 2)};
+    dev.copy_to_device(s.x.get(), x.data(), x.size() * 2);
+    dev.copy_to_device(s.ids.get(), r.ids.data(), r.ids.size() * 4);
+    dev.copy_to_device(s.w.get(), r.weights.data(), r.weights.size() * 4);
+    dev.fill_bytes(s.y.get(), 0xFF, s.y.bytes());
+    if (i == 0) {
+      for (int id : r.ids) touched.insert(id), pairs += id >= 0;
+    }
+    sets.push_back(std::move(s));
+  }
+  row.experts_touched = int(touched.size());
+  return sets;
+}
+
+void print_header(bool against, bool crossover) {
+  fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}{}{}\n", "bs", "sets", "experts", "stage1_ms",
+             "stage2_ms", "call_ms", "total_ms", "floor_ms", "time/floor",
+             against ? fmt::format(" {:>10} {:>8}", "against_ms", "ratio") : "",
+             crossover ? fmt::format(" {:>10} {:>10} {:>8}", "mxfp4_ms", "fp8res_ms", "res/mx") : "");
+}
+
+void print_row(const Row& row, bool against, bool crossover) {
+  fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}{}{}\n", row.bs,
+             row.input_sets, row.experts_touched, row.stage1_ms, row.stage2_ms, row.call_ms, row.total_ms,
+             row.floor_ms, row.total_ms / row.floor_ms,
+             against ? fmt::format(" {:>10.3f} {:>8.2f}", row.against_total_ms, row.against_total_ms / row.total_ms)
+                     : "",
+             crossover ? fmt::format(" {:>10.3f} {:>10.3f} {:>8.2f}", row.mxfp4_total_ms, row.resident_total_ms,
+                                     row.resident_total_ms / row.mxfp4_total_ms)
+                       : "");
+  std::fflush(stdout);  // a row as soon as it is measured, also into a pipe
+}
+
+// The crossover: the first size from which fp8_resident is the faster at every size measured; printed.
+std::optional<std::int64_t> report_crossover(const std::vector<Row>& rows) {
+  std::optional<std::int64_t> cross;
+  for (auto it = rows.rbegin(); it != rows.rend() && it->resident_total_ms < it->mxfp4_total_ms; ++it) cross = it->bs;
+  if (cross)
+    fmt::print("crossover: fp8_resident is the faster from bs {} on (of the sizes measured)\n", *cross);
+  else
+    fmt::print("crossover: none: mxfp4 is the faster at the largest size measured\n");
+  return cross;
+}
+
+void write_json(const std::string& json_path, const Runtime& rt, Device& dev, const bench::Ceilings& ceilings,
+                const std::vector<Row>& rows, const Beside& other, const Crossover& crossover,
+                const std::optional<std::int64_t>& cross) {
+  const Config& cfg = rt.config();
+  const bench::Ceiling &copy = ceilings.copy, &fp8 = ceilings.fp8;
+  nlohmann::json j = {{"config", cfg.name}, {"device", dev.name()}, {"arch", dev.arch()},
+                      {"path", std::string(to_string(rt.path()))}, {"world", 1},
+                      {"copy_tb_per_s", copy.value}, {"copy_burst_tb_per_s", copy.burst},
+                      {"copy_how", copy.how}, {"fp8_tflop_per_s", ceilings.tflops},
+                      {"fp8_burst_tflop_per_s", fp8.burst}, {"fp8_measured", fp8.measured},
+                      {"fp8_how", fp8.how}};
+  for (const Row& r : rows)
+    j["buckets"].push_back({{"bs", r.bs}, {"input_sets", r.input_sets}, {"experts_touched", r.experts_touched},
+                            {"stage1_ms", r.stage1_ms}, {"stage2_ms", r.stage2_ms}, {"call_ms", r.call_ms},
+                            {"total_ms", r.total_ms},
+                            {"floor_ms", r.floor_ms}, {"floor_bytes_ms", r.bytes_ms},
+                            {"floor_flops_ms", r.flops_ms}, {"time_over_floor", r.total_ms / r.floor_ms}});
+  if (other) {
+    j["against"] = other.rt->config().name;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      j["buckets"][i]["against_total_ms"] = rows[i].against_total_ms,
+      j["buckets"][i]["against_over_config"] = rows[i].against_total_ms / rows[i].total_ms;
+  }
+  if (crossover) {
+    j["crossover_bs"] = cross ? nlohmann::json(*cross) : nlohmann::json(nullptr);
+    j["fp8_resident_bytes"] = crossover.resident.prepared->resident_bytes;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      j["buckets"][i]["mxfp4_total_ms"] = rows[i].mxfp4_total_ms,
+      j["buckets"][i]["fp8_resident_total_ms"] = rows[i].resident_total_ms;
+  }
+  std::ofstream(json_path) << j.dump(2) << "\n";
+}
+
+void print_footnotes(int reps, bool against, bool crossover) {
+  fmt::print("stages: median of {} direct calls; call: median of {} single calls, each waited for; total: median "
+             "of {} graph replays over the input sets{}\n",
+             reps, reps, reps, against ? "; against: the other bucket table's total, ratio: against / total" : "");
+  if (crossover)
+    fmt::print("mxfp4_ms, fp8res_ms: totals with every bucket's weights so; res/mx: their ratio (below 1, "
+               "fp8_resident is the faster)\n");
+}
+
+// --world 1: the table per batch size, with --against's and --crossover's columns measured in
+// the same size's turn, on its inputs.
+int run_world1(const Options& o) {
+  RuntimeOptions options;
+  options.max_tokens = int(*std::max_element(o.sizes.begin(), o.sizes.end()));
+  options.path = o.path;
+  // --against: the same model with another bucket table (checked before any GPU is opened).
+  const Config config = load_config(o.config_name);
+  const std::optional<Config> against =
+      o.against_name.empty() ? std::nullopt
+                             : std::optional<Config>(with_buckets_of(config, load_config(o.against_name)));
+  auto rt = Runtime::create(config, options);
+  Beside other;
+  if (against) other.rt = Runtime::create(*against, options);
+  Device& dev = rt->device();
+  const Config& cfg = rt->config();
+  const ModelShape& m = cfg.model;
+  fmt::print("config {} on {} ({}), {} path, world 1\n", cfg.name, dev.name(), dev.arch(), to_string(rt->path()));
+  if (other) fmt::print("against: {} (side by side on the same inputs)\n", other.rt->config().name);
+  Crossover crossover = open_crossover(o.crossover, config, options, *rt);
+
+  const bench::Ceilings ceilings = bench::measure_and_print_ceilings(dev);
+
+  const Mxfp4ExpertWeights weights = workload::random_weights(m, o.seed);
+  auto prepared = rt->prepare_weights(weights);
+  if (other) other.prepared = other.rt->prepare_weights(weights);
+  if (crossover) crossover.mxfp4.prepared = crossover.mxfp4.rt->prepare_weights(weights);
+  if (crossover) crossover.resident.prepared = crossover.resident.rt->prepare_weights(weights);
+  if (crossover) fmt::print("fp8-resident copy: {:.2f} GB\n", crossover.resident.prepared->resident_bytes / 1e9);
+  StreamHandle stream = dev.create_stream();
+  std::vector<Row> rows;
+  print_header(bool(other), bool(crossover));
+  for (std::int64_t bs : o.sizes) {
+    Row row;
+    row.bs = bs;
+    long long pairs = 0;
+    const std::vector<InputSet> sets = make_input_sets(dev, m, bs, o.seed, row, pairs);
+    const bench::Floor floor = bench::layer_floor(m, row.experts_touched, pairs, ceilings.tbps, ceilings.tflops);
+    row.bytes_ms = floor.bytes_ms, row.flops_ms = floor.flops_ms, row.floor_ms = floor.ms;
+    const LayerTimes t = time_layer(*rt, *prepared, sets, bs, o.reps, stream);
+    row.stage1_ms = t.stage1_ms, row.stage2_ms = t.stage2_ms, row.call_ms = t.call_ms, row.total_ms = t.total_ms;
+    if (other) row.against_total_ms = other.total_ms(sets, bs, o.reps, stream);
+    if (crossover) {
+      row.mxfp4_total_ms = crossover.mxfp4.total_ms(sets, bs, o.reps, stream);
+      row.resident_total_ms = crossover.resident.total_ms(sets, bs, o.reps, stream);
+    }
+    print_row(row, bool(other), bool(crossover));
+    rows.push_back(row);
+  }
+  dev.destroy_stream(stream);
+  std::optional<std::int64_t> cross;
+  if (crossover) cross = report_crossover(rows);
+  if (!o.json_path.empty()) write_json(o.json_path, *rt, dev, ceilings, rows, other, crossover, cross);
+  print_footnotes(o.reps, bool(other), bool(crossover));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // loopback ranks' streams on queues of their own (docs/ep.md)
+  Options o;
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
     if (s == "-h" || s == "--help") {
       fmt::print("{}", kUsage);
       return 0;
-    } else if (s == "--world") world = int(cli::parse_int(kTool, s, value()));
-    else if (s == "--config") config_name = value();
-    else if (s == "--bs") sizes = cli::parse_int_list(kTool, s, value());
-    else if (s == "--path") path = cli::parse_path(kTool, value());
-    else if (s == "--reps") reps = int(cli::parse_int(kTool, s, value()));
-    else if (s == "--seed") seed = std::uint64_t(cli::parse_int(kTool, s, value()));
-    else if (s == "--json") json_path = value();
-    else if (s == "--against") against_name = value();
-    else if (s == "--crossover") crossover = true;
+    } else if (s == "--world") o.world = int(cli::parse_int(kTool, s, value()));
+    else if (s == "--config") o.config_name = value();
+    else if (s == "--bs") o.sizes = cli::parse_int_list(kTool, s, value());
+    else if (s == "--path") o.path = cli::parse_path(kTool, value());
+    else if (s == "--reps") o.reps = int(cli::parse_int(kTool, s, value()));
+    else if (s == "--seed") o.seed = std::uint64_t(cli::parse_int(kTool, s, value()));
+    else if (s == "--json") o.json_path = value();
+    else if (s == "--against") o.against_name = value();
+    else if (s == "--crossover") o.crossover = true;
     else if (s == "--transport") {
       const std::string t = value();
       if (t != "loopback" && t != "peer") cli::usage_error(kTool, "--transport expects loopback or peer, got '" + t + "'");
-      transport = transport_from_name(t);
+      o.transport = transport_from_name(t);
     }
     else cli::usage_error(kTool, "unknown argument '" + s + "'");
   }
-  if (config_name.empty()) cli::usage_error(kTool, "--config NAME is required");
-  if (world < 1 || world > 8) cli::usage_error(kTool, "--world expects 1..8");
-  if (reps < 3) cli::usage_error(kTool, "--reps must be at least 3");
-  if (!against_name.empty() && world != 1) cli::usage_error(kTool, "--against is for --world 1");
-  if (crossover && world != 1) cli::usage_error(kTool, "--crossover is for --world 1");
-  if (sizes.empty() || *std::min_element(sizes.begin(), sizes.end()) < 1)
+  if (o.config_name.empty()) cli::usage_error(kTool, "--config NAME is required");
+  if (o.world < 1 || o.world > 8) cli::usage_error(kTool, "--world expects 1..8");
+  if (o.reps < 3) cli::usage_error(kTool, "--reps must be at least 3");
+  if (!o.against_name.empty() && o.world != 1) cli::usage_error(kTool, "--against is for --world 1");
+  if (o.crossover && o.world != 1) cli::usage_error(kTool, "--crossover is for --world 1");
+  if (o.sizes.empty() || *std::min_element(o.sizes.begin(), o.sizes.end()) < 1)
     cli::usage_error(kTool, "--bs needs sizes of at least 1");
 
   try {
-    if (world > 1)
-      return bench::run_group_bench({config_name, json_path, path, transport, world, reps, seed, sizes});
-    RuntimeOptions options;
-    options.max_tokens = int(*std::max_element(sizes.begin(), sizes.end()));
-    options.path = path;
-    // --against: the same model with another bucket table (checked before any GPU is opened).
-    const Config config = load_config(config_name);
-    const std::optional<Config> against =
-        against_name.empty() ? std::nullopt : std::optional<Config>(with_buckets_of(config, load_config(against_name)));
-    auto rt = Runtime::create(config, options);
-    std::unique_ptr<Runtime> other = against ? Runtime::create(*against, options) : nullptr;
-    Device& dev = rt->device();
-    const Config& cfg = rt->config();
-    const ModelShape& m = cfg.model;
-    fmt::print("config {} on {} ({}), {} path, world 1\n", cfg.name, dev.name(), dev.arch(), to_string(rt->path()));
-    if (other) fmt::print("against: {} (side by side on the same inputs)\n", other->config().name);
-    if (crossover && rt->path() != KernelPath::hopper)
-      throw Error("megamoe-bench: --crossover compares the Hopper path's weight sources; this GPU runs " +
-                  std::string(to_string(rt->path())));
-    std::unique_ptr<Runtime> rt_mxfp4 =
-        crossover ? Runtime::create(with_weights(config, WeightSource::mxfp4), options) : nullptr;
-    std::unique_ptr<Runtime> rt_resident =
-        crossover ? Runtime::create(with_weights(config, WeightSource::fp8_resident), options) : nullptr;
-    if (crossover) fmt::print("crossover: every bucket mxfp4 against every bucket fp8_resident, on the same inputs\n");
-
-    const bench::Ceilings ceilings = bench::measure_and_print_ceilings(dev);
-    const bench::Ceiling &copy = ceilings.copy, &fp8 = ceilings.fp8;
-    const double tbps = ceilings.tbps, tflops = ceilings.tflops;
-
-    const Mxfp4ExpertWeights weights = workload::random_weights(m, seed);
-    auto prepared = rt->prepare_weights(weights);
-    auto other_prepared = other ? other->prepare_weights(weights) : nullptr;
-    auto mxfp4_prepared = crossover ? rt_mxfp4->prepare_weights(weights) : nullptr;
-    auto resident_prepared = crossover ? rt_resident->prepare_weights(weights) : nullptr;
-    if (crossover) fmt::print("fp8-resident copy: {:.2f} GB\n", resident_prepared->resident_bytes / 1e9);
-    StreamHandle stream = dev.create_stream();
-    std::vector<Row> rows;
-    fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}{}{}\n", "bs", "sets", "experts", "stage1_ms",
-               "stage2_ms", "call_ms", "total_ms", "floor_ms", "time/floor",
-               other ? fmt::format(" {:>10} {:>8}", "against_ms", "ratio") : "",
-               crossover ? fmt::format(" {:>10} {:>10} {:>8}", "mxfp4_ms", "fp8res_ms", "res/mx") : "");
-    for (std::int64_t bs : sizes) {
-      Row row;
-      row.bs = bs;
-      // Enough input sets that together they are three times the 60 MB L2 (2 to 64 of them).
-      const double set_bytes = double(bs) * (4.0 * m.model_dim + 8.0 * m.topk);
-      row.input_sets = int(std::clamp(std::ceil(180e6 / set_bytes), 2.0, 64.0));
-      std::vector<InputSet> sets;
-      std::mt19937_64 rng = workload::inputs_rng(seed, bs);
-      std::set<int> touched;
-      long long pairs = 0;
-      for (int i = 0; i < row.input_sets; ++i) {
-        workload::Routing r = workload::make_routing("uniform", bs, m.topk, m.experts_per_rank, rng);
-        std::vector<std::uint16_t> x = workload::random_bf16(bs, m.model_dim, rng);
-        InputSet s{DeviceBuffer(dev, x.size() * 2), DeviceBuffer(dev, r.ids.size() * 4),
-                   DeviceBuffer(dev, r.weights.size() * 4), DeviceBuffer(dev, x.size() * 2)};
-        dev.copy_to_device(s.x.get(), x.data(), x.size() * 2);
-        dev.copy_to_device(s.ids.get(), r.ids.data(), r.ids.size() * 4);
-        dev.copy_to_device(s.w.get(), r.weights.data(), r.weights.size() * 4);
-        dev.fill_bytes(s.y.get(), 0xFF, s.y.bytes());
-        if (i == 0) {
-          for (int id : r.ids) touched.insert(id), pairs += id >= 0;
-        }
-        sets.push_back(std::move(s));
-      }
-      row.experts_touched = int(touched.size());
-      const bench::Floor floor = bench::layer_floor(m, row.experts_touched, pairs, tbps, tflops);
-      row.bytes_ms = floor.bytes_ms, row.flops_ms = floor.flops_ms, row.floor_ms = floor.ms;
-      const LayerTimes t = time_layer(*rt, *prepared, sets, bs, reps, stream);
-      row.stage1_ms = t.stage1_ms, row.stage2_ms = t.stage2_ms, row.call_ms = t.call_ms, row.total_ms = t.total_ms;
-      if (other) row.against_total_ms = time_layer(*other, *other_prepared, sets, bs, reps, stream).total_ms;
-      if (crossover) {
-        row.mxfp4_total_ms = time_layer(*rt_mxfp4, *mxfp4_prepared, sets, bs, reps, stream).total_ms;
-        row.resident_total_ms = time_layer(*rt_resident, *resident_prepared, sets, bs, reps, stream).total_ms;
-      }
-      fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}{}{}\n", bs,
-                 row.input_sets, row.experts_touched, row.stage1_ms, row.stage2_ms, row.call_ms, row.total_ms,
-                 row.floor_ms, row.total_ms / row.floor_ms,
-                 other ? fmt::format(" {:>10.3f} {:>8.2f}", row.against_total_ms, row.against_total_ms / row.total_ms)
-                       : "",
-                 crossover ? fmt::format(" {:>10.3f} {:>10.3f} {:>8.2f}", row.mxfp4_total_ms, row.resident_total_ms,
-                                         row.resident_total_ms / row.mxfp4_total_ms)
-                           : "");
-      std::fflush(stdout);  // a row as soon as it is measured, also into a pipe
-      rows.push_back(row);
-    }
-    dev.destroy_stream(stream);
-    // The crossover: the first size from which fp8_resident is the faster at every size measured.
-    std::optional<std::int64_t> cross;
-    if (crossover) {
-      for (auto it = rows.rbegin(); it != rows.rend() && it->resident_total_ms < it->mxfp4_total_ms; ++it) cross = it->bs;
-      if (cross)
-        fmt::print("crossover: fp8_resident is the faster from bs {} on (of the sizes measured)\n", *cross);
-      else
-        fmt::print("crossover: none: mxfp4 is the faster at the largest size measured\n");
-    }
-    if (!json_path.empty()) {
-      nlohmann::json j = {{"config", cfg.name}, {"device", dev.name()}, {"arch", dev.arch()},
-                          {"path", std::string(to_string(rt->path()))}, {"world", 1},
-                          {"copy_tb_per_s", copy.value}, {"copy_burst_tb_per_s", copy.burst},
-                          {"copy_how", copy.how}, {"fp8_tflop_per_s", tflops},
-                          {"fp8_burst_tflop_per_s", fp8.burst}, {"fp8_measured", fp8.measured},
-                          {"fp8_how", fp8.how}};
-      for (const Row& r : rows)
-        j["buckets"].push_back({{"bs", r.bs}, {"input_sets", r.input_sets}, {"experts_touched", r.experts_touched},
-                                {"stage1_ms", r.stage1_ms}, {"stage2_ms", r.stage2_ms}, {"call_ms", r.call_ms},
-                                {"total_ms", r.total_ms},
-                                {"floor_ms", r.floor_ms}, {"floor_bytes_ms", r.bytes_ms},
-                                {"floor_flops_ms", r.flops_ms}, {"time_over_floor", r.total_ms / r.floor_ms}});
-      if (other) {
-        j["against"] = other->config().name;
-        for (std::size_t i = 0; i < rows.size(); ++i)
-          j["buckets"][i]["against_total_ms"] = rows[i].against_total_ms,
-          j["buckets"][i]["against_over_config"] = rows[i].against_total_ms / rows[i].total_ms;
-      }
-      if (crossover) {
-        j["crossover_bs"] = cross ? nlohmann::json(*cross) : nlohmann::json(nullptr);
-        j["fp8_resident_bytes"] = resident_prepared->resident_bytes;
-        for (std::size_t i = 0; i < rows.size(); ++i)
-          j["buckets"][i]["mxfp4_total_ms"] = rows[i].mxfp4_total_ms,
-          j["buckets"][i]["fp8_resident_total_ms"] = rows[i].resident_total_ms;
-      }
-      std::ofstream(json_path) << j.dump(2) << "\n";
-    }
-    fmt::print("stages: median of {} direct calls; call: median of {} single calls, each waited for; total: median "
-               "of {} graph replays over the input sets{}\n",
-               reps, reps, reps, other ? "; against: the other bucket table's total, ratio: against / total" : "");
-    if (crossover)
-      fmt::print("mxfp4_ms, fp8res_ms: totals with every bucket's weights so; res/mx: their ratio (below 1, "
-                 "fp8_resident is the faster)\n");
-    return 0;
+    if (o.world > 1)
+      return bench::run_group_bench(
+          {o.config_name, o.json_path, o.path, o.transport, o.world, o.reps, o.seed, o.sizes});
+    return run_world1(o);
   } catch (const NoGpuError& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 3;
