@@ -16,6 +16,9 @@
 //     expert by expert, source by source within an expert (so the layout follows from the counts
 //     alone), capped at rows_capacity (rows past it dropped and counted); the per-(expert,
 //     source) segments and their readiness counters (zeroed); the expert and tile offsets.
+// Each phase is a function below (route_ep_count, _place, _send_counts, _wait_counts, _layout);
+// route_ep calls them in order. The per-thread arrays and the shared words stay route_ep's, in
+// the order they had as one function (their layout in memory, and so the SASS, is unchanged).
 #pragma once
 #include "ep/protocol.cuh"
 #include "moe/block_scan.cuh"
@@ -28,30 +31,23 @@ MM_DEVICE void route_ep_empty_layout(const RouteEpArgs& a) {
     a.expert_offsets[e] = 0, a.tile_offsets1[e] = 0, a.tile_offsets2[e] = 0;
 }
 
-MM_DEVICE void route_ep(const RouteEpArgs& a) {
-  const EpArgs& ep = a.ep;
-  const int W = ep.world, E = ep.experts, G = W * E, K = ep.topk;
-  __shared__ int count[kMaxWorld * kMaxExperts];  // per global expert: this block's rows, then its cursor
-  __shared__ int dest_base[kMaxWorld];
-  mm_wait_prior_grid();  // a call's first launch: the previous call's kernels have finished
-  mm_release_dependents();
-  if (ep_aborted(ep)) {  // every block reads the same: nothing else of this rank runs now
-    if (blockIdx.x == 0) route_ep_empty_layout(a);
-    return;
-  }
-  const u32 seq = ep_call_seq(ep);
-  const int tid = threadIdx.x;
-  const int per = (a.tokens + int(gridDim.x) - 1) / int(gridDim.x);
-  const int t0 = min(int(blockIdx.x) * per, a.tokens), t1 = min(t0 + per, a.tokens);
-  const int run = (t1 - t0 + kRouteThreads - 1) / kRouteThreads;  // tokens a thread takes, in order
-  const int r0 = min(t0 + tid * run, t1), r1 = min(r0 + run, t1);
-  int* block_counts = a.block_counts;
-  const int row_words = G + W;
+// What every phase of route_ep reads: the group's shape, this thread's run of tokens, and
+// block_counts with its rows (a block's rows per global expert, then its tokens per rank).
+struct RouteEpSpan {
+  int W, E, G, K, tid, r0, r1, row_words;
+  int* block_counts;
+};
 
-  // 1. counts
+// Phase 1: this block's rows per global expert and this thread's tokens per rank (mine, and with
+// those before it: before), bad ids counted; the block's totals to block_counts, then a grid barrier.
+MM_DEVICE void route_ep_count(const RouteEpArgs& a, const RouteEpSpan& sp, int* count, int (&mine)[kMaxWorld],
+                              int (&before)[kMaxWorld]) {
+  const EpArgs& ep = a.ep;
+  const int W = sp.W, E = sp.E, G = sp.G, K = sp.K, tid = sp.tid, r0 = sp.r0, r1 = sp.r1, row_words = sp.row_words;
+  int* block_counts = sp.block_counts;
   for (int g = tid; g < G; g += kRouteThreads) count[g] = 0;
   __syncthreads();
-  int mine[kMaxWorld] = {};
+  for (int d = 0; d < kMaxWorld; ++d) mine[d] = 0;
   for (int t = r0; t < r1; ++t) {
     u32 dests = 0;
     for (int k = 0; k < K; ++k) {
@@ -66,7 +62,6 @@ MM_DEVICE void route_ep(const RouteEpArgs& a) {
     }
     for (int d = 0; d < W; ++d) mine[d] += (dests >> d) & 1;
   }
-  int before[kMaxWorld];
   for (int d = 0; d < kMaxWorld; ++d) before[d] = mine[d];
   block_inclusive_scan<kMaxWorld>(before);  // this thread's tokens per destination, and those before it
   __syncthreads();
@@ -74,8 +69,15 @@ MM_DEVICE void route_ep(const RouteEpArgs& a) {
   if (tid == kRouteThreads - 1)
     for (int d = 0; d < W; ++d) block_counts[blockIdx.x * row_words + G + d] = before[d];
   ep_grid_barrier(ep.state + kStateBarrierCount, ep.state + kStateBarrierGeneration);
+}
 
-  // 2. placement
+// Phase 2: each token's row per destination (dest_row) and each slot's rank among this rank's
+// slots to its expert (slot_rank), from the counts of the blocks before this one.
+MM_DEVICE void route_ep_place(const RouteEpArgs& a, const RouteEpSpan& sp, int* count, int* dest_base,
+                              const int (&mine)[kMaxWorld], const int (&before)[kMaxWorld], int (&next)[kMaxWorld]) {
+  const EpArgs& ep = a.ep;
+  const int W = sp.W, E = sp.E, G = sp.G, K = sp.K, tid = sp.tid, r0 = sp.r0, r1 = sp.r1, row_words = sp.row_words;
+  int* block_counts = sp.block_counts;
   for (int g = tid; g < G; g += kRouteThreads) {
     int c = 0;
     for (int b = 0; b < int(blockIdx.x); ++b) c += block_counts[b * row_words + g];
@@ -87,7 +89,6 @@ MM_DEVICE void route_ep(const RouteEpArgs& a) {
     dest_base[tid] = c;
   }
   __syncthreads();
-  int next[kMaxWorld];
   for (int d = 0; d < W; ++d) next[d] = dest_base[d] + before[d] - mine[d];
   for (int t = r0; t < r1; ++t) {
     u32 dests = 0;
@@ -102,8 +103,14 @@ MM_DEVICE void route_ep(const RouteEpArgs& a) {
     }
     for (int d = 0; d < W; ++d) ep.dest_row[t * W + d] = (dests >> d) & 1 ? next[d]++ : -1;
   }
+}
 
-  // 3. counts to every rank
+// Phase 3: this rank's rows per local expert of each destination d, and its tokens to d, into
+// d's counts of this call's parity, then d's count flag (released at system scope).
+MM_DEVICE void route_ep_send_counts(const RouteEpArgs& a, const RouteEpSpan& sp, u32 seq) {
+  const EpArgs& ep = a.ep;
+  const int W = sp.W, E = sp.E, G = sp.G, tid = sp.tid, row_words = sp.row_words;
+  int* block_counts = sp.block_counts;
   for (int d = blockIdx.x; d < W; d += gridDim.x) {
     int* to = ep_at<int>(ep, d, ep.counts_at) + ((seq & 1) * W + ep.rank) * (E + 1);
     for (int e = tid; e <= E; e += kRouteThreads) {
@@ -117,21 +124,28 @@ MM_DEVICE void route_ep(const RouteEpArgs& a) {
     if (tid == 0)
       mm_store_release_system(ep_at<u32>(ep, d, ep.count_flags_at) + (seq & 1) * W + ep.rank, seq);
   }
-  if (blockIdx.x != 0) return;
+}
 
-  // 4. this rank's layout
-  __shared__ int ok;
+// Phase 4a (block 0): waits for every rank's count flag of this call; false when a wait gave up.
+MM_DEVICE bool route_ep_wait_counts(const RouteEpArgs& a, const RouteEpSpan& sp, u32 seq, int& ok) {
+  const EpArgs& ep = a.ep;
+  const int W = sp.W, tid = sp.tid;
   if (tid == 0) ok = 1;
   __syncthreads();
   if (tid < W && !ep_wait_flag(ep, ep_at<const u32>(ep, ep.rank, ep.count_flags_at) + (seq & 1) * W + tid, seq,
                                kEpPhaseCounts, tid))
     ok = 0;
   __syncthreads();
-  if (!ok) {
-    route_ep_empty_layout(a);
-    return;
-  }
-  const int e = tid, cap = a.rows_capacity;
+  return ok;
+}
+
+// Phase 4b (block 0): what this rank receives, expert by expert and source by source, capped at
+// rows_capacity: the expert and tile offsets, the per-(expert, source) segments and their
+// readiness counters (zeroed), and the rows past the cap counted as dropped.
+MM_DEVICE void route_ep_layout(const RouteEpArgs& a, const RouteEpSpan& sp, u32 seq) {
+  const EpArgs& ep = a.ep;
+  const int W = sp.W, E = sp.E;
+  const int e = sp.tid, cap = a.rows_capacity;
   int total = 0;
   if (e < E)
     for (int s = 0; s < W; ++s) total += ep_counts_from(ep, s, seq)[e];
@@ -161,6 +175,37 @@ MM_DEVICE void route_ep(const RouteEpArgs& a) {
       if (ends[2] > 0) atomicAdd(&ep.errors[kErrDroppedRows], ends[2]);
     }
   }
+}
+
+MM_DEVICE void route_ep(const RouteEpArgs& a) {
+  const EpArgs& ep = a.ep;
+  const int W = ep.world, E = ep.experts, G = W * E, K = ep.topk;
+  __shared__ int count[kMaxWorld * kMaxExperts];  // per global expert: this block's rows, then its cursor
+  __shared__ int dest_base[kMaxWorld];
+  __shared__ int ok;  // block 0: every rank's counts have come
+  mm_wait_prior_grid();  // a call's first launch: the previous call's kernels have finished
+  mm_release_dependents();
+  if (ep_aborted(ep)) {  // every block reads the same: nothing else of this rank runs now
+    if (blockIdx.x == 0) route_ep_empty_layout(a);
+    return;
+  }
+  const u32 seq = ep_call_seq(ep);
+  const int tid = threadIdx.x;
+  const int per = (a.tokens + int(gridDim.x) - 1) / int(gridDim.x);
+  const int t0 = min(int(blockIdx.x) * per, a.tokens), t1 = min(t0 + per, a.tokens);
+  const int run = (t1 - t0 + kRouteThreads - 1) / kRouteThreads;  // tokens a thread takes, in order
+  const int r0 = min(t0 + tid * run, t1), r1 = min(r0 + run, t1);
+  const RouteEpSpan sp{W, E, G, K, tid, r0, r1, G + W, a.block_counts};
+  int mine[kMaxWorld], before[kMaxWorld], next[kMaxWorld];
+  route_ep_count(a, sp, count, mine, before);
+  route_ep_place(a, sp, count, dest_base, mine, before, next);
+  route_ep_send_counts(a, sp, seq);
+  if (blockIdx.x != 0) return;
+  if (!route_ep_wait_counts(a, sp, seq, ok)) {
+    route_ep_empty_layout(a);
+    return;
+  }
+  route_ep_layout(a, sp, seq);
 }
 
 }  // namespace megamoe
