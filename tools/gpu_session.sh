@@ -9,7 +9,7 @@
 #   ab:    the world-1 bench side by side with earlier commits (build-ab from tools/ab/build.sh)
 #   ep-tools: megamoe-run and megamoe-bench over loopback ranks (W = 2, 4, 8), fused and serial
 #   python: the Python package's GPU tests and examples/moe_block.py (the wheel of build/wheels)
-#   multi: on a machine of several GPUs (issue 24), W = their count: both configs over ipc and
+#   multi: on a machine of several GPUs, W = their count: both configs over ipc and
 #          peer with checks, the serial path, and the bench's fused, serial and floor (peer)
 #   multi-suite: the suite's EP cases with a rank per GPU (MEGAMOE_TEST_EP_TRANSPORT=peer)
 #   fp8res: the fp8-resident kernels: the suite's cases (same bits as mxfp4, references, over

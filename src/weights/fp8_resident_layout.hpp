@@ -1,4 +1,4 @@
-// The fp8-resident weight layout (issue 25; docs/hopper-plan.md, "fp8-resident weights"): the e4m3
+// The fp8-resident weight layout (docs/hopper-plan.md, "fp8-resident weights"): the e4m3
 // values the Hopper kernels' in-register conversion makes of layout v3, stored once, for kernels
 // that take both wgmma operands from shared memory. Per expert, rows in groups of 128 (a block's
 // weight tile; layout v3's row order, so W1's gate and up rows interleave by slab as v3's do; a

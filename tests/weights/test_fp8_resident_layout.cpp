@@ -1,6 +1,7 @@
-// The fp8-resident layout (issue 25): where each value lies (128-row groups, 128-k chunks, the
-// 128-byte swizzle), and that its bytes, times layout v3's row scales, are the MXFP4 values, with
-// blocks flushed as v3 flushes them; several experts at once as each alone.
+// The fp8-resident layout (src/weights/fp8_resident_layout.hpp): where each value lies (128-row
+// groups, 128-k chunks, the 128-byte swizzle), and that its bytes, times layout v3's row scales,
+// are the MXFP4 values, with blocks flushed as v3 flushes them; several experts at once as each
+// alone.
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -1,6 +1,7 @@
-// The rate of an fp8 grouped GEMM with both wgmma operands in shared memory (issue 25's first
-// step): Kimi-K3's GEMM1 (6144 x 3584 per expert) and GEMM2 (3584 x 3072) over 112 experts at
-// 146 to 1170 rows per expert, the weights random MXFP4 in the library's fp8-resident layout
+// The rate of an fp8 grouped GEMM with both wgmma operands in shared memory (the first step
+// towards the fp8-resident weights, docs/hopper-plan.md): Kimi-K3's GEMM1 (6144 x 3584 per
+// expert) and GEMM2 (3584 x 3072) over 112 experts at 146 to 1170 rows per expert, the weights
+// random MXFP4 in the library's fp8-resident layout
 // (src/weights/fp8_resident_layout: layout v3's in-register conversion stored as e4m3, a scale per
 // row), the activations e4m3 with a scale per token and 128 (or 256) of K, as the Hopper path's
 // stages have them. A
@@ -9,7 +10,7 @@
 // wgmma m64nNk32, a chunk of 128 K in four) in turn, promote each scale block's sums into fp32
 // totals and write bf16 through shared memory with bulk stores. The forms measured on the way
 // there (plain stores, one thread's stores, chunk-by-chunk waits, clusters) are in the journal
-// (2026-12, eighteenth and nineteenth sessions) and the git history. cuBLASLt's one GEMM over all the rows (the same FLOPs) is timed in the same run.
+// (docs/journal/, 2026-12) and the git history. cuBLASLt's one GEMM over all the rows (the same FLOPs) is timed in the same run.
 // Sampled rows of three experts (every token) are checked against fp64 sums over the MXFP4
 // dequantization of the weights (src/formats). Built and run by
 // `tools/profile/microbench.sh grouped_ss_rate` (nvcc, sm_90a, links cuBLASLt); arguments
