@@ -46,7 +46,7 @@ def dequantize_mxfp4(packed, scales):
 
 
 def activation(info, gate, up):
-    """The config's activation in fp32, as SPEC.md defines it."""
+    """The config's activation in fp32, as docs/contract.md ("The call") defines it."""
     kind = info["activation"]
     if kind == "silu":
         return torch.nn.functional.silu(gate) * up

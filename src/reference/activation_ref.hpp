@@ -1,4 +1,4 @@
-// CPU reference of the activations, in fp32 as SPEC.md defines them.
+// CPU reference of the activations, in fp32 as docs/contract.md ("The call") defines them.
 #pragma once
 #include <cmath>
 

@@ -19,5 +19,5 @@ TEST_CASE("the bench's floor gives docs/contract.md's Kimi-K3 figures", "[cli][b
   const bench::Floor big = bench::layer_floor(m, 112, 8192LL * 16, 4.08, 1300.0);
   CHECK(big.ms == big.flops_ms);
   CHECK(big.ms == Approx(6.66).epsilon(0.01));
-  CHECK(big.bytes_ms == Approx(112 * 17.55e6 / 4.08e12 * 1e3).epsilon(0.01));  // 0.48 ms, SPEC's bs 32..512
+  CHECK(big.bytes_ms == Approx(112 * 17.55e6 / 4.08e12 * 1e3).epsilon(0.01));  // 0.48 ms, docs/contract.md's floor at bs 32 to 512
 }
