@@ -1,5 +1,5 @@
 // Runtime: creation, the bucket's kernels, and forward(): its arguments checked, then the call's
-// launches (runtime/layer_launch.hpp). A group's set-up is in ep/group.cpp, the weights' upload in
+// launches (runtime/launch_layer.hpp). A group's set-up is in ep/group.cpp, the weights' upload in
 // weights/prepare_weights.cpp.
 #include "megamoe/runtime.hpp"
 
@@ -12,8 +12,8 @@
 #include "codegen/kernel_paths.hpp"
 #include "ep/ep_workspace.hpp"
 #include "ep/group.hpp"
-#include "runtime/ep_launch.hpp"
-#include "runtime/layer_launch.hpp"
+#include "runtime/launch_ep.hpp"
+#include "runtime/launch_layer.hpp"
 #include "weights/prepare_weights.hpp"
 #include "megamoe/errors.hpp"
 
@@ -142,9 +142,9 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   const BucketKernels& kernels = kernels_for(tokens);
   const LayerCall call{{*device_, stream, options_.profile ? stage_events_ : nullptr}, m, kernels, *workspace_, w,
                        x, ids, route_weights, y, int(tokens)};
-  call.mark(0);
+  call.mark(StageMark::start);
   launch_route(call);
-  call.mark(1);
+  call.mark(StageMark::routed);
   std::visit(
       [&](const auto& path_kernels) {
         using K = std::decay_t<decltype(path_kernels)>;
@@ -153,9 +153,9 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
         else launch_stages_hopper(call, path_kernels);
       },
       kernels.path);
-  call.mark(4);
+  call.mark(StageMark::stage2_done);
   launch_combine(call);
-  call.mark(5);
+  call.mark(StageMark::combined);
 }
 
 // Several ranks: every call launches, with no tokens too (the other ranks wait for this one's
@@ -219,14 +219,16 @@ StageTimes Runtime::last_stage_times() {
   if (!options_.profile) throw Error("megamoe: last_stage_times() needs RuntimeOptions.profile = true");
   Device& d = *device_;
   d.synchronize(nullptr);
-  auto ms = [&](int from, int to) { return d.elapsed_ms(stage_events_[from], stage_events_[to]); };
+  auto ms = [&](StageMark from, StageMark to) {
+    return d.elapsed_ms(stage_events_[int(from)], stage_events_[int(to)]);
+  };
   StageTimes t;
-  t.route_ms = ms(0, 1);
-  t.quantize_ms = ms(1, 2);
-  t.stage1_ms = ms(2, 3);
-  t.stage2_ms = ms(3, 4);
-  t.combine_ms = ms(4, 5);
-  t.total_ms = ms(0, 5);
+  t.route_ms = ms(StageMark::start, StageMark::routed);
+  t.quantize_ms = ms(StageMark::routed, StageMark::quantized);
+  t.stage1_ms = ms(StageMark::quantized, StageMark::stage1_done);
+  t.stage2_ms = ms(StageMark::stage1_done, StageMark::stage2_done);
+  t.combine_ms = ms(StageMark::stage2_done, StageMark::combined);
+  t.total_ms = ms(StageMark::start, StageMark::combined);
   return t;
 }
 

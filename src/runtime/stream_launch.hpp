@@ -6,10 +6,13 @@
 
 namespace megamoe {
 
+// The stage boundaries a call records its events at (StageTimes are the spans between them).
+enum class StageMark : int { start, routed, quantized, stage1_done, stage2_done, combined };
+
 struct StreamLaunch {
   Device& device;
   StreamHandle stream;
-  EventHandle* marks;  // the 6 stage events (StageTimes), or null
+  EventHandle* marks;  // an event per StageMark, or null
 
   // A kernel with the struct it takes. early: may start while the stream's previous kernel
   // finishes (Device::launch's early_start); such a kernel waits for it in mm_wait_prior_grid()
@@ -20,9 +23,8 @@ struct StreamLaunch {
     device.launch(kernel.function, {grid}, {unsigned(kernel.threads)}, std::size_t(kernel.shared_bytes), stream,
                   params, early);
   }
-  // Event i of the stage boundaries (StageTimes): 0 before routing ... 5 after combine.
-  void mark(int i) const {
-    if (marks) device.record(marks[i], stream);
+  void mark(StageMark at) const {
+    if (marks) device.record(marks[int(at)], stream);
   }
 };
 

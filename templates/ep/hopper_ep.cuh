@@ -29,7 +29,7 @@ MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
     stage1_hopper_walk<Act, Gemm, kCheck>(
         s, smem, &pair, stage1_hopper_tiles<Gemm>(s, block - skip, int(gridDim.x) - skip),
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-          ep_stage1_rows<BN, Gemm::kFillers, kCheck>(rt, s.rows_capacity, s.errors, ti->out, lane);
+          ep_stage1_rows<BN, Gemm::kFillers, kCheck>(rt, s.rows.rows_capacity, s.errors.words, ti->out, lane);
         },
         EpRowsGate{a.ep});
   }

@@ -10,13 +10,41 @@
 
 namespace megamoe {
 
+// What the kernels share, one struct per concern, each filled in one place
+// (src/runtime/stage_args.cpp): a field added to one reaches every kernel that embeds it.
+
+// The routed layout a stage walks (moe/routed_tiles.cuh), from route's (or route_ep's) outputs.
+struct RoutedRows {
+  const int* expert_offsets;  // [experts + 1]: an expert's first routed row
+  const int* tile_offsets;    // [experts + 1]: an expert's first row tile of this stage's token tile
+  const int* row_token;       // Stage1, per routed row: the row of x it reads (a token, or a receive row)
+  const int* row_slot;        // Stage2, per routed row: its row on the combine wire
+  const float* row_weight;    // Stage2, per routed row: its route weight
+  int rows_pad;               // rows per chunk of the routed layout (the Hopper path's x and h)
+  int rows_capacity;          // routed rows the workspace holds
+};
+
+// One GEMM's expert weights, as prepare_weights laid them out (docs/layer.md), and the experts'
+// shape.
+struct ExpertWeights {
+  const u8* data;          // layout v1's nibbles, layout v3's units, or the fp8-resident copy
+  const u8* block_scales;  // layout v1: e8m0 per 32 values (null for the others)
+  const float* row_scale;  // layout v3 and the fp8-resident copy: 2^r per weight row (null for v1)
+  int experts, model_dim, inter_dim;
+};
+
+// The error words (kErrWords of them) a kernel counts bad input into (Runtime::take_errors).
+struct ErrorWords {
+  int* words;
+};
+
 // route_count (moe/route.cuh): counts[block][expert], block b's rows routed to each expert.
 struct RouteCountArgs {
   static constexpr const char* kName = "RouteCountArgs";
   const int* ids;  // [tokens][topk] expert ids; -1 an empty slot
   int tokens, topk, experts;
   int* counts;
-  int* errors;  // kErrWords words
+  ErrorWords errors;
 };
 
 // route (moe/route.cuh): the routed layout of a call. counts: route_count's, or null where route
@@ -35,7 +63,7 @@ struct RouteArgs {
   int* row_slot;        // per routed row: its slot t * topk + k
   float* row_weight;    // per routed row: its route weight
   int* slot_row;        // per slot: its routed row, -1 for none
-  int* errors;
+  ErrorWords errors;
 };
 
 // quantize_rows (moe/quantize_rows.cuh): x to fp8 by token, e8m0 scales per block of values.
@@ -58,9 +86,9 @@ struct DispatchRowsArgs {
   int tokens, topk, experts, model_dim;
   int rows_pad;  // rows per chunk of the routed layout
   int rows_capacity;
-  u8* xr;            // routed x, e4m3
-  float* xs;     // routed x's scales
-  int* errors;
+  u8* xr;     // routed x, e4m3
+  float* xs;  // routed x's scales
+  ErrorWords errors;
 };
 
 // stage1_portable (moe/stage1_portable.cuh): h = act(W1 x) by routed row, W1 in layout v1.
@@ -68,16 +96,12 @@ struct Stage1PortableArgs {
   static constexpr const char* kName = "Stage1PortableArgs";
   const u8* x_q;       // by token, e4m3
   const u8* x_scales;  // by token, e8m0 per 32 values
-  const int* expert_offsets;
-  const int* tile_offsets;
-  const int* row_token;
-  const u8* w1_packed;  // layout v1 (the checkpoint's)
-  const u8* w1_scales;
-  int experts, model_dim, inter_dim;
-  u8* h_q;       // by routed row
-  u8* h_scales;  // e8m0 per 32 values
-  int rows_capacity, tokens;
-  int* errors;
+  RoutedRows rows;
+  ExpertWeights w1;  // layout v1 (the checkpoint's)
+  u8* h_q;           // by routed row
+  u8* h_scales;      // e8m0 per 32 values
+  int tokens;        // rows of x
+  ErrorWords errors;
 };
 
 // stage2_portable (moe/stage2_portable.cuh): W2 h by routed row, times the route weight, onto the
@@ -86,17 +110,12 @@ struct Stage2PortableArgs {
   static constexpr const char* kName = "Stage2PortableArgs";
   const u8* h_q;
   const u8* h_scales;
-  const int* expert_offsets;
-  const int* tile_offsets;
-  const int* row_slot;
-  const float* row_weight;
-  const u8* w2_packed;
-  const u8* w2_scales;
-  int experts, model_dim, inter_dim;
-  void* wire;        // [slots][model_dim]: bf16, or e4m3 with wire_scales
-  u8* wire_scales;   // e8m0 per 32 values (the fp8 wire)
-  int rows_capacity, slots;
-  int* errors;
+  RoutedRows rows;
+  ExpertWeights w2;
+  void* wire;       // [slots][model_dim]: bf16, or e4m3 with wire_scales
+  u8* wire_scales;  // e8m0 per 32 values (the fp8 wire)
+  int slots;
+  ErrorWords errors;
 };
 
 // stage1_tensor_core (moe/stage1_tensor_core.cuh): as stage1_portable, W1 in layout v3 and x
@@ -105,16 +124,12 @@ struct Stage1TensorCoreArgs {
   static constexpr const char* kName = "Stage1TensorCoreArgs";
   const u8* x_q;
   const u8* x_scales;
-  const int* expert_offsets;
-  const int* tile_offsets;
-  const int* row_token;
-  const u8* w1_units;         // layout v3
-  const float* w1_row_scale;  // layout v3: 2^r per weight row
-  int experts, model_dim, inter_dim;
+  RoutedRows rows;
+  ExpertWeights w1;  // layout v3
   u8* h_q;
   u8* h_scales;
-  int rows_capacity, tokens;
-  int* errors;
+  int tokens;
+  ErrorWords errors;
 };
 
 // stage2_tensor_core (moe/stage2_tensor_core.cuh).
@@ -122,17 +137,12 @@ struct Stage2TensorCoreArgs {
   static constexpr const char* kName = "Stage2TensorCoreArgs";
   const u8* h_q;
   const u8* h_scales;
-  const int* expert_offsets;
-  const int* tile_offsets;
-  const int* row_slot;
-  const float* row_weight;
-  const u8* w2_units;
-  const float* w2_row_scale;
-  int experts, model_dim, inter_dim;
+  RoutedRows rows;
+  ExpertWeights w2;
   void* wire;
   u8* wire_scales;
-  int rows_capacity, slots;
-  int* errors;
+  int slots;
+  ErrorWords errors;
 };
 
 // stage1_hopper (moe/stage1_hopper.cuh): x and h in the routed layout, their scales f32.
@@ -140,16 +150,12 @@ struct Stage1HopperArgs {
   static constexpr const char* kName = "Stage1HopperArgs";
   const u8* x_q;
   const float* x_scales;
-  const int* expert_offsets;
-  const int* tile_offsets;
-  const int* row_token;
-  const u8* w1_units;         // layout v3, or the fp8-resident copy for the fp8-resident kernels
-  const float* w1_row_scale;  // layout v3's row scales (both forms)
-  int experts, model_dim, inter_dim;
+  RoutedRows rows;
+  ExpertWeights w1;  // layout v3, or the fp8-resident copy for the fp8-resident kernels
   u8* h_q;
   float* h_scales;
-  int rows_pad, rows_capacity, tokens;
-  int* errors;
+  int tokens;
+  ErrorWords errors;
 };
 
 // stage2_hopper (moe/stage2_hopper.cuh).
@@ -157,17 +163,12 @@ struct Stage2HopperArgs {
   static constexpr const char* kName = "Stage2HopperArgs";
   const u8* h_q;
   const float* h_scales;
-  const int* expert_offsets;
-  const int* tile_offsets;
-  const int* row_slot;
-  const float* row_weight;
-  const u8* w2_units;  // as Stage1HopperArgs::w1_units
-  const float* w2_row_scale;
-  int experts, model_dim, inter_dim;
+  RoutedRows rows;
+  ExpertWeights w2;  // as Stage1HopperArgs::w1
   void* wire;
   u8* wire_scales;
-  int rows_pad, rows_capacity, slots;
-  int* errors;
+  int slots;
+  ErrorWords errors;
 };
 
 // combine (moe/combine.cuh): y[t] = the sum over k of the wire rows of t's slots.

@@ -44,7 +44,7 @@ MM_DEVICE void dispatch_rows(const DispatchRowsArgs& a) {
         const int slot = t * topk + k0 + lane;
         row = a.slot_row[slot];
         if (kCheck && row >= a.rows_capacity) {
-          atomicAdd(&a.errors[kErrBoundsViolations], 1);
+          atomicAdd(&a.errors.words[kErrBoundsViolations], 1);
           row = -1;
         }
         if (row >= 0) r16 = (row - a.expert_offsets[a.ids[slot]]) & 15;

@@ -45,7 +45,7 @@ MM_DEVICE void route_count(const RouteCountArgs& a) {
   __shared__ int count[kMaxExperts];
   mm_wait_prior_grid();  // a call's first launch: the caller's kernel before it (Device::launch's early_start)
   mm_release_dependents();  // lets route start early
-  count_block_slots(a.ids, route_slots(a.tokens * a.topk), a.experts, count, a.errors);
+  count_block_slots(a.ids, route_slots(a.tokens * a.topk), a.experts, count, a.errors.words);
   for (int e = threadIdx.x; e < a.experts; e += kRouteThreads) a.counts[blockIdx.x * a.experts + e] = count[e];
 }
 
@@ -58,7 +58,7 @@ MM_DEVICE void route(const RouteArgs& a) {
   const int e = threadIdx.x, experts = a.experts;
   int total = 0, before = 0;
   if (a.counts == nullptr) {  // one block: count here
-    count_block_slots(a.ids, r, experts, cursor, a.errors);
+    count_block_slots(a.ids, r, experts, cursor, a.errors.words);
     total = e < experts ? cursor[e] : 0;
   } else if (e < experts) {
     for (int b = 0; b < (int)gridDim.x; ++b) {

@@ -2,7 +2,7 @@
 // tile belongs to, the span of routed rows a tile covers, and each tile row's source and
 // destination (with the checked build's bounds checks).
 #pragma once
-#include "interface/kernel_constants.cuh"
+#include "interface/kernel_args.cuh"
 #include "prelude/megamoe_prelude.cuh"
 
 namespace megamoe {
@@ -40,12 +40,12 @@ MM_DEVICE RoutedTile routed_tile(int tile, int col_tiles, int bm, const int* til
 // Thread tid of kThreads; errors may be null (a second role computing the same rows), and a_rows
 // too (the Hopper kernels, whose activations come routed).
 template <int BM, int kThreads, bool kCheck>
-MM_DEVICE void stage1_tile_rows(const RoutedTile& rt, const int* row_token, int rows_capacity, int tokens, int* errors,
-                                int* a_rows, int* out_rows, int tid) {
+MM_DEVICE void stage1_tile_rows(const RoutedTile& rt, const RoutedRows& rows, int tokens, int* errors, int* a_rows,
+                                int* out_rows, int tid) {
   for (int n = tid; n < BM; n += kThreads) {
     const int p = rt.p0 + n;
-    int token = p < rt.p_end ? row_token[p] : -1;
-    if (kCheck && p < rt.p_end && (p >= rows_capacity || token < 0 || token >= tokens)) {
+    int token = p < rt.p_end ? rows.row_token[p] : -1;
+    if (kCheck && p < rt.p_end && (p >= rows.rows_capacity || token < 0 || token >= tokens)) {
       if (errors) atomicAdd(&errors[kErrBoundsViolations], 1);
       token = -1;
     }
@@ -56,18 +56,18 @@ MM_DEVICE void stage1_tile_rows(const RoutedTile& rt, const int* row_token, int 
 
 // Stage2's tile rows: each row's routed row (a_rows, or null), slot on the wire and route weight.
 template <int BM, int kThreads, bool kCheck>
-MM_DEVICE void stage2_tile_rows(const RoutedTile& rt, const int* row_slot, const float* row_weight, int rows_capacity,
-                                int slots, int* errors, int* a_rows, int* out_slot, float* weight, int tid) {
+MM_DEVICE void stage2_tile_rows(const RoutedTile& rt, const RoutedRows& rows, int slots, int* errors, int* a_rows,
+                                int* out_slot, float* weight, int tid) {
   for (int n = tid; n < BM; n += kThreads) {
     const int p = rt.p0 + n;
-    int slot = p < rt.p_end ? row_slot[p] : -1;
-    if (kCheck && p < rt.p_end && (p >= rows_capacity || slot < 0 || slot >= slots)) {
+    int slot = p < rt.p_end ? rows.row_slot[p] : -1;
+    if (kCheck && p < rt.p_end && (p >= rows.rows_capacity || slot < 0 || slot >= slots)) {
       if (errors) atomicAdd(&errors[kErrBoundsViolations], 1);
       slot = -1;
     }
     if (a_rows) a_rows[n] = slot >= 0 ? p : -1;
     out_slot[n] = slot;
-    weight[n] = slot >= 0 ? row_weight[p] : 0.f;
+    weight[n] = slot >= 0 ? rows.row_weight[p] : 0.f;
   }
 }
 

@@ -115,15 +115,15 @@ MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1Pai
                                   const TileWalk& walk, Fill fill, Gate gate) {
   constexpr int BN = Gemm::kBN, kLd = kStage1RegionLd;
   const int rank = cluster_rank(), peer = rank ^ 1;
-  const i64 rows_e = 2LL * a.inter_dim;
+  const i64 rows_e = 2LL * a.w1.inter_dim;
   if (threadIdx.x < Gemm::kProducers) {
-    Gemm::run_producer(smem, walk, a.x_q, a.x_scales, a.rows_pad, a.model_dim, a.w1_units,
-                       Gemm::expert_bytes(rows_e, a.model_dim), fill,
-                       Stage1Storer<BN, Gemm::kStorers, kLd>{sh, rank, peer, a.rows_pad, a.h_q, a.h_scales}, gate);
+    Gemm::run_producer(smem, walk, a.x_q, a.x_scales, a.rows.rows_pad, a.w1.model_dim, a.w1.data,
+                       Gemm::expert_bytes(rows_e, a.w1.model_dim), fill,
+                       Stage1Storer<BN, Gemm::kStorers, kLd>{sh, rank, peer, a.rows.rows_pad, a.h_q, a.h_scales}, gate);
   } else {
-    Gemm::run_consumers(smem, walk, a.model_dim,
+    Gemm::run_consumers(smem, walk, a.w1.model_dim,
                         [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                          stage1_stash<Act, Gemm, kLd>(ti, acc, ctid, o, a.w1_row_scale, rows_e);
+                          stage1_stash<Act, Gemm, kLd>(ti, acc, ctid, o, a.w1.row_scale, rows_e);
                         });
   }
 }
@@ -131,14 +131,15 @@ MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1Pai
 // The walk over every Stage1 tile routing laid out: each block's tiles blockIdx.x + i gridDim.x.
 template <class Gemm>
 MM_DEVICE TileWalk stage1_hopper_tiles(const Stage1HopperArgs& a, int first, int step) {
-  const int m_tiles = 2 * a.inter_dim / Gemm::kRows;
-  return TileWalk{a.tile_offsets[a.experts] * m_tiles, m_tiles, a.tile_offsets, a.expert_offsets, a.experts, first, step};
+  const int m_tiles = 2 * a.w1.inter_dim / Gemm::kRows;
+  return TileWalk{a.rows.tile_offsets[a.w1.experts] * m_tiles, m_tiles, a.rows.tile_offsets, a.rows.expert_offsets,
+                  a.w1.experts, first, step};
 }
 
 // kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
 // here against what the pipeline and the region (h's [BN][kStage1RegionLd] floats: 68 keeps the
 // consumers' writes free of bank conflicts and the storers' rows 16-byte aligned) take.
-// kResident: a.w1_units is the fp8-resident copy (moe/hopper_gemm.cuh).
+// kResident: a.w1.data is the fp8-resident copy (moe/hopper_gemm.cuh).
 template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck, bool kResident>
 MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
   using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
@@ -150,8 +151,7 @@ MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
   stage1_hopper_walk<Act, Gemm, kCheck>(
       a, smem, &pair, stage1_hopper_tiles<Gemm>(a, int(blockIdx.x), int(gridDim.x)),
       [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-        stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.row_token, a.rows_capacity, a.tokens, a.errors, nullptr,
-                                                     ti->out, lane);
+        stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.rows, a.tokens, a.errors.words, nullptr, ti->out, lane);
       },
       FirstTileGate{});
   cluster_sync();  // neither block leaves while its peer may still write to its shared memory

@@ -15,7 +15,7 @@ namespace megamoe {
 // waits; ep/stage_gates.cuh).
 template <class Act, int BM, int BN, bool kCheck, class Gate>
 MM_DEVICE void stage1_portable_tiles(const Stage1PortableArgs& a, int first, int step, const Gate& gate) {
-  const int model_dim = a.model_dim, inter_dim = a.inter_dim;
+  const int model_dim = a.w1.model_dim, inter_dim = a.w1.inter_dim;
   using Gemm = PortableGemm<BM, BN, 2>;
   __shared__ union {
     typename Gemm::Smem gemm;
@@ -24,19 +24,18 @@ MM_DEVICE void stage1_portable_tiles(const Stage1PortableArgs& a, int first, int
   __shared__ int a_rows[BM], out_rows[BM];
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int col_tiles = inter_dim / BN;
-  const int total = a.tile_offsets[a.experts] * col_tiles;
+  const int total = a.rows.tile_offsets[a.w1.experts] * col_tiles;
   for (int tile = first; tile < total; tile += step) {
-    const RoutedTile rt = routed_tile(tile, col_tiles, BM, a.tile_offsets, a.expert_offsets, a.experts);
+    const RoutedTile rt = routed_tile(tile, col_tiles, BM, a.rows.tile_offsets, a.rows.expert_offsets, a.w1.experts);
     const int e = rt.expert, col0 = rt.col_tile * BN;
     if constexpr (Gate::kWaits)
       if (tid == 0) gate.wait(rt, min(rt.p_end - rt.p0, BM), tile == first);
     __syncthreads();  // the previous tile's epilogue is done with shared memory (and the rows are there)
-    stage1_tile_rows<BM, Gemm::kThreads, kCheck>(rt, a.row_token, a.rows_capacity, a.tokens, a.errors, a_rows, out_rows,
-                                                  threadIdx.x);
+    stage1_tile_rows<BM, Gemm::kThreads, kCheck>(rt, a.rows, a.tokens, a.errors.words, a_rows, out_rows, threadIdx.x);
     __syncthreads();
     float acc[2][Gemm::TM][Gemm::TN];
-    Gemm::run(smem.gemm, a.x_q, a.x_scales, a_rows, model_dim, a.w1_packed + (i64)e * inter_dim * model_dim,
-              a.w1_scales + (i64)e * 2 * inter_dim * (model_dim / 32), col0, inter_dim, acc);
+    Gemm::run(smem.gemm, a.x_q, a.x_scales, a_rows, model_dim, a.w1.data + (i64)e * inter_dim * model_dim,
+              a.w1.block_scales + (i64)e * 2 * inter_dim * (model_dim / 32), col0, inter_dim, acc);
     for (int i = 0; i < Gemm::TM; ++i)
       for (int j = 0; j < Gemm::TN; ++j) smem.h[ty + 16 * i][tx + 16 * j] = Act::apply(acc[0][i][j], acc[1][i][j]);
     __syncthreads();

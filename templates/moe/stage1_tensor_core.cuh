@@ -15,29 +15,28 @@ namespace megamoe {
 // waits; moe/stage_gate.cuh).
 template <class Act, int BN, int kStages, bool kCheck, class Gate>
 MM_DEVICE void stage1_tensor_core_tiles(const Stage1TensorCoreArgs& a, int first, int step, const Gate& gate) {
-  const int model_dim = a.model_dim, inter_dim = a.inter_dim;
+  const int model_dim = a.w1.model_dim, inter_dim = a.w1.inter_dim;
   using Gemm = TensorCoreGemm<BN, kStages>;
   extern __shared__ __align__(16) u8 smem[];
   __shared__ int a_rows[BN], out_rows[BN];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int m_tiles = 2 * inter_dim / Gemm::kRows;
-  const int total = a.tile_offsets[a.experts] * m_tiles;
+  const int total = a.rows.tile_offsets[a.w1.experts] * m_tiles;
   for (int tile = first; tile < total; tile += step) {
-    const RoutedTile rt = routed_tile(tile, m_tiles, BN, a.tile_offsets, a.expert_offsets, a.experts);
+    const RoutedTile rt = routed_tile(tile, m_tiles, BN, a.rows.tile_offsets, a.rows.expert_offsets, a.w1.experts);
     const int e = rt.expert, m_tile = rt.col_tile;
     if constexpr (Gate::kWaits)
       if (tid == 0) gate.wait(rt, min(rt.p_end - rt.p0, BN), tile == first);
     __syncthreads();  // the previous tile's epilogue is done with shared memory (and the rows are there)
-    stage1_tile_rows<BN, Gemm::kThreads, kCheck>(rt, a.row_token, a.rows_capacity, a.tokens, a.errors, a_rows, out_rows,
-                                                  threadIdx.x);
+    stage1_tile_rows<BN, Gemm::kThreads, kCheck>(rt, a.rows, a.tokens, a.errors.words, a_rows, out_rows, threadIdx.x);
     __syncthreads();
     const i64 rows_e = 2LL * inter_dim;
     float acc[Gemm::NT][4];
     const int slab = m_tile * 8 + warp;
-    Gemm::run(smem, a.x_q, a.x_scales, a_rows, model_dim, a.w1_units + e * layout_v3_expert_bytes(rows_e, model_dim),
+    Gemm::run(smem, a.x_q, a.x_scales, a_rows, model_dim, a.w1.data + e * layout_v3_expert_bytes(rows_e, model_dim),
               m_tile * 8, acc);
     // Epilogue: row g of the slab is gate column 8 * slab + g, row g + 8 its up.
-    const float* row_scale = a.w1_row_scale + e * rows_e + slab * 16;
+    const float* row_scale = a.w1.row_scale + e * rows_e + slab * 16;
     const float sg = row_scale[g], su = row_scale[g + 8];
     float* h = reinterpret_cast<float*>(smem);  // [BN][65]
     for (int j = 0; j < Gemm::NT; ++j)

@@ -38,21 +38,21 @@ MM_DEVICE void stage2_store(const TileInfo<BN>& ti, const float* o, int stid, co
 template <class Gemm, int kWire, bool kCheck, class Wire>
 MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wire& wire) {
   constexpr int BN = Gemm::kBN, kLd = kStage2RegionLd;
-  const int model_dim = a.model_dim, inter_dim = a.inter_dim;
+  const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
   const i64 rows_e = model_dim;
-  const TileWalk walk{a.tile_offsets[a.experts] * (model_dim / Gemm::kRows),
+  const TileWalk walk{a.rows.tile_offsets[a.w2.experts] * (model_dim / Gemm::kRows),
                       model_dim / Gemm::kRows,
-                      a.tile_offsets,
-                      a.expert_offsets,
-                      a.experts,
+                      a.rows.tile_offsets,
+                      a.rows.expert_offsets,
+                      a.w2.experts,
                       int(blockIdx.x),
                       int(gridDim.x)};
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
-        smem, walk, a.h_q, a.h_scales, a.rows_pad, inter_dim, a.w2_units, Gemm::expert_bytes(rows_e, inter_dim),
+        smem, walk, a.h_q, a.h_scales, a.rows.rows_pad, inter_dim, a.w2.data, Gemm::expert_bytes(rows_e, inter_dim),
         [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-          stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.row_slot, a.row_weight, a.rows_capacity, a.slots,
-                                                       a.errors, nullptr, ti->out, ti->weight, lane);
+          stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.rows, a.slots, a.errors.words, nullptr, ti->out,
+                                                       ti->weight, lane);
         },
         [=](const TileInfo<BN>& ti, const float* o, int stid) {
           stage2_store<BN, Gemm::kStorers, kLd, kWire>(ti, o, stid, wire);
@@ -60,14 +60,14 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
   } else {
     Gemm::run_consumers(smem, walk, inter_dim,
                         [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                          Gemm::stash_rows(acc, a.w2_row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
+                          Gemm::stash_rows(acc, a.w2.row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
                                            [&](int n) { return ti.weight[n]; });  // the route weight
                         });
   }
 }
 
 // kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
-// here against what the pipeline and the region take. kResident: a.w2_units is the fp8-resident
+// here against what the pipeline and the region take. kResident: a.w2.data is the fp8-resident
 // copy (moe/hopper_gemm.cuh).
 template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck, bool kResident>
 MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
@@ -77,7 +77,7 @@ MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
   extern __shared__ u8 smem_raw[];
   u8* smem = Gemm::align(smem_raw);
   Gemm::init(smem);
-  stage2_hopper_walk<Gemm, kWire, kCheck>(a, smem, wire_rows<kWire>(a.wire, a.wire_scales, a.model_dim));
+  stage2_hopper_walk<Gemm, kWire, kCheck>(a, smem, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
 }
 
 }  // namespace megamoe

@@ -13,7 +13,7 @@ namespace megamoe {
 // wire.row() says.
 template <int BM, int BN, int kWire, bool kCheck, class Wire>
 MM_DEVICE void stage2_portable_tiles(const Stage2PortableArgs& a, const Wire& wire) {
-  const int model_dim = a.model_dim, inter_dim = a.inter_dim;
+  const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
   using Gemm = PortableGemm<BM, BN, 1>;
   __shared__ union {
     typename Gemm::Smem gemm;
@@ -23,17 +23,17 @@ MM_DEVICE void stage2_portable_tiles(const Stage2PortableArgs& a, const Wire& wi
   __shared__ float weight[BM];
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int col_tiles = model_dim / BN;
-  const int total = a.tile_offsets[a.experts] * col_tiles;
+  const int total = a.rows.tile_offsets[a.w2.experts] * col_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const RoutedTile rt = routed_tile(tile, col_tiles, BM, a.tile_offsets, a.expert_offsets, a.experts);
+    const RoutedTile rt = routed_tile(tile, col_tiles, BM, a.rows.tile_offsets, a.rows.expert_offsets, a.w2.experts);
     const int e = rt.expert, col0 = rt.col_tile * BN;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    stage2_tile_rows<BM, Gemm::kThreads, kCheck>(rt, a.row_slot, a.row_weight, a.rows_capacity, a.slots, a.errors, a_rows,
+    stage2_tile_rows<BM, Gemm::kThreads, kCheck>(rt, a.rows, a.slots, a.errors.words, a_rows,
                                                  out_slot, weight, threadIdx.x);
     __syncthreads();
     float acc[1][Gemm::TM][Gemm::TN];
-    Gemm::run(smem.gemm, a.h_q, a.h_scales, a_rows, inter_dim, a.w2_packed + (i64)e * model_dim * (inter_dim / 2),
-              a.w2_scales + (i64)e * model_dim * (inter_dim / 32), col0, 0, acc);
+    Gemm::run(smem.gemm, a.h_q, a.h_scales, a_rows, inter_dim, a.w2.data + (i64)e * model_dim * (inter_dim / 2),
+              a.w2.block_scales + (i64)e * model_dim * (inter_dim / 32), col0, 0, acc);
     if (kWire == kWireBf16) {
       for (int i = 0; i < Gemm::TM; ++i) {
         const int r = ty + 16 * i;
@@ -52,7 +52,7 @@ MM_DEVICE void stage2_portable_tiles(const Stage2PortableArgs& a, const Wire& wi
 
 template <int BM, int BN, int kWire, bool kCheck>
 MM_DEVICE void stage2_portable(const Stage2PortableArgs& a) {
-  stage2_portable_tiles<BM, BN, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.model_dim));
+  stage2_portable_tiles<BM, BN, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
 }
 
 }  // namespace megamoe

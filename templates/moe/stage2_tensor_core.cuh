@@ -13,27 +13,27 @@ namespace megamoe {
 // wire.row() says.
 template <int BN, int kStages, int kWire, bool kCheck, class Wire>
 MM_DEVICE void stage2_tensor_core_tiles(const Stage2TensorCoreArgs& a, const Wire& wire) {
-  const int model_dim = a.model_dim, inter_dim = a.inter_dim;
+  const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
   using Gemm = TensorCoreGemm<BN, kStages>;
   extern __shared__ __align__(16) u8 smem[];
   __shared__ int a_rows[BN], out_slot[BN];
   __shared__ float weight[BN];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int m_tiles = model_dim / Gemm::kRows;
-  const int total = a.tile_offsets[a.experts] * m_tiles;
+  const int total = a.rows.tile_offsets[a.w2.experts] * m_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const RoutedTile rt = routed_tile(tile, m_tiles, BN, a.tile_offsets, a.expert_offsets, a.experts);
+    const RoutedTile rt = routed_tile(tile, m_tiles, BN, a.rows.tile_offsets, a.rows.expert_offsets, a.w2.experts);
     const int e = rt.expert, m_tile = rt.col_tile;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    stage2_tile_rows<BN, Gemm::kThreads, kCheck>(rt, a.row_slot, a.row_weight, a.rows_capacity, a.slots, a.errors, a_rows,
+    stage2_tile_rows<BN, Gemm::kThreads, kCheck>(rt, a.rows, a.slots, a.errors.words, a_rows,
                                                  out_slot, weight, threadIdx.x);
     __syncthreads();
     const i64 rows_e = model_dim;
     float acc[Gemm::NT][4];
     const int slab = m_tile * 8 + warp;
-    Gemm::run(smem, a.h_q, a.h_scales, a_rows, inter_dim, a.w2_units + e * layout_v3_expert_bytes(rows_e, inter_dim),
+    Gemm::run(smem, a.h_q, a.h_scales, a_rows, inter_dim, a.w2.data + e * layout_v3_expert_bytes(rows_e, inter_dim),
               m_tile * 8, acc);
-    const float* row_scale = a.w2_row_scale + e * rows_e + slab * 16;
+    const float* row_scale = a.w2.row_scale + e * rows_e + slab * 16;
     const float s0 = row_scale[g], s1 = row_scale[g + 8];
     float* o = reinterpret_cast<float*>(smem);  // [BN][129]
     for (int j = 0; j < Gemm::NT; ++j)
@@ -58,7 +58,7 @@ MM_DEVICE void stage2_tensor_core_tiles(const Stage2TensorCoreArgs& a, const Wir
 
 template <int BN, int kStages, int kWire, bool kCheck>
 MM_DEVICE void stage2_tensor_core(const Stage2TensorCoreArgs& a) {
-  stage2_tensor_core_tiles<BN, kStages, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.model_dim));
+  stage2_tensor_core_tiles<BN, kStages, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
 }
 
 }  // namespace megamoe

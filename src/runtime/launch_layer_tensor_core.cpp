@@ -1,6 +1,6 @@
 // The tensor-core path's launches: x to fp8 by token, then Stage1 and Stage2 over weight layout v3.
-#include "runtime/layer_launch.hpp"
-#include "runtime/stage_fields.hpp"
+#include "runtime/launch_layer.hpp"
+#include "runtime/stage_args.hpp"
 
 namespace megamoe {
 
@@ -8,11 +8,10 @@ void launch_stages_tensor_core(const LayerCall& c, const TensorCoreLoaded& k) {
   const ModelShape& m = c.model;
   Workspace& ws = c.ws;
   launch_quantize_rows(c, k.quantize);
-  c.mark(2);
+  c.mark(StageMark::quantized);
   Stage1TensorCoreArgs a1{};
   Stage2TensorCoreArgs a2{};
-  fill_routed_fields(m, ws, a1, a2);
-  fill_weights(c.weights, a1, a2);
+  fill_stage_parts(m, ws, c.weights, WeightForm::layout_v3, a1, a2);
   a1.x_q = static_cast<const u8*>(ws.x_q.get());
   a1.x_scales = static_cast<const u8*>(ws.x_scales.get());
   a1.tokens = c.tokens;
@@ -22,7 +21,7 @@ void launch_stages_tensor_core(const LayerCall& c, const TensorCoreLoaded& k) {
   c.launch(k.stage1,
            c.tile_grid(c.kernels.bm1, 2 * m.inter_dim / kWeightRowsPerBlock, k.stage1.planned_per_sm(), k.stage1.cluster),
            a1);
-  c.mark(3);
+  c.mark(StageMark::stage1_done);
   c.launch(k.stage2, c.tile_grid(c.kernels.bm2, m.model_dim / kWeightRowsPerBlock, k.stage2.planned_per_sm()), a2);
 }
 

@@ -1,6 +1,7 @@
-// One call's launches: the launch helper (a kernel and the struct it takes), the persistent
-// grids' size, and one launcher per kernel path (launch_*.cpp). Runtime::forward checks its
-// arguments, then calls these in order.
+// One call's launches on one GPU: the call (LayerCall: the stream, the inputs, the persistent
+// grids' size) and its launchers, routing, quantization and combine in launch_layer.cpp and one
+// per kernel path in launch_layer_<path>.cpp. Runtime::forward checks its arguments, then calls
+// these in order.
 #pragma once
 #include <algorithm>
 
@@ -42,7 +43,7 @@ void launch_combine(const LayerCall& call);
 // x to fp8 by token (the portable and tensor-core paths).
 void launch_quantize_rows(const LayerCall& call, const Kernel<QuantizeRowsArgs>& kernel);
 
-// Each path's quantization and stages, between marks 1 and 4.
+// Each path's quantization and stages, between StageMark::routed and StageMark::stage2_done.
 void launch_stages_portable(const LayerCall& call, const PortableLoaded& k);
 void launch_stages_tensor_core(const LayerCall& call, const TensorCoreLoaded& k);
 void launch_stages_hopper(const LayerCall& call, const HopperLoaded& k);
