@@ -36,7 +36,7 @@ void EpWorkspace::clear() {
   device->fill_bytes(region.get(), 0, layout.flags_end);
 }
 
-EpArgs EpWorkspace::args(int* errors, int timeout_ms) const {
+EpArgs EpWorkspace::args(ErrorWords errors, int timeout_ms) const {
   EpArgs a{};
   for (int r = 0; r < world; ++r) a.peers[r] = static_cast<u8*>(peers[r]);
   a.rank = rank, a.world = world, a.experts = experts, a.max_tokens = max_tokens;

@@ -29,7 +29,7 @@ struct EpWorkspace {
   int world = 1, rank = 0, experts = 0, max_tokens = 0, topk = 0, model_dim = 0, x_block = 0;
 
   // The arguments every EP kernel shares. errors: the runtime's error words.
-  EpArgs args(int* errors, int timeout_ms) const;
+  EpArgs args(ErrorWords errors, int timeout_ms) const;
   // State words, counts and flags zeroed: at creation, and in recover() once no kernel runs.
   void clear();
 };

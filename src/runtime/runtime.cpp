@@ -14,6 +14,7 @@
 #include "ep/group.hpp"
 #include "runtime/launch_ep.hpp"
 #include "runtime/launch_layer.hpp"
+#include "runtime/stage_args.hpp"
 #include "weights/prepare_weights.hpp"
 #include "megamoe/errors.hpp"
 
@@ -181,7 +182,7 @@ void Runtime::forward_ep(const PreparedWeights& w, const void* x, const int* ids
                     kernels,
                     *workspace_,
                     *ep_,
-                    ep_->args(static_cast<int*>(workspace_->errors.get()), options_.timeout_ms),
+                    ep_->args(error_words(*workspace_), options_.timeout_ms),
                     w,
                     x,
                     ids,

@@ -89,7 +89,7 @@ MM_DEVICE void ep_lay_out_row(const EpArgs& ep, const EpDispatch& d, int s, int 
       if (entry.x != kNoSlot && e < ep.experts && rank < ep.segment_rows[e * W + s]) {
         p = ep.segment[e * W + s] + rank;
         if (kCheck && p >= d.rows_capacity) {
-          atomicAdd(&ep.errors[kErrBoundsViolations], 1);
+          atomicAdd(&ep.errors.words[kErrBoundsViolations], 1);
           p = -1;
         }
       }

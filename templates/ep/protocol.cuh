@@ -28,7 +28,8 @@ MM_DEVICE const int* ep_counts_from(const EpArgs& ep, int s, u32 seq) {
 // Records the first timeout of this rank (the phase and the rank waited for) and raises abort:
 // every later wait of the rank gives up at once, and the rank's later kernels do nothing.
 MM_DEVICE void ep_timeout(const EpArgs& ep, int phase, int peer) {
-  if (atomicCAS(&ep.errors[kErrTimeoutPhase], 0, phase) == 0) atomicExch(&ep.errors[kErrTimeoutPeer], peer);
+  if (atomicCAS(&ep.errors.words[kErrTimeoutPhase], 0, phase) == 0)
+    atomicExch(&ep.errors.words[kErrTimeoutPeer], peer);
   atomicExch(ep.state + kStateAbort, 1u);
 }
 

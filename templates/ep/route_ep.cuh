@@ -56,8 +56,8 @@ MM_DEVICE void route_ep_count(const RouteEpArgs& a, const RouteEpSpan& sp, int* 
         atomicAdd(&count[id], 1);
         dests |= 1u << (id / E);
       } else if (id != -1) {
-        atomicAdd(&ep.errors[kErrBadIds], 1);
-        atomicMin(&ep.errors[kErrFirstBadSlot], i);
+        atomicAdd(&ep.errors.words[kErrBadIds], 1);
+        atomicMin(&ep.errors.words[kErrFirstBadSlot], i);
       }
     }
     for (int d = 0; d < W; ++d) mine[d] += (dests >> d) & 1;
@@ -172,7 +172,7 @@ MM_DEVICE void route_ep_layout(const RouteEpArgs& a, const RouteEpSpan& sp, u32 
       a.expert_offsets[E] = offset + rows;
       a.tile_offsets1[E] = ends[0];
       a.tile_offsets2[E] = ends[1];
-      if (ends[2] > 0) atomicAdd(&ep.errors[kErrDroppedRows], ends[2]);
+      if (ends[2] > 0) atomicAdd(&ep.errors.words[kErrDroppedRows], ends[2]);
     }
   }
 }

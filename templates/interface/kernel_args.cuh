@@ -193,7 +193,7 @@ struct EpArgs {
   int topk, model_dim;
   int x_block;     // values per e8m0 scale of x on the dispatch wire
   u32* state;      // kStateWords words of this rank's state
-  int* errors;
+  ErrorWords errors;
   u64 timeout_ns;  // every cross-rank wait's bound
   // The symmetric region, byte offsets:
   u64 counts_at;        // [2][world][experts + 1] ints: a source's rows per local expert, then its tokens here
