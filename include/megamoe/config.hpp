@@ -76,7 +76,7 @@ std::string_view to_string(WeightSource weights);
 // A stage's tile along the tokens (the routed rows of one expert a block takes at once); the tile
 // along the weight rows is each path's own (128 on the tensor-core and Hopper paths).
 struct TileShape {
-  int bm = 0;
+  int token_tile = 0;  // routed rows (tokens) per tile; kernels and their names call it bm
 };
 
 struct DispatchOptions {

@@ -22,19 +22,19 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
   k.route = route_spec();
   k.combine = combine_spec(b.combine_wire);
   if (path == KernelPath::hopper) {
-    k.bm1 = hopper_bm(b.stage1.bm), k.bm2 = hopper_bm(b.stage2.bm);
+    k.bm1 = hopper_bm(b.stage1.token_tile), k.bm2 = hopper_bm(b.stage2.token_tile);
     HopperKernels h;
     h.dispatch = dispatch_rows_spec(k.arithmetic.x, b.bounds_check);
     h.stage1 = stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check, false, b.weights);
     h.stage2 = stage2_hopper_spec(k.bm2, b.combine_wire, b.bounds_check, false, b.weights);
     k.path = std::move(h);
   } else if (path == KernelPath::tensor_core) {
-    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm);
+    k.bm1 = tensor_core_bm(b.stage1.token_tile), k.bm2 = tensor_core_bm(b.stage2.token_tile);
     k.path = TensorCoreKernels{quantize_rows_spec(k.arithmetic.x),
                                stage1_tensor_core_spec(config.activation, k.bm1, m.model_dim, b.bounds_check),
                                stage2_tensor_core_spec(k.bm2, m.inter_dim, b.combine_wire, b.bounds_check)};
   } else {
-    k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm);
+    k.bm1 = portable_bm(b.stage1.token_tile), k.bm2 = portable_bm(b.stage2.token_tile);
     k.path = PortableKernels{quantize_rows_spec(k.arithmetic.x),
                              stage1_portable_spec(config.activation, k.bm1, b.bounds_check),
                              stage2_portable_spec(k.bm2, b.combine_wire, b.bounds_check)};
@@ -60,19 +60,19 @@ EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, Ker
   k.combine = combine_ep_spec(b.combine_wire);
   k.dispatch = dispatch_ep_spec(k.arithmetic.x, path == KernelPath::hopper, b.bounds_check);
   if (path == KernelPath::hopper) {
-    k.bm1 = hopper_bm(b.stage1.bm), k.bm2 = hopper_bm(b.stage2.bm);
+    k.bm1 = hopper_bm(b.stage1.token_tile), k.bm2 = hopper_bm(b.stage2.token_tile);
     k.path = HopperEpKernels{
         stage1_hopper_ep_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check, b.weights),
         stage2_hopper_ep_spec(k.bm2, b.combine_wire, b.bounds_check, b.weights),
         stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check, false, b.weights)};
   } else if (path == KernelPath::tensor_core) {
-    k.bm1 = tensor_core_bm(b.stage1.bm), k.bm2 = tensor_core_bm(b.stage2.bm);
+    k.bm1 = tensor_core_bm(b.stage1.token_tile), k.bm2 = tensor_core_bm(b.stage2.token_tile);
     k.path = TensorCoreEpKernels{
         stage1_tensor_core_ep_spec(config.activation, k.bm1, m.model_dim, b.bounds_check),
         stage2_tensor_core_ep_spec(k.bm2, m.inter_dim, b.combine_wire, b.bounds_check),
         stage1_tensor_core_spec(config.activation, k.bm1, m.model_dim, b.bounds_check)};
   } else {
-    k.bm1 = portable_bm(b.stage1.bm), k.bm2 = portable_bm(b.stage2.bm);
+    k.bm1 = portable_bm(b.stage1.token_tile), k.bm2 = portable_bm(b.stage2.token_tile);
     k.path = PortableEpKernels{stage1_portable_ep_spec(config.activation, k.bm1, b.bounds_check),
                                stage2_portable_ep_spec(k.bm2, b.combine_wire, b.bounds_check),
                                stage1_portable_spec(config.activation, k.bm1, b.bounds_check)};

@@ -90,7 +90,7 @@ std::string path_refusal(KernelPath path, const Config& c, BackendKind backend, 
   if (r.shared_grows_with_k) {
     const int limit = shared_memory_limit(backend, arch);
     for (const BucketConfig& b : c.buckets) {
-      const int bm1 = tensor_core_bm(b.stage1.bm), bm2 = tensor_core_bm(b.stage2.bm);
+      const int bm1 = tensor_core_bm(b.stage1.token_tile), bm2 = tensor_core_bm(b.stage2.token_tile);
       const int need = std::max(tensor_core_smem(bm1, m.model_dim, 64), tensor_core_smem(bm2, m.inter_dim, 128));
       if (need > limit)
         return fmt::format("the {} path's stage kernels of bucket {} (token tiles {} and {}, K {} and {}) need {} bytes "

@@ -5,10 +5,10 @@
 
 namespace megamoe {
 
-// Portable: the config's BM rounded up to a power of two, at most 64; kPortableBn weight columns.
+// Portable: the config's token tile rounded up to a power of two, at most 64; kPortableBw weight rows.
 int portable_bm(int config_bm);
 
-// Tensor-core: the config's BM rounded up to a power of two, at most 128; pipeline depth in
+// Tensor-core: the config's token tile rounded up to a power of two, at most 128; pipeline depth in
 // chunks of 128 k; the shared memory of a stage kernel whose GEMM has this K and whose epilogue
 // tile has epilogue_cols columns.
 int tensor_core_bm(int config_bm);
@@ -19,7 +19,7 @@ int tensor_core_smem(int bm, int k, int epilogue_cols);
 // in blocks of 128 (one promotion per chunk). Why not longer: docs/layer.md, accuracy.
 inline constexpr int kHopperHBlock = 128;
 int hopper_x_block(int model_dim);
-// The token tile: the config's BM (a multiple of 16), capped at kHopperMaxBm.
+// The token tile: the config's (a multiple of 16), capped at kHopperMaxBm.
 inline constexpr int kHopperMaxBm = 176;
 int hopper_bm(int config_bm);
 // Blocks per SM: 2 for token tiles up to 48 (more warps to hide a chunk's latencies).

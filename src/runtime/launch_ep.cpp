@@ -115,7 +115,7 @@ void launch_ep_call(const EpCall& c) {
         using L = std::decay_t<decltype(path)>;
         if constexpr (std::is_same_v<L, PortableEpLoaded>)
           launch_stages<L, Stage1PortableEpArgs, Stage2PortableEpArgs, Stage1PortableArgs, Stage2PortableArgs>(
-              c, path, m.inter_dim / kPortableBn, m.model_dim / kPortableBn, false,
+              c, path, m.inter_dim / kPortableBw, m.model_dim / kPortableBw, false,
               [](const EpCall& cc, auto& s1, auto& s2) { by_row_args(cc, KernelPath::portable, s1, s2); });
         else if constexpr (std::is_same_v<L, TensorCoreEpLoaded>)
           launch_stages<L, Stage1TensorCoreEpArgs, Stage2TensorCoreEpArgs, Stage1TensorCoreArgs, Stage2TensorCoreArgs>(

@@ -18,9 +18,9 @@ void launch_stages_portable(const LayerCall& c, const PortableLoaded& k) {
   a2.wire = ws.wire.get();
   a2.wire_scales = static_cast<u8*>(ws.wire_scales.get());
   a2.slots = c.slots();
-  c.launch(k.stage1, c.tile_grid(c.kernels.bm1, m.inter_dim / kPortableBn, 8), a1);
+  c.launch(k.stage1, c.tile_grid(c.kernels.bm1, m.inter_dim / kPortableBw, 8), a1);
   c.mark(StageMark::stage1_done);
-  c.launch(k.stage2, c.tile_grid(c.kernels.bm2, m.model_dim / kPortableBn, 8), a2);
+  c.launch(k.stage2, c.tile_grid(c.kernels.bm2, m.model_dim / kPortableBw, 8), a2);
 }
 
 }  // namespace megamoe

@@ -9,7 +9,7 @@
 
 namespace megamoe {
 
-template <class Act, int BM, int BN, bool kCheck>
+template <class Act, int BM, int BW, bool kCheck>
 MM_DEVICE void stage1_portable_ep(const Stage1PortableEpArgs& a) {
   mm_wait_prior_grid();
   mm_release_dependents();
@@ -17,14 +17,14 @@ MM_DEVICE void stage1_portable_ep(const Stage1PortableEpArgs& a) {
   if (block < dispatchers) ep_dispatch_block<32, false, kCheck>(a.ep, a.dispatch, ep_call_seq(a.ep));
   if (a.dispatch.persistent && block < dispatchers) return;
   const int skip = a.dispatch.persistent ? dispatchers : 0;
-  stage1_portable_tiles<Act, BM, BN, kCheck>(a.stage, block - skip, int(gridDim.x) - skip, EpRowsGate{a.ep});
+  stage1_portable_tiles<Act, BM, BW, kCheck>(a.stage, block - skip, int(gridDim.x) - skip, EpRowsGate{a.ep});
 }
 
-template <int BM, int BN, int kWire, bool kCheck>
+template <int BM, int BW, int kWire, bool kCheck>
 MM_DEVICE void stage2_portable_ep(const Stage2PortableEpArgs& a) {
   mm_wait_prior_grid();
   mm_release_dependents();
-  stage2_portable_tiles<BM, BN, kWire, kCheck>(a.stage, PeerWireRows<kWire>{a.ep});
+  stage2_portable_tiles<BM, BW, kWire, kCheck>(a.stage, PeerWireRows<kWire>{a.ep});
   ep_stage2_done(a.ep);
 }
 

@@ -26,9 +26,9 @@ struct EpRowsGate {
 
 // Stage1's output rows over several ranks: each routed row of the tile (its h row is its own
 // index); the rows' readiness is the gate's business, so nothing of a row is read here.
-template <int BN, int kThreads, bool kCheck>
+template <int BM, int kThreads, bool kCheck>
 MM_DEVICE void ep_stage1_rows(const RoutedTile& rt, int rows_capacity, int* errors, int* out_rows, int tid) {
-  for (int n = tid; n < BN; n += kThreads) {
+  for (int n = tid; n < BM; n += kThreads) {
     const int p = rt.p0 + n;
     int out = p < rt.p_end ? p : -1;
     if (kCheck && out >= rows_capacity) {

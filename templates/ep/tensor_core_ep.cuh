@@ -7,7 +7,7 @@
 
 namespace megamoe {
 
-template <class Act, int BN, int kStages, bool kCheck>
+template <class Act, int BM, int kStages, bool kCheck>
 MM_DEVICE void stage1_tensor_core_ep(const Stage1TensorCoreEpArgs& a) {
   mm_wait_prior_grid();
   mm_release_dependents();
@@ -15,14 +15,14 @@ MM_DEVICE void stage1_tensor_core_ep(const Stage1TensorCoreEpArgs& a) {
   if (block < dispatchers) ep_dispatch_block<kTensorCoreScaleBlock, false, kCheck>(a.ep, a.dispatch, ep_call_seq(a.ep));
   if (a.dispatch.persistent && block < dispatchers) return;
   const int skip = a.dispatch.persistent ? dispatchers : 0;
-  stage1_tensor_core_tiles<Act, BN, kStages, kCheck>(a.stage, block - skip, int(gridDim.x) - skip, EpRowsGate{a.ep});
+  stage1_tensor_core_tiles<Act, BM, kStages, kCheck>(a.stage, block - skip, int(gridDim.x) - skip, EpRowsGate{a.ep});
 }
 
-template <int BN, int kStages, int kWire, bool kCheck>
+template <int BM, int kStages, int kWire, bool kCheck>
 MM_DEVICE void stage2_tensor_core_ep(const Stage2TensorCoreEpArgs& a) {
   mm_wait_prior_grid();
   mm_release_dependents();
-  stage2_tensor_core_tiles<BN, kStages, kWire, kCheck>(a.stage, PeerWireRows<kWire>{a.ep});
+  stage2_tensor_core_tiles<BM, kStages, kWire, kCheck>(a.stage, PeerWireRows<kWire>{a.ep});
   ep_stage2_done(a.ep);
 }
 

@@ -81,7 +81,7 @@ enum : int { kFp8ResidentUnitBytes = kWeightRowsPerBlock * 128 };
 MM_SHARED_FN i64 fp8_resident_expert_bytes(i64 rows, int k) { return rows * k; }
 
 // The portable kernels' tile along the weights (columns of the output).
-enum : int { kPortableThreads = 256, kPortableBn = 64 };
+enum : int { kPortableThreads = 256, kPortableBw = 64 };
 
 // The tensor-core kernels: 8 warps; the activations of a stage in rows of 144 bytes (128 k and
 // 16 against bank conflicts); shared memory holds kStages stages, then the tile's activation

@@ -1,4 +1,4 @@
-// The portable (any GPU, CUDA cores) main loop of both expert GEMMs: C[BM x BN] (NB times, one
+// The portable (any GPU, CUDA cores) main loop of both expert GEMMs: C[BM x BW] (NB times, one
 // per B operand) = A_rows (fp8 e4m3, 1x32 scales) x B^T (MXFP4, 1x32 e8m0 scales), fp32
 // accumulation, K walked in steps of one 32-value scale block. 256 threads as 16 x 16; a thread
 // owns rows ty + 16 i and columns tx + 16 j of the tile.
@@ -7,15 +7,15 @@
 
 namespace megamoe {
 
-template <int BM, int BN, int NB>
+template <int BM, int BW, int NB>
 struct PortableGemm {
   static constexpr int kThreads = 256;
-  static constexpr int TM = BM / 16, TN = BN / 16;
-  static_assert(BM % 16 == 0 && BN % 16 == 0 && BM <= 64 && BN <= 64, "portable tile: BM, BN in {16,...,64}");
+  static constexpr int TM = BM / 16, TN = BW / 16;
+  static_assert(BM % 16 == 0 && BW % 16 == 0 && BM <= 64 && BW <= 64, "portable tile: BM, BW in {16,...,64}");
 
   struct Smem {
     float a[32][BM];
-    float b[NB][32][BN];
+    float b[NB][32][BW];
   };
 
   // rows[i]: the row of A for tile row i, or -1 (its result is then unused).
@@ -39,8 +39,8 @@ struct PortableGemm {
           for (int j = 0; j < 4; ++j) s.a[part * 4 + j][r] = 0.f;
         }
       }
-      for (int t = tid; t < NB * BN; t += kThreads) {  // B: one 32-value block (16 bytes) per thread
-        const int n = t / BN, c = t % BN;
+      for (int t = tid; t < NB * BW; t += kThreads) {  // B: one 32-value block (16 bytes) per thread
+        const int n = t / BW, c = t % BW;
         const i64 brow = b_row0 + (i64)n * b_operand_stride + c;
         const u32* p = reinterpret_cast<const u32*>(b_packed + brow * (K / 2) + kb * 16);
         const float scale = mm_e8m0_to_f32(b_scales[brow * kblocks + kb]);

@@ -1,4 +1,4 @@
-// Stage1 (portable): for each expert's rows, h = act(W1gate x, W1up x) over one BN-column slice
+// Stage1 (portable): for each expert's rows, h = act(W1gate x, W1up x) over one BW-column slice
 // of inter_dim, then h in fp8 1x32 blocks. A persistent grid walks the tiles (expert row tile x
 // column tile) that routing laid out.
 #pragma once
@@ -13,21 +13,21 @@ namespace megamoe {
 
 // The tiles first, first + step, ...; a tile's rows are read once gate.wait returns (one thread
 // waits; ep/stage_gates.cuh).
-template <class Act, int BM, int BN, bool kCheck, class Gate>
+template <class Act, int BM, int BW, bool kCheck, class Gate>
 MM_DEVICE void stage1_portable_tiles(const Stage1PortableArgs& a, int first, int step, const Gate& gate) {
   const int model_dim = a.w1.model_dim, inter_dim = a.w1.inter_dim;
-  using Gemm = PortableGemm<BM, BN, 2>;
+  using Gemm = PortableGemm<BM, BW, 2>;
   __shared__ union {
     typename Gemm::Smem gemm;
-    float h[BM][BN + 1];
+    float h[BM][BW + 1];
   } smem;
   __shared__ int a_rows[BM], out_rows[BM];
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
-  const int col_tiles = inter_dim / BN;
+  const int col_tiles = inter_dim / BW;
   const int total = a.rows.tile_offsets[a.w1.experts] * col_tiles;
   for (int tile = first; tile < total; tile += step) {
     const RoutedTile rt = routed_tile(tile, col_tiles, BM, a.rows.tile_offsets, a.rows.expert_offsets, a.w1.experts);
-    const int e = rt.expert, col0 = rt.col_tile * BN;
+    const int e = rt.expert, col0 = rt.col_tile * BW;
     if constexpr (Gate::kWaits)
       if (tid == 0) gate.wait(rt, min(rt.p_end - rt.p0, BM), tile == first);
     __syncthreads();  // the previous tile's epilogue is done with shared memory (and the rows are there)
@@ -39,14 +39,14 @@ MM_DEVICE void stage1_portable_tiles(const Stage1PortableArgs& a, int first, int
     for (int i = 0; i < Gemm::TM; ++i)
       for (int j = 0; j < Gemm::TN; ++j) smem.h[ty + 16 * i][tx + 16 * j] = Act::apply(acc[0][i][j], acc[1][i][j]);
     __syncthreads();
-    store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.h[0][0], BN + 1, out_rows,
+    store_tile_fp8<BM, BW, 32, Gemm::kThreads>(&smem.h[0][0], BW + 1, out_rows,
                                                DenseRows{a.h_q, inter_dim, a.h_scales, inter_dim / 32}, col0, tid);
   }
 }
 
-template <class Act, int BM, int BN, bool kCheck>
+template <class Act, int BM, int BW, bool kCheck>
 MM_DEVICE void stage1_portable(const Stage1PortableArgs& a) {
-  stage1_portable_tiles<Act, BM, BN, kCheck>(a, int(blockIdx.x), int(gridDim.x), NoRowsGate{});
+  stage1_portable_tiles<Act, BM, BW, kCheck>(a, int(blockIdx.x), int(gridDim.x), NoRowsGate{});
 }
 
 }  // namespace megamoe

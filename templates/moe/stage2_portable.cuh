@@ -1,4 +1,4 @@
-// Stage2 (portable): for each expert's rows, o = W2 h over one BN-column slice of model_dim,
+// Stage2 (portable): for each expert's rows, o = W2 h over one BW-column slice of model_dim,
 // times the row's route weight, written to the row's slot (t * topk + k) of the combine wire:
 // bf16 (kWire 0) or fp8 1x32 blocks (kWire 1).
 #pragma once
@@ -11,22 +11,22 @@ namespace megamoe {
 
 // The tiles of a grid-wide walk; each output row (a row's wire code, row_slot) goes where
 // wire.row() says.
-template <int BM, int BN, int kWire, bool kCheck, class Wire>
+template <int BM, int BW, int kWire, bool kCheck, class Wire>
 MM_DEVICE void stage2_portable_tiles(const Stage2PortableArgs& a, const Wire& wire) {
   const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
-  using Gemm = PortableGemm<BM, BN, 1>;
+  using Gemm = PortableGemm<BM, BW, 1>;
   __shared__ union {
     typename Gemm::Smem gemm;
-    float o[BM][BN + 1];
+    float o[BM][BW + 1];
   } smem;
   __shared__ int a_rows[BM], out_slot[BM];
   __shared__ float weight[BM];
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
-  const int col_tiles = model_dim / BN;
+  const int col_tiles = model_dim / BW;
   const int total = a.rows.tile_offsets[a.w2.experts] * col_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
     const RoutedTile rt = routed_tile(tile, col_tiles, BM, a.rows.tile_offsets, a.rows.expert_offsets, a.w2.experts);
-    const int e = rt.expert, col0 = rt.col_tile * BN;
+    const int e = rt.expert, col0 = rt.col_tile * BW;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
     stage2_tile_rows<BM, Gemm::kThreads, kCheck>(rt, a.rows, a.slots, a.errors.words, a_rows,
                                                  out_slot, weight, threadIdx.x);
@@ -45,14 +45,14 @@ MM_DEVICE void stage2_portable_tiles(const Stage2PortableArgs& a, const Wire& wi
       for (int i = 0; i < Gemm::TM; ++i)
         for (int j = 0; j < Gemm::TN; ++j) smem.o[ty + 16 * i][tx + 16 * j] = acc[0][i][j] * weight[ty + 16 * i];
       __syncthreads();
-      store_tile_fp8<BM, BN, 32, Gemm::kThreads>(&smem.o[0][0], BN + 1, out_slot, wire, col0, threadIdx.x);
+      store_tile_fp8<BM, BW, 32, Gemm::kThreads>(&smem.o[0][0], BW + 1, out_slot, wire, col0, threadIdx.x);
     }
   }
 }
 
-template <int BM, int BN, int kWire, bool kCheck>
+template <int BM, int BW, int kWire, bool kCheck>
 MM_DEVICE void stage2_portable(const Stage2PortableArgs& a) {
-  stage2_portable_tiles<BM, BN, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
+  stage2_portable_tiles<BM, BW, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
 }
 
 }  // namespace megamoe

@@ -11,21 +11,21 @@ namespace megamoe {
 
 // The tiles of a grid-wide walk; each output row (a row's wire code, row_slot) goes where
 // wire.row() says.
-template <int BN, int kStages, int kWire, bool kCheck, class Wire>
+template <int BM, int kStages, int kWire, bool kCheck, class Wire>
 MM_DEVICE void stage2_tensor_core_tiles(const Stage2TensorCoreArgs& a, const Wire& wire) {
   const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
-  using Gemm = TensorCoreGemm<BN, kStages>;
+  using Gemm = TensorCoreGemm<BM, kStages>;
   extern __shared__ __align__(16) u8 smem[];
-  __shared__ int a_rows[BN], out_slot[BN];
-  __shared__ float weight[BN];
+  __shared__ int a_rows[BM], out_slot[BM];
+  __shared__ float weight[BM];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int m_tiles = model_dim / Gemm::kRows;
   const int total = a.rows.tile_offsets[a.w2.experts] * m_tiles;
   for (int tile = blockIdx.x; tile < total; tile += gridDim.x) {
-    const RoutedTile rt = routed_tile(tile, m_tiles, BN, a.rows.tile_offsets, a.rows.expert_offsets, a.w2.experts);
+    const RoutedTile rt = routed_tile(tile, m_tiles, BM, a.rows.tile_offsets, a.rows.expert_offsets, a.w2.experts);
     const int e = rt.expert, m_tile = rt.col_tile;
     __syncthreads();  // the previous tile's epilogue is done with shared memory
-    stage2_tile_rows<BN, Gemm::kThreads, kCheck>(rt, a.rows, a.slots, a.errors.words, a_rows,
+    stage2_tile_rows<BM, Gemm::kThreads, kCheck>(rt, a.rows, a.slots, a.errors.words, a_rows,
                                                  out_slot, weight, threadIdx.x);
     __syncthreads();
     const i64 rows_e = model_dim;
@@ -35,7 +35,7 @@ MM_DEVICE void stage2_tensor_core_tiles(const Stage2TensorCoreArgs& a, const Wir
               m_tile * 8, acc);
     const float* row_scale = a.w2.row_scale + e * rows_e + slab * 16;
     const float s0 = row_scale[g], s1 = row_scale[g + 8];
-    float* o = reinterpret_cast<float*>(smem);  // [BN][129]
+    float* o = reinterpret_cast<float*>(smem);  // [BM][129]
     for (int j = 0; j < Gemm::NT; ++j)
       for (int c = 0; c < 2; ++c) {
         const int n = 8 * j + 2 * t + c;
@@ -45,20 +45,20 @@ MM_DEVICE void stage2_tensor_core_tiles(const Stage2TensorCoreArgs& a, const Wir
     __syncthreads();
     const int col0 = m_tile * Gemm::kRows;
     if (kWire == kWireBf16) {
-      for (int i = tid; i < BN * Gemm::kRows; i += Gemm::kThreads) {
+      for (int i = tid; i < BM * Gemm::kRows; i += Gemm::kThreads) {
         const int n = i / Gemm::kRows, c = i % Gemm::kRows;
         if (out_slot[n] >= 0)
           reinterpret_cast<u16*>(wire.row(out_slot[n]))[col0 + c] = mm_f32_to_bf16(o[n * 129 + c]);
       }
     } else {
-      store_tile_fp8<BN, 128, 32, Gemm::kThreads>(o, 129, out_slot, wire, col0, threadIdx.x);
+      store_tile_fp8<BM, 128, 32, Gemm::kThreads>(o, 129, out_slot, wire, col0, threadIdx.x);
     }
   }
 }
 
-template <int BN, int kStages, int kWire, bool kCheck>
+template <int BM, int kStages, int kWire, bool kCheck>
 MM_DEVICE void stage2_tensor_core(const Stage2TensorCoreArgs& a) {
-  stage2_tensor_core_tiles<BN, kStages, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
+  stage2_tensor_core_tiles<BM, kStages, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
 }
 
 }  // namespace megamoe

@@ -1,6 +1,6 @@
 // The tensor-core main loop of both expert GEMMs (NVIDIA sm_89 and later: fp8 mma.sync), in the
 // swapped orientation: the weights are the mma's A (M = weight rows, 16 per warp, 128 per block
-// of 8 warps), the routed rows (tokens) its B (N = BN per block). Weights (layout v3,
+// of 8 warps), the routed rows (tokens) its B (N = BM, the token tile). Weights (layout v3,
 // src/weights/tensor_core_layout.hpp) and activations (fp8, one e8m0 scale per 64 k) are staged
 // in shared memory by cp.async, kStages chunks of 128 k deep; a lane then reads its weights as
 // two 16-byte words and turns 8 values into e4m3 with two byte permutes, the block exponent
@@ -35,18 +35,18 @@ MM_DEVICE void mm_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-template <int BN, int kStages>
+template <int BM, int kStages>
 struct TensorCoreGemm {
   static constexpr int kWarps = 8, kThreads = kTensorCoreThreads, kRows = kWeightRowsPerBlock;
   static constexpr int kRowBytes = kTensorCoreRowBytes;
-  static constexpr int NT = BN / 8;                               // n8 tiles
-  static_assert(BN % 8 == 0 && BN <= 128, "BN: a multiple of 8 up to 128");
+  static constexpr int NT = BM / 8;                               // n8 tiles
+  static_assert(BM % 8 == 0 && BM <= 128, "BM: a multiple of 8 up to 128");
 
-  // One pipeline stage (128 k): the activations [BN][kRowBytes], then each warp's weight words
+  // One pipeline stage (128 k): the activations [BM][kRowBytes], then each warp's weight words
   // (1 KB) and exponents (64 B). After kStages stages: the tile's activation scales as floats
-  // [BN][K / 64] (interface/kernel_constants.cuh: tensor_core_smem_bytes).
-  static constexpr int kActBytes = BN * kRowBytes;
-  static constexpr int kStageBytes = tensor_core_stage_bytes(BN);
+  // [BM][K / 64] (interface/kernel_constants.cuh: tensor_core_smem_bytes).
+  static constexpr int kActBytes = BM * kRowBytes;
+  static constexpr int kStageBytes = tensor_core_stage_bytes(BM);
   static_assert(kStageBytes == kActBytes + kLayoutV3UnitBytes, "the activations, then the unit");
 
   // rows[n] (shared): the activation row of token column n, or -1. acc[j][0..3]: this warp's
@@ -56,7 +56,7 @@ struct TensorCoreGemm {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int chunks = K / 128, kb64 = K / 64;
     float* scale_smem = reinterpret_cast<float*>(smem + kStages * kStageBytes);
-    for (int i = tid; i < BN * kb64; i += kThreads) {
+    for (int i = tid; i < BM * kb64; i += kThreads) {
       const int n = i / kb64, row = rows[n];
       scale_smem[i] = row >= 0 ? mm_e8m0_to_f32(a_scales[(i64)row * kb64 + i % kb64]) : 0.f;
     }
@@ -67,7 +67,7 @@ struct TensorCoreGemm {
     auto load_stage = [&](int chunk) {
       u8* st = smem + (chunk % kStages) * kStageBytes;
       const u8* unit = layout_v3_unit(units, slab0 / 8, chunk, chunks);
-      for (int i = tid; i < BN * 8; i += kThreads) {
+      for (int i = tid; i < BM * 8; i += kThreads) {
         const int n = i >> 3, part = i & 7, row = rows[n];
         mm_cp_async16(st + n * kRowBytes + part * 16, a_q + (row >= 0 ? (i64)row * K + chunk * 128 + part * 16 : 0),
                       row >= 0);

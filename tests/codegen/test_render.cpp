@@ -22,13 +22,13 @@ std::vector<std::string> names(const std::vector<KernelSpec>& specs) {
 }  // namespace
 
 TEST_CASE("kernel names spell the specialisation (golden)", "[codegen]") {
-  CHECK(stage1_portable_spec(situv2(), 64, false).name() == "megamoe_stage1_portable_situv2_bm64_bn64_bc0");
-  CHECK(stage1_portable_spec({ActivationKind::silu}, 16, true).name() == "megamoe_stage1_portable_silu_bm16_bn64_bc1");
+  CHECK(stage1_portable_spec(situv2(), 64, false).name() == "megamoe_stage1_portable_situv2_bm64_bw64_bc0");
+  CHECK(stage1_portable_spec({ActivationKind::silu}, 16, true).name() == "megamoe_stage1_portable_silu_bm16_bw64_bc1");
   CHECK(stage1_portable_spec({ActivationKind::swiglu, 0, 0, 7.f}, 32, false).name() ==
-        "megamoe_stage1_portable_swiglu_bm32_bn64_bc0");
-  CHECK(stage2_portable_spec(16, CombineWire::bf16, false).name() == "megamoe_stage2_portable_bm16_bn64_bf16_bc0");
+        "megamoe_stage1_portable_swiglu_bm32_bw64_bc0");
+  CHECK(stage2_portable_spec(16, CombineWire::bf16, false).name() == "megamoe_stage2_portable_bm16_bw64_bf16_bc0");
   CHECK(stage2_portable_spec(64, CombineWire::fp8_blockwise_1x32, true).name() ==
-        "megamoe_stage2_portable_bm64_bn64_fp8x32_bc1");
+        "megamoe_stage2_portable_bm64_bw64_fp8x32_bc1");
   CHECK(route_count_spec().name() == "megamoe_route_count");
   CHECK(route_spec().name() == "megamoe_route");
   CHECK(quantize_rows_spec().name() == "megamoe_quantize_rows_fp8x32");
@@ -48,10 +48,10 @@ TEST_CASE("kernel names spell the specialisation (golden)", "[codegen]") {
 
 TEST_CASE("the rendered source calls the template with the config's values", "[codegen]") {
   RenderedKernel k = render(stage1_portable_spec(situv2(), 64, false));
-  CHECK(k.name == "megamoe_stage1_portable_situv2_bm64_bn64_bc0");
+  CHECK(k.name == "megamoe_stage1_portable_situv2_bm64_bw64_bc0");
   CHECK(k.threads == 256);
   CHECK_THAT(k.source, Catch::Contains("extern \"C\" __global__ void __launch_bounds__(256)\n"
-                                       "megamoe_stage1_portable_situv2_bm64_bn64_bc0(const megamoe::Stage1PortableArgs "
+                                       "megamoe_stage1_portable_situv2_bm64_bw64_bc0(const megamoe::Stage1PortableArgs "
                                        "args) {"));
   CHECK_THAT(k.source, Catch::Contains("static constexpr float beta = 0x1p+2f;"));          // 4.0 exactly
   CHECK_THAT(k.source, Catch::Contains("static constexpr float linear_beta = 0x1.9p+4f;"));  // 25.0 exactly
@@ -87,12 +87,12 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
   Config k = load_config("kimi_k3_a8w4");
   CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::portable)) ==
         std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_quantize_rows_fp8x32",
-                                 "megamoe_stage1_portable_situv2_bm16_bn64_bc0",
-                                 "megamoe_stage2_portable_bm16_bn64_bf16_bc0", "megamoe_combine_bf16"});
+                                 "megamoe_stage1_portable_situv2_bm16_bw64_bc0",
+                                 "megamoe_stage2_portable_bm16_bw64_bf16_bc0", "megamoe_combine_bf16"});
   // bm 128 in the config: the portable kernels cap it at 64.
-  CHECK(kernels_for_bucket(k, k.bucket(4096), KernelPath::portable)[3].name() == "megamoe_stage1_portable_situv2_bm64_bn64_bc0");
+  CHECK(kernels_for_bucket(k, k.bucket(4096), KernelPath::portable)[3].name() == "megamoe_stage1_portable_situv2_bm64_bw64_bc0");
   Config g = load_config("generic_a8w4");
-  CHECK(kernels_for_bucket(g, g.bucket(1), KernelPath::portable)[3].name() == "megamoe_stage1_portable_silu_bm64_bn64_bc0");
+  CHECK(kernels_for_bucket(g, g.bucket(1), KernelPath::portable)[3].name() == "megamoe_stage1_portable_silu_bm64_bw64_bc0");
   CHECK(names(kernels_for_bucket(k, k.bucket(4096), KernelPath::tensor_core)) ==
         std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_quantize_rows_fp8x64",
                                  "megamoe_stage1_tensor_core_situv2_bm128_bw128_s4_bc0",
@@ -218,7 +218,7 @@ TEST_CASE("automatic says why it runs a path slower than the GPU's fastest, and 
   CHECK_THROWS_WITH(resolve_path(KernelPath::tensor_core, kimi, BackendKind::cuda, "sm_89"),
                     Catch::Contains("shared memory"));
   Config small_tiles = kimi;
-  for (BucketConfig& b : small_tiles.buckets) b.stage1.bm = b.stage2.bm = 16;
+  for (BucketConfig& b : small_tiles.buckets) b.stage1.token_tile = b.stage2.token_tile = 16;
   CHECK(resolve_path(KernelPath::automatic, small_tiles, BackendKind::cuda, "sm_89") == KernelPath::tensor_core);
 
   // Said once per process for each distinct note, through the warning handler.

@@ -26,9 +26,9 @@ TEST_CASE("a config hands out its bucket's values", "[config][buckets]") {
   Config k = load_config("kimi_k3_a8w4");
   for (int i = 0; i < kBucketCount; ++i) CHECK(k.buckets[i].bucket == 1 << i);
   CHECK(k.bucket_for_tokens(5).bucket == 8);
-  CHECK(k.bucket_for_tokens(5).stage1.bm == 16);
+  CHECK(k.bucket_for_tokens(5).stage1.token_tile == 16);
   CHECK(k.bucket_for_tokens(5).dispatch.cus == 32);
-  CHECK(k.bucket_for_tokens(3000).stage1.bm == 160);
+  CHECK(k.bucket_for_tokens(3000).stage1.token_tile == 160);
   CHECK(k.bucket_for_tokens(3000).dispatch.cus == 96);
   CHECK_THROWS_WITH(k.bucket(3), Catch::Contains("no bucket 3"));
 }

@@ -47,11 +47,11 @@ TEST_CASE("a valid config parses with defaults merged under bucket overrides", "
   CHECK(c.activation.beta == 4.0f);
   CHECK(c.activation.linear_beta == 25.0f);
   const BucketConfig& b8 = c.bucket(8);
-  CHECK(b8.stage1.bm == 16);  // overridden
-  CHECK(b8.stage2.bm == 64);  // from defaults
+  CHECK(b8.stage1.token_tile == 16);  // overridden
+  CHECK(b8.stage2.token_tile == 64);  // from defaults
   CHECK(b8.dispatch.cus == 8);
   CHECK(b8.dispatch.persistent);  // from defaults, though dispatch was partly overridden
-  CHECK(c.bucket(16).stage1.bm == 64);
+  CHECK(c.bucket(16).stage1.token_tile == 64);
   CHECK(c.bucket(32768).combine_wire == CombineWire::bf16);
 
   // weights: optional, mxfp4 unless a bucket (or the defaults) says fp8_resident.
@@ -223,11 +223,11 @@ TEST_CASE("with_buckets_of gives one config's model the other's bucket table", "
   CHECK(both.activation.kind == model.activation.kind);
   for (int i = 0; i < kBucketCount; ++i) {  // every bucket the other's
     CHECK(both.buckets[i].bucket == other.buckets[i].bucket);
-    CHECK(both.buckets[i].stage2.bm == other.buckets[i].stage2.bm);
+    CHECK(both.buckets[i].stage2.token_tile == other.buckets[i].stage2.token_tile);
     CHECK(both.buckets[i].dispatch.cus == other.buckets[i].dispatch.cus);
   }
   CHECK(both.bucket(8).dispatch.cus == 4);
-  CHECK(both.bucket(16).stage2.bm == 32);
+  CHECK(both.bucket(16).stage2.token_tile == 32);
 }
 
 TEST_CASE("a field that schema 2 removed is named with what replaced it", "[config]") {

@@ -12,7 +12,7 @@ using namespace megamoe;
 namespace {
 CacheKeyParts base() {
   CacheKeyParts p;
-  p.name = "megamoe_stage1_portable_silu_bm64_bn64_bc0";
+  p.name = "megamoe_stage1_portable_silu_bm64_bw64_bc0";
   p.compiler = "nvrtc 13.0";
   p.arch = "sm_90a";
   p.options = {"--gpu-architecture=sm_90a", "--std=c++17"};
@@ -26,7 +26,7 @@ TEST_CASE("a cache key is stable for the same inputs (golden)", "[jit][key]") {
   CacheKey k = make_cache_key(base());
   CHECK(k.hex == make_cache_key(base()).hex);
   CHECK(k.hex.size() == 32);
-  CHECK(k.entry_name() == "megamoe_stage1_portable_silu_bm64_bn64_bc0_" + k.hex.substr(0, 16));
+  CHECK(k.entry_name() == "megamoe_stage1_portable_silu_bm64_bw64_bc0_" + k.hex.substr(0, 16));
   // Pinned: a change here means every user's cache is invalidated; bump kGeneratorVersion
   // or kCacheFormatVersion deliberately instead.
   CHECK(k.hex == "2381289b7d526a0c8358b6414331f4d5");
@@ -63,7 +63,7 @@ TEST_CASE("kernel keys cover the activation and its parameters, and nothing unre
   Activation s2 = s;
   s2.beta = 4.5f;  // same name, other parameter: another key
   PlannedKernel p2 = b.plan(stage1_portable_spec(s2, 64, false));
-  CHECK(p2.rendered.name == "megamoe_stage1_portable_situv2_bm64_bn64_bc0");
+  CHECK(p2.rendered.name == "megamoe_stage1_portable_situv2_bm64_bw64_bc0");
   CHECK(p2.key.hex != k0);
   CHECK(b.plan(stage1_portable_spec(s, 64, true)).key.hex != k0);
   CHECK(b.plan(stage1_portable_spec(s, 32, false)).key.hex != k0);

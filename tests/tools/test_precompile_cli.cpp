@@ -52,7 +52,7 @@ TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
   test::TempDir dir;
   Result list = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path portable");
   REQUIRE(list.status == 0);
-  CHECK_THAT(list.out, Catch::Contains("megamoe_stage1_portable_situv2_bm16_bn64_bc0"));
+  CHECK_THAT(list.out, Catch::Contains("megamoe_stage1_portable_situv2_bm16_bw64_bc0"));
   CHECK_THAT(list.out, Catch::Contains("buckets 1,2,4,8,16,32,64\n"));
   CHECK_THAT(list.out, Catch::Contains("buckets 256,512,1024,2048,4096,8192,16384,32768\n"));
   CHECK(count(list.out, "\nmegamoe_") == 10);  // route_count, route, quantize, 3 x stage1, 3 x stage2, combine
