@@ -1,5 +1,5 @@
 // Weight layout v3, read by the tensor-core kernels (templates/moe/tensor_core_gemm.cuh) and the Hopper
-// kernels (templates/moe/hopper_gemm.cuh). For one weight matrix per expert of `rows` x `k` MXFP4
+// kernels (templates/moe/hopper_mxfp4_loop.cuh). For one weight matrix per expert of `rows` x `k` MXFP4
 // values (k a multiple of 128, rows of 16):
 //  - rows in slabs of 16, one warp's mma M; with interleave_gate_up (W1), slab j holds gate rows
 //    8j..8j+7 then up rows 8j..8j+7, so one thread ends up with the gate and up of one column;

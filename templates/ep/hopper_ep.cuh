@@ -13,7 +13,7 @@ namespace megamoe {
 
 template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck, bool kResident>
 MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
-  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
+  using Gemm = HopperGemmOf<BN, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
   static_assert(1023 + Gemm::kPipelineBytes + BN * kStage1RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
@@ -38,7 +38,7 @@ MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
 
 template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck, bool kResident>
 MM_DEVICE void stage2_hopper_ep(const Stage2HopperEpArgs& a) {
-  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, 1, kResident>;
+  using Gemm = HopperGemmOf<BN, kStages, kBlocksPerSM, 1, kResident>;
   static_assert(1023 + Gemm::kPipelineBytes + BN * kStage2RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];

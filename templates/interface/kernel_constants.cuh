@@ -94,7 +94,7 @@ MM_SHARED_FN int tensor_core_smem_bytes(int bn, int stages, int k, int epilogue_
   return pipeline > epilogue ? pipeline : epilogue;
 }
 
-// The Hopper kernels (moe/hopper_gemm.cuh): a producer warpgroup and two consumer warpgroups;
+// The Hopper kernels (moe/hopper_pipeline.cuh): a producer warpgroup and two consumer warpgroups;
 // shared memory from a 1024-aligned base: the barriers (512 bytes) and kHopperTileInfos
 // TileInfo<BN> entries, then the stages, each 1024-aligned, of [activations BN x 128 B][the
 // unit: layout v3's, or the fp8-resident copy's with `resident`][activation scales BN x 16 B], then the epilogue region [BN][ld] floats, ld

@@ -6,7 +6,7 @@
 // 16 rows into its expert, so a tile's chunk is one contiguous copy that lands in shared memory
 // already in the 128-byte swizzle wgmma reads. The scales of the 16 rows of a pair of 8-row
 // groups (r / 16) sit together in the pair's first 16 floats (its first 4 rows' entries), in the
-// order a consumer thread reads them, four at a time (moe/hopper_gemm.cuh's promote): thread t of
+// order a consumer thread reads them, four at a time (moe/hopper_pipeline.cuh's promote): thread t of
 // a quad takes rows 2t, 2t + 1 of both groups. The 16-byte entries keep every tile's scales
 // aligned for the bulk copies.
 #pragma once

@@ -139,10 +139,10 @@ MM_DEVICE TileWalk stage1_hopper_tiles(const Stage1HopperArgs& a, int first, int
 // kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
 // here against what the pipeline and the region (h's [BN][kStage1RegionLd] floats: 68 keeps the
 // consumers' writes free of bank conflicts and the storers' rows 16-byte aligned) take.
-// kResident: a.w1.data is the fp8-resident copy (moe/hopper_gemm.cuh).
+// kResident: a.w1.data is the fp8-resident copy, read by moe/hopper_fp8_ss_loop.cuh.
 template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck, bool kResident>
 MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
-  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
+  using Gemm = HopperGemmOf<BN, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
   static_assert(1023 + Gemm::kPipelineBytes + BN * kStage1RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];

@@ -68,10 +68,10 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
 
 // kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
 // here against what the pipeline and the region take. kResident: a.w2.data is the fp8-resident
-// copy (moe/hopper_gemm.cuh).
+// copy, read by moe/hopper_fp8_ss_loop.cuh.
 template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck, bool kResident>
 MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
-  using Gemm = HopperGemm<BN, kStages, kBlocksPerSM, 1, kResident>;
+  using Gemm = HopperGemmOf<BN, kStages, kBlocksPerSM, 1, kResident>;
   static_assert(1023 + Gemm::kPipelineBytes + BN * kStage2RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];

@@ -34,7 +34,7 @@
 #include "hopper/pipeline.cuh"
 #include "hopper/wgmma.cuh"
 #include "hopper/wgmma_ss_e4m3.cuh"
-#include "moe/hopper_gemm.cuh"  // IssueTurns
+#include "moe/hopper_fp8_ss_loop.cuh"  // IssueTurns
 #include "weights/fp8_resident_layout.hpp"
 
 using namespace megamoe;

@@ -1,0 +1,333 @@
+// What both Hopper main loops share (moe/hopper_gemm.cuh puts one in it): the roles, the stages
+// and their barriers, the producer, the promotion of partial sums and the epilogue's hand-off.
+#pragma once
+#include "common/numerics.cuh"
+#include "interface/kernel_constants.cuh"
+#include "moe/routed_tiles.cuh"
+#include "hopper/pipeline.cuh"
+#include "hopper/wgmma.cuh"
+
+namespace megamoe {
+
+// Position in a ring of buffers; advanced in step by every thread of a role.
+template <int kSize>
+struct Ring {
+  int index = 0;
+  u32 phase = 0;
+  MM_DEVICE void advance() {
+    if (++index == kSize) index = 0, phase ^= 1;
+  }
+};
+
+// The persistent walk over the tiles routing laid out: `total` tiles of m_tiles weight tiles each
+// per token tile; a block takes tiles first, first + step, ... (its index and the grid's, unless
+// some blocks of the grid do other work).
+struct TileWalk {
+  int total, m_tiles;
+  const int* tile_offsets;
+  const int* expert_offsets;
+  int experts;
+  int first, step;
+};
+
+// What a tile's producer waits for before it copies the tile's activations, and whether it
+// requests the tile's first weights before that wait. By default a block's first tile requests
+// early and waits for the previous kernel (Device::launch's early_start); every later tile's
+// inputs are there by then.
+struct FirstTileGate {
+  MM_DEVICE bool early(bool first) const { return first; }
+  MM_DEVICE void wait(const RoutedTile&, int, bool) const {
+    mm_wait_prior_grid();
+    mm_release_dependents();
+  }
+};
+
+// What the consumers' epilogue needs of a tile, written by the producers.
+template <int BN>
+struct TileInfo {
+  int expert, col_tile;
+  int rows;          // columns 0 .. rows - 1 have routed rows (the rest lie past the expert's end)
+  int out[BN];       // Stage1: the output row of token column n; Stage2: its wire slot; -1 for none
+  float weight[BN];  // Stage2: the route weight
+};
+
+// Warp-specialised, wgmma on fp8, weights as the A operand (swap AB: 128 weight rows per block,
+// the routed tokens on N). Warpgroup 0 produces and stores. Per tile its first warp works out the
+// rows' destinations (a four-entry TileInfo ring); per 128-k chunk one thread starts the bulk
+// copies of a stage on its `full` mbarrier: the block's weight unit of the chunk (Loop's) and the
+// tile's activations and their scales (routed layout, moe/routed_rows.cuh: BN x 128 B already in
+// the 128-byte swizzle, and BN x 16 B). Warpgroups 1 and 2 consume: each owns 64 weight rows (four
+// slabs) and runs Loop's main loop over the chunks, whose partial sums of an activation scale
+// block (one chunk for h, kScaleChunks chunks for x) are scaled by the activations' scales and
+// added to the accumulators (promote; the weights' row scales are left to the epilogue); `empty`
+// barriers hand the stages back. At the end of a tile the consumers stash their sums (scaled;
+// Stage1's with the activation applied) in the shared output region and go on to the next tile;
+// warpgroup 0's other three warps (the storers) finish the epilogue from there (quantization,
+// stores), overlapped with the next tile's wgmma. A tile's wgmma span the narrowest multiple of 16
+// token columns that holds its routed rows (the main loop exists at every width up to BN).
+// Producer, consumers and storers walk the same tiles and chunks, so one running stage index
+// keeps them in step across tiles, and the producer runs ahead into the next tile.
+//
+// Loop (moe/hopper_mxfp4_loop.cuh, moe/hopper_fp8_ss_loop.cuh): its unit (kUnitBytes: kWordBytes
+// of weights, then kExpBytes of exponents; kResident, how the host's sizes name it; expert_bytes,
+// unit), its per-thread State across tiles (finish() after the last) and consume_at<N>.
+// kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
+// the latencies of a chunk, with the registers and shared memory halved. kScaleChunks: chunks of
+// 128 k per activation scale block (1, or an even count: the wgmma of a block's chunks sum into
+// one set of partial sums, promoted once per block).
+template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks, class Loop>
+struct HopperPipeline {
+  static constexpr int kThreads = kHopperThreads, kProducers = 128, kConsumers = 256, kRows = kWeightRowsPerBlock;
+  static constexpr int kBN = BN;
+  static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
+  // TileInfo entries: the filler (and so the producer's copies) runs up to three tiles ahead of
+  // the storers, so that the consumers never wait for a tile's first chunks.
+  static constexpr int kInfos = kHopperTileInfos;
+  // 128 x kProducerRegs + 256 x kConsumerRegs <= 384 x the launch bound's registers (168 or 80):
+  // setmaxnreg.inc takes from what .dec gave back.
+  static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
+  static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
+  static constexpr int NT = BN / 8;
+  static_assert(kScaleChunks == 1 || kScaleChunks % 2 == 0, "scale blocks of one chunk or of an even count");
+  // Two sets of fragments beside the sums and one set of partial sums fit 232 registers up to
+  // 176 tokens.
+  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 176, "BN: a multiple of 16 tokens up to 176");
+
+  // Shared memory (from a 1024-aligned base): the barriers (512 bytes) and the TileInfo ring, then kStages
+  // stages of [activations BN x 128 B, swizzled][the unit: weights, then exponents]
+  // [activation scales BN x 4 f32 (2 used)], each stage 1024-aligned as the swizzle needs, then the
+  // epilogue region (interface/kernel_constants.cuh: the host sizes the launch from the same functions).
+  // The weights sit at a 1024-aligned offset (BN x 128 bytes in), the swizzle's atom, as a shared
+  // memory descriptor of them needs.
+  static constexpr int kUnitBytes = Loop::kUnitBytes;
+  static constexpr int kActBytes = BN * 128, kWordBytes = Loop::kWordBytes, kExpBytes = Loop::kExpBytes,
+                       kScaleBytes = BN * 16;
+  static constexpr int kWordsAt = kActBytes, kExpsAt = kWordsAt + kWordBytes, kScalesAt = kExpsAt + kExpBytes;
+  static constexpr int kStageBytes = hopper_stage_bytes(BN, Loop::kResident);
+  static constexpr int kHeadBytes = hopper_head_bytes(BN);
+  static constexpr int kPipelineBytes = hopper_pipeline_bytes(BN, kStages, Loop::kResident);
+  static_assert(kStageBytes == round_up_1024(kScalesAt + kScaleBytes), "a stage's parts, 1024-aligned");
+  static_assert(int(sizeof(TileInfo<BN>)) == hopper_tile_info_bytes(BN), "the TileInfo ring's size");
+  static_assert(2 * kStages + 2 * kInfos + 2 <= kHopperBarrierBytes / 8, "barriers fit their 512 bytes");
+  static_assert(kWordsAt % 1024 == 0, "the weights' chunk starts on a swizzle atom");
+
+  // Bytes of one expert's weights as the kernel reads them.
+  MM_DEVICE static i64 expert_bytes(i64 rows, int k) { return Loop::expert_bytes(rows, k); }
+
+  MM_DEVICE static u8* align(u8* raw) {
+    const u32 a = sm_addr(raw);
+    return raw + ((1024 - (a & 1023)) & 1023);
+  }
+  MM_DEVICE static u64* full(u8* smem, int s) { return reinterpret_cast<u64*>(smem) + s; }
+  MM_DEVICE static u64* empty(u8* smem, int s) { return reinterpret_cast<u64*>(smem) + kStages + s; }
+  MM_DEVICE static u64* tile_full(u8* smem, int b) { return reinterpret_cast<u64*>(smem) + 2 * kStages + b; }
+  MM_DEVICE static u64* tile_empty(u8* smem, int b) {
+    return reinterpret_cast<u64*>(smem) + 2 * kStages + kInfos + b;
+  }
+  MM_DEVICE static u64* out_full(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos; }
+  MM_DEVICE static u64* out_empty(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos + 1; }
+  MM_DEVICE static TileInfo<BN>* info(u8* smem, int b) { return reinterpret_cast<TileInfo<BN>*>(smem + kHopperBarrierBytes) + b; }
+  MM_DEVICE static u8* stage(u8* smem, int s) { return smem + kHeadBytes + s * kStageBytes; }
+  MM_DEVICE static float* region(u8* smem) { return reinterpret_cast<float*>(smem + kPipelineBytes); }
+
+  // All threads: before the roles split.
+  MM_DEVICE static void init(u8* smem) {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < kStages; ++s) {
+        mbar_init(full(smem, s), 1);                 // the producer's expect_tx; then the bytes
+        mbar_init(empty(smem, s), kConsumers / 32);  // one arrival per consumer warp
+      }
+      for (int b = 0; b < kInfos; ++b) {
+        mbar_init(tile_full(smem, b), kFillers);
+        mbar_init(tile_empty(smem, b), kStorers);  // the entry is read until the tile is stored
+      }
+      mbar_init(out_full(smem), kConsumers);
+      mbar_init(out_empty(smem), kStorers);
+      mbar_init_fence();
+    }
+    __syncthreads();
+  }
+
+  // Whether a chunk's stage holds the scales: the last chunk of each scale block (the block's
+  // scales are repeated in each of its chunks' entries; one copy of them is enough).
+  MM_DEVICE static bool has_scales(int chunk) { return chunk % kScaleChunks == kScaleChunks - 1; }
+
+  // One producer thread: stages the K / 128 chunks of a tile whose rows start at routed row p0.
+  // a_q / a_scales: the routed activations (rows_pad rows per chunk); units: the expert's weights
+  // (Loop's form), group the block's group of 8 slabs (its weight tile).
+  // Only the tile's routed rows, rounded up to
+  // the 8-row swizzle atom, are copied: an expert's rows rarely fill a tile at small batch, and
+  // the columns past them are computed from stale shared memory and never stored. With `early`
+  // the weights of the first stages are requested before wait_inputs() is called, which waits
+  // for whatever writes the activations (for a block's first tile, the previous kernel:
+  // Device::launch's early_start): they stream in meanwhile.
+  template <class WaitInputs>
+  MM_DEVICE static void produce(u8* smem, const u8* a_q, const float* a_scales, int rows_pad, int p0, int rows,
+                                int K, const u8* units, int group, Ring<kStages>& ps, bool early,
+                                WaitInputs wait_inputs) {
+    const int chunks = K / 128;
+    const u32 rows8 = u32(min((rows + 7) & ~7, BN)), act_bytes = rows8 * 128, scale_bytes = rows8 * 16;
+    auto request_weights = [&](int chunk, const Ring<kStages>& r) {
+      mbar_wait(empty(smem, r.index), r.phase ^ 1);
+      u8* st = stage(smem, r.index);
+      u64* bar = full(smem, r.index);
+      // the unit's weights, then their exponents, as the stage keeps them
+      static_assert(kExpsAt == kWordsAt + kWordBytes && kWordBytes + kExpBytes == kUnitBytes,
+                    "a unit lands in one copy");
+      mbar_arrive_expect_tx(bar, kUnitBytes + act_bytes + (has_scales(chunk) ? scale_bytes : 0u));
+      bulk_copy_g2s(st + kWordsAt, Loop::unit(units, group, chunk, chunks), kUnitBytes, bar);
+    };
+    int requested = 0;
+    if (early) {
+      Ring<kStages> r = ps;
+      for (; requested < chunks && requested < kStages; ++requested, r.advance()) request_weights(requested, r);
+      wait_inputs();
+    }
+    for (int chunk = 0; chunk < chunks; ++chunk, ps.advance()) {
+      if (chunk >= requested) request_weights(chunk, ps);
+      u8* st = stage(smem, ps.index);
+      u64* bar = full(smem, ps.index);
+      bulk_copy_g2s(st, a_q + ((i64)chunk * rows_pad + p0) * 128, act_bytes, bar);
+      if (has_scales(chunk)) bulk_copy_g2s(st + kScalesAt, a_scales + ((i64)chunk * rows_pad + p0) * 4, scale_bytes, bar);
+    }
+  }
+
+  // The activation scales of token column groups j and j + 1 (columns 8j + 2t, 8j + 2t + 1 and
+  // those of j + 1), whose entries start at row 8j (4 floats per row): one 16-byte load.
+  MM_DEVICE static float4 scale_pair(const u8* st, int t, int j) {
+    const float* scales = reinterpret_cast<const float*>(st + kScalesAt);
+    return *reinterpret_cast<const float4*>(scales + 4 * 8 * j + 4 * t);
+  }
+
+  // acc += p x (the chunk's scale of each token column), the scales four at a time in the routed
+  // layout's order (moe/routed_rows.cuh). With kFirst, first holds the first pair's, loaded before
+  // the next chunk's conversion (HopperMxfp4Loop::step), so the first multiply-adds need not wait
+  // for a load. p: the first PT of acc's NT column groups (the tile's width, see consume).
+  template <bool kFirst, int PT>
+  MM_DEVICE static void promote(float (&acc)[NT][4], const float (&p)[PT][4], const u8* st, int t, float4 first) {
+    static_assert(PT % 2 == 0 && PT <= NT, "whole pairs of column groups within the accumulators");
+    for (int j = 0; j < PT; j += 2) {
+      const float4 u = kFirst && j == 0 ? first : scale_pair(st, t, j);
+      const float s0[2] = {u.x, u.z}, s1[2] = {u.y, u.w};  // [j, j + 1]
+      for (int i = 0; i < 2; ++i) {
+        acc[j + i][0] = fmaf(p[j + i][0], s0[i], acc[j + i][0]);
+        acc[j + i][1] = fmaf(p[j + i][1], s1[i], acc[j + i][1]);
+        acc[j + i][2] = fmaf(p[j + i][2], s0[i], acc[j + i][2]);
+        acc[j + i][3] = fmaf(p[j + i][3], s1[i], acc[j + i][3]);
+      }
+    }
+  }
+
+  // A consumer warp hands stage s back (one arrival per warp).
+  MM_DEVICE static void release(u8* smem, int lane, int s) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(smem, s));
+  }
+
+  // Consumer thread ctid (0..255): warp ctid / 32 owns slab slab0 + ctid / 32 (rows 16 w .. 16 w
+  // + 15 of the block). acc: as TensorCoreGemm's, rows g and g + 8 of the warp's slab against columns
+  // 8j + 2t, 8j + 2t + 1. The wgmma span the narrowest multiple of 16 token columns that holds
+  // the tile's `rows` (an expert's last tile is rarely full, and the wgmma's time and the
+  // promotion's grow with the width); the columns past it stay zero.
+  // state: the loop's, across the tiles.
+  MM_DEVICE static void consume(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4], int rows,
+                                typename Loop::State& state) {
+    for (int j = 0; j < NT; ++j)
+      for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
+    consume_width<BN>(smem, ctid, K, ps, acc, rows, state);
+  }
+
+  template <int N>
+  MM_DEVICE static void consume_width(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4], int rows,
+                                      typename Loop::State& state) {
+    if constexpr (N > 16) {
+      if (rows <= N - 16) return consume_width<N - 16>(smem, ctid, K, ps, acc, rows, state);
+    }
+    Loop::template consume_at<N>(smem, ctid, K, ps, acc, state);
+  }
+
+  // Consumer thread ctid's share of a tile's sums into the output region [BN][ld]: row g of its
+  // warp's slab (at column 16 w + g) times that row's scale, row g + 8 (at 16 w + g + 8) times
+  // its own, token column n times col(n). row_scale: the expert's weight-row scales.
+  template <class Col>
+  MM_DEVICE static void stash_rows(const float (&acc)[NT][4], const float* row_scale, int col_tile, float* o, int ld,
+                                   int ctid, Col col) {
+    const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
+    const float* rs = row_scale + (col_tile * 8 + warp) * 16;
+    const float s_lo = rs[g], s_hi = rs[g + 8];
+    for (int j = 0; j < NT; ++j)
+      for (int c = 0; c < 2; ++c) {
+        const int n = 8 * j + 2 * t + c;
+        const float f = col(n);
+        float* row = o + n * ld + 16 * warp + g;
+        row[0] = acc[j][c] * s_lo * f;
+        row[8] = acc[j][2 + c] * s_hi * f;
+      }
+  }
+
+  // The producer warpgroup (threads 0..127). Warp 0, per tile, once a TileInfo entry is free:
+  // fill(tile, info, lane) writes the rows the epilogue needs, the entry is published, and lane 0
+  // stages the tile's chunks of the expert's weights (units advance by expert_bytes per expert),
+  // the activations once gate.wait returns. Warps 1 to 3, per tile, once the consumers have
+  // stashed it: store(info, region, stid) with stid 0..95, then the region and the entry are
+  // handed back.
+  template <class Fill, class Store, class Gate = FirstTileGate>
+  MM_DEVICE static void run_producer(u8* smem, const TileWalk& walk, const u8* a_q, const float* a_scales,
+                                     int rows_pad, int K, const u8* units, i64 expert_bytes, Fill fill,
+                                     Store store, Gate gate = {}) {
+    regs_dealloc<kProducerRegs>();
+    const int ptid = threadIdx.x;
+    Ring<kInfos> ts;
+    if (ptid < kFillers) {
+      Ring<kStages> ps;
+      for (int tile = walk.first; tile < walk.total; tile += walk.step, ts.advance()) {
+        const bool first = tile == walk.first;
+        mbar_wait(tile_empty(smem, ts.index), ts.phase ^ 1);
+        const RoutedTile rt =
+            routed_tile(tile, walk.m_tiles, BN, walk.tile_offsets, walk.expert_offsets, walk.experts);
+        TileInfo<BN>* ti = info(smem, ts.index);
+        fill(rt, ti, ptid);
+        if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile, ti->rows = min(rt.p_end - rt.p0, BN);
+        mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
+        if (ptid == 0) {
+          const int rows = min(rt.p_end - rt.p0, BN);
+          produce(smem, a_q, a_scales, rows_pad, rt.p0, rows, K, units + rt.expert * expert_bytes, rt.col_tile, ps,
+                  gate.early(first), [&] { gate.wait(rt, rows, first); });
+        }
+        __syncwarp();
+      }
+    } else {
+      u32 phase = 0;
+      for (int tile = walk.first; tile < walk.total; tile += walk.step, ts.advance(), phase ^= 1) {
+        mbar_wait(out_full(smem), phase);
+        store(*info(smem, ts.index), region(smem), ptid - kFillers);
+        mbar_arrive(out_empty(smem));
+        mbar_arrive(tile_empty(smem, ts.index));
+      }
+    }
+  }
+
+  // The consumer warpgroups (threads 128..383): per tile, the main loop, then, once the storers
+  // are done with the region, stash(info, acc, ctid, region) and on to the next tile.
+  template <class Stash>
+  MM_DEVICE static void run_consumers(u8* smem, const TileWalk& walk, int K, Stash stash) {
+    regs_alloc<kConsumerRegs>();
+    const int ctid = threadIdx.x - kProducers;
+    Ring<kStages> ps;
+    Ring<kInfos> ts;
+    typename Loop::State state;
+    u32 phase = 0;
+    for (int tile = walk.first; tile < walk.total; tile += walk.step, ts.advance(), phase ^= 1) {
+      mbar_wait(tile_full(smem, ts.index), ts.phase);
+      const TileInfo<BN>& ti = *info(smem, ts.index);
+      float acc[NT][4];
+      consume(smem, ctid, K, ps, acc, ti.rows, state);
+      mbar_wait(out_empty(smem), phase ^ 1);
+      stash(ti, acc, ctid, region(smem));
+      mbar_arrive(out_full(smem));  // releases this thread's writes to the region
+    }
+    state.finish(ctid >> 7);
+  }
+};
+
+}  // namespace megamoe
