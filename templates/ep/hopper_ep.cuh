@@ -11,13 +11,13 @@
 
 namespace megamoe {
 
-template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck, bool kResident>
+template <class Act, int BM, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck, bool kResident>
 MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
-  using Gemm = HopperGemmOf<BN, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
-  static_assert(1023 + Gemm::kPipelineBytes + BN * kStage1RegionLd * 4 <= kSharedBytes,
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
+  static_assert(1023 + Gemm::kPipelineBytes + BM * kStage1RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
-  __shared__ Stage1PairShared<BN> pair;
+  __shared__ Stage1PairShared<BM> pair;
   u8* smem = pair.template init<Gemm>(smem_raw);
   mm_wait_prior_grid();
   mm_release_dependents();
@@ -28,18 +28,18 @@ MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
     const Stage1HopperArgs& s = a.stage;
     stage1_hopper_walk<Act, Gemm, kCheck>(
         s, smem, &pair, stage1_hopper_tiles<Gemm>(s, block - skip, int(gridDim.x) - skip),
-        [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-          ep_stage1_rows<BN, Gemm::kFillers, kCheck>(rt, s.rows.rows_capacity, s.errors.words, ti->out, lane);
+        [=](const RoutedTile& rt, TileInfo<BM>* ti, int lane) {
+          ep_stage1_rows<BM, Gemm::kFillers, kCheck>(rt, s.rows.rows_capacity, s.errors.words, ti->out, lane);
         },
         EpRowsGate{a.ep});
   }
   cluster_sync();  // neither block leaves while its peer may still write to its shared memory
 }
 
-template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck, bool kResident>
+template <int BM, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck, bool kResident>
 MM_DEVICE void stage2_hopper_ep(const Stage2HopperEpArgs& a) {
-  using Gemm = HopperGemmOf<BN, kStages, kBlocksPerSM, 1, kResident>;
-  static_assert(1023 + Gemm::kPipelineBytes + BN * kStage2RegionLd * 4 <= kSharedBytes,
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, 1, kResident>;
+  static_assert(1023 + Gemm::kPipelineBytes + BM * kStage2RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
   u8* smem = Gemm::align(smem_raw);

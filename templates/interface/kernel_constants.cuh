@@ -85,7 +85,7 @@ enum : int { kPortableThreads = 256, kPortableBw = 64 };
 
 // The tensor-core kernels: 8 warps; the activations of a stage in rows of 144 bytes (128 k and
 // 16 against bank conflicts); shared memory holds kStages stages, then the tile's activation
-// scales as floats [BN][K / 64], or the epilogue tile [BN][epilogue_cols + 1] floats.
+// scales as floats [BM][K / 64], or the epilogue tile [BM][epilogue_cols + 1] floats.
 enum : int { kTensorCoreThreads = 256, kTensorCoreRowBytes = 144, kTensorCoreScaleBlock = 64 };
 MM_SHARED_FN int tensor_core_stage_bytes(int bn) { return bn * kTensorCoreRowBytes + kLayoutV3UnitBytes; }
 MM_SHARED_FN int tensor_core_smem_bytes(int bn, int stages, int k, int epilogue_cols) {
@@ -96,8 +96,8 @@ MM_SHARED_FN int tensor_core_smem_bytes(int bn, int stages, int k, int epilogue_
 
 // The Hopper kernels (moe/hopper_pipeline.cuh): a producer warpgroup and two consumer warpgroups;
 // shared memory from a 1024-aligned base: the barriers (512 bytes) and kHopperTileInfos
-// TileInfo<BN> entries, then the stages, each 1024-aligned, of [activations BN x 128 B][the
-// unit: layout v3's, or the fp8-resident copy's with `resident`][activation scales BN x 16 B], then the epilogue region [BN][ld] floats, ld
+// TileInfo<BM> entries, then the stages, each 1024-aligned, of [activations BM x 128 B][the
+// unit: layout v3's, or the fp8-resident copy's with `resident`][activation scales BM x 16 B], then the epilogue region [BM][ld] floats, ld
 // kStage1RegionLd (h's 64 columns and 4 of padding) or kStage2RegionLd (128 output columns and 4).
 enum : int { kHopperThreads = 384, kHopperTileInfos = 4, kHopperBarrierBytes = 512 };
 enum : int { kStage1RegionLd = 68, kStage2RegionLd = 132 };

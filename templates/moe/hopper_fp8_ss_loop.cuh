@@ -32,12 +32,12 @@ struct IssueTurns {
 // swizzle atom, see HopperPipeline's layout), so the consumers only issue, promote and stash.
 // Each issues a whole scale block's chunks and waits once; the two warpgroups issue in turn
 // (IssueTurns), so one promotes or stashes while the other's wgmma run.
-template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks>
+template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks>
 struct HopperFp8SsLoop {
-  using Pipe = HopperPipeline<BN, kStages, kBlocksPerSM, kScaleChunks, HopperFp8SsLoop>;
+  using Pipe = HopperPipeline<BM, kStages, kBlocksPerSM, kScaleChunks, HopperFp8SsLoop>;
   static constexpr bool kResident = true;
   static constexpr int kUnitBytes = kFp8ResidentUnitBytes, kWordBytes = kUnitBytes, kExpBytes = 0;
-  static constexpr int NT = BN / 8;
+  static constexpr int NT = BM / 8;
   using State = IssueTurns;
 
   // Bytes of one expert's weights; the unit of a chunk within them.

@@ -7,23 +7,26 @@
 
 namespace megamoe {
 
-// MainLoop: HopperMxfp4Loop or HopperFp8SsLoop.
-template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks, template <int, int, int, int> class MainLoop>
-using HopperGemm = HopperPipeline<BN, kStages, kBlocksPerSM, kScaleChunks, MainLoop<BN, kStages, kBlocksPerSM, kScaleChunks>>;
+// BM: the token tile (wgmma's N: the weights are the A operand, 128 rows a block). MainLoop:
+// HopperMxfp4Loop or HopperFp8SsLoop.
+template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, template <int, int, int, int> class MainLoop>
+using HopperGemm =
+    HopperPipeline<BM, kStages, kBlocksPerSM, kScaleChunks, MainLoop<BM, kStages, kBlocksPerSM, kScaleChunks>>;
 
 // The loop by the kernels' flag for their weights (the host renders it; name part fp8res):
 // fp8-resident weights read from shared memory, or MXFP4 converted in registers.
 template <bool kResident>
 struct HopperLoopOf {
-  template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks>
-  using Loop = HopperMxfp4Loop<BN, kStages, kBlocksPerSM, kScaleChunks>;
+  template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks>
+  using Loop = HopperMxfp4Loop<BM, kStages, kBlocksPerSM, kScaleChunks>;
 };
 template <>
 struct HopperLoopOf<true> {
-  template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks>
-  using Loop = HopperFp8SsLoop<BN, kStages, kBlocksPerSM, kScaleChunks>;
+  template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks>
+  using Loop = HopperFp8SsLoop<BM, kStages, kBlocksPerSM, kScaleChunks>;
 };
-template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks, bool kResident>
-using HopperGemmOf = HopperGemm<BN, kStages, kBlocksPerSM, kScaleChunks, HopperLoopOf<kResident>::template Loop>;
+template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, bool kResident>
+using HopperGemmOf =
+    HopperGemm<BM, kStages, kBlocksPerSM, kScaleChunks, HopperLoopOf<kResident>::template Loop>;
 
 }  // namespace megamoe

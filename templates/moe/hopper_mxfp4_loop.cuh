@@ -11,17 +11,17 @@ namespace megamoe {
 // consumers read the next chunk's words while the wgmma of one chunk run and turn them into e4m3
 // fragments in registers (two byte permutes per 8 values, block exponent folded in), the A
 // operand of register-sourced wgmma.
-template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks>
+template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks>
 struct HopperMxfp4Loop {
-  using Pipe = HopperPipeline<BN, kStages, kBlocksPerSM, kScaleChunks, HopperMxfp4Loop>;
+  using Pipe = HopperPipeline<BM, kStages, kBlocksPerSM, kScaleChunks, HopperMxfp4Loop>;
   static constexpr bool kResident = false;
   static constexpr int kUnitBytes = kLayoutV3UnitBytes, kWordBytes = kSlabGroup * kSlabWordBytes,
                        kExpBytes = kSlabGroup * kSlabExpBytes;
-  static constexpr int NT = BN / 8;
+  static constexpr int NT = BM / 8;
   // Small tiles at one block per SM also keep two chunks' wgmma in flight, where the registers
   // hold a second set of partial sums: the older chunk is promoted while the newer one runs
   // (consume_pairs).
-  static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BN <= 80 && kScaleChunks == 1;
+  static constexpr bool kTwoInFlight = kBlocksPerSM == 1 && BM <= 80 && kScaleChunks == 1;
 
   // Nothing carries over between tiles.
   struct State {

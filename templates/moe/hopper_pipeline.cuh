@@ -43,20 +43,20 @@ struct FirstTileGate {
 };
 
 // What the consumers' epilogue needs of a tile, written by the producers.
-template <int BN>
+template <int BM>
 struct TileInfo {
   int expert, col_tile;
   int rows;          // columns 0 .. rows - 1 have routed rows (the rest lie past the expert's end)
-  int out[BN];       // Stage1: the output row of token column n; Stage2: its wire slot; -1 for none
-  float weight[BN];  // Stage2: the route weight
+  int out[BM];       // Stage1: the output row of token column n; Stage2: its wire slot; -1 for none
+  float weight[BM];  // Stage2: the route weight
 };
 
 // Warp-specialised, wgmma on fp8, weights as the A operand (swap AB: 128 weight rows per block,
 // the routed tokens on N). Warpgroup 0 produces and stores. Per tile its first warp works out the
 // rows' destinations (a four-entry TileInfo ring); per 128-k chunk one thread starts the bulk
 // copies of a stage on its `full` mbarrier: the block's weight unit of the chunk (Loop's) and the
-// tile's activations and their scales (routed layout, moe/routed_rows.cuh: BN x 128 B already in
-// the 128-byte swizzle, and BN x 16 B). Warpgroups 1 and 2 consume: each owns 64 weight rows (four
+// tile's activations and their scales (routed layout, moe/routed_rows.cuh: BM x 128 B already in
+// the 128-byte swizzle, and BM x 16 B). Warpgroups 1 and 2 consume: each owns 64 weight rows (four
 // slabs) and runs Loop's main loop over the chunks, whose partial sums of an activation scale
 // block (one chunk for h, kScaleChunks chunks for x) are scaled by the activations' scales and
 // added to the accumulators (promote; the weights' row scales are left to the epilogue); `empty`
@@ -64,7 +64,7 @@ struct TileInfo {
 // Stage1's with the activation applied) in the shared output region and go on to the next tile;
 // warpgroup 0's other three warps (the storers) finish the epilogue from there (quantization,
 // stores), overlapped with the next tile's wgmma. A tile's wgmma span the narrowest multiple of 16
-// token columns that holds its routed rows (the main loop exists at every width up to BN).
+// token columns that holds its routed rows (the main loop exists at every width up to BM).
 // Producer, consumers and storers walk the same tiles and chunks, so one running stage index
 // keeps them in step across tiles, and the producer runs ahead into the next tile.
 //
@@ -75,10 +75,10 @@ struct TileInfo {
 // the latencies of a chunk, with the registers and shared memory halved. kScaleChunks: chunks of
 // 128 k per activation scale block (1, or an even count: the wgmma of a block's chunks sum into
 // one set of partial sums, promoted once per block).
-template <int BN, int kStages, int kBlocksPerSM, int kScaleChunks, class Loop>
+template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, class Loop>
 struct HopperPipeline {
   static constexpr int kThreads = kHopperThreads, kProducers = 128, kConsumers = 256, kRows = kWeightRowsPerBlock;
-  static constexpr int kBN = BN;
+  static constexpr int kBM = BM;
   static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
   // TileInfo entries: the filler (and so the producer's copies) runs up to three tiles ahead of
   // the storers, so that the consumers never wait for a tile's first chunks.
@@ -87,27 +87,27 @@ struct HopperPipeline {
   // setmaxnreg.inc takes from what .dec gave back.
   static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
   static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
-  static constexpr int NT = BN / 8;
+  static constexpr int NT = BM / 8;
   static_assert(kScaleChunks == 1 || kScaleChunks % 2 == 0, "scale blocks of one chunk or of an even count");
   // Two sets of fragments beside the sums and one set of partial sums fit 232 registers up to
   // 176 tokens.
-  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 176, "BN: a multiple of 16 tokens up to 176");
+  static_assert(BM % 16 == 0 && BM >= 16 && BM <= 176, "BM: a multiple of 16 tokens up to 176");
 
   // Shared memory (from a 1024-aligned base): the barriers (512 bytes) and the TileInfo ring, then kStages
-  // stages of [activations BN x 128 B, swizzled][the unit: weights, then exponents]
-  // [activation scales BN x 4 f32 (2 used)], each stage 1024-aligned as the swizzle needs, then the
+  // stages of [activations BM x 128 B, swizzled][the unit: weights, then exponents]
+  // [activation scales BM x 4 f32 (2 used)], each stage 1024-aligned as the swizzle needs, then the
   // epilogue region (interface/kernel_constants.cuh: the host sizes the launch from the same functions).
-  // The weights sit at a 1024-aligned offset (BN x 128 bytes in), the swizzle's atom, as a shared
+  // The weights sit at a 1024-aligned offset (BM x 128 bytes in), the swizzle's atom, as a shared
   // memory descriptor of them needs.
   static constexpr int kUnitBytes = Loop::kUnitBytes;
-  static constexpr int kActBytes = BN * 128, kWordBytes = Loop::kWordBytes, kExpBytes = Loop::kExpBytes,
-                       kScaleBytes = BN * 16;
+  static constexpr int kActBytes = BM * 128, kWordBytes = Loop::kWordBytes, kExpBytes = Loop::kExpBytes,
+                       kScaleBytes = BM * 16;
   static constexpr int kWordsAt = kActBytes, kExpsAt = kWordsAt + kWordBytes, kScalesAt = kExpsAt + kExpBytes;
-  static constexpr int kStageBytes = hopper_stage_bytes(BN, Loop::kResident);
-  static constexpr int kHeadBytes = hopper_head_bytes(BN);
-  static constexpr int kPipelineBytes = hopper_pipeline_bytes(BN, kStages, Loop::kResident);
+  static constexpr int kStageBytes = hopper_stage_bytes(BM, Loop::kResident);
+  static constexpr int kHeadBytes = hopper_head_bytes(BM);
+  static constexpr int kPipelineBytes = hopper_pipeline_bytes(BM, kStages, Loop::kResident);
   static_assert(kStageBytes == round_up_1024(kScalesAt + kScaleBytes), "a stage's parts, 1024-aligned");
-  static_assert(int(sizeof(TileInfo<BN>)) == hopper_tile_info_bytes(BN), "the TileInfo ring's size");
+  static_assert(int(sizeof(TileInfo<BM>)) == hopper_tile_info_bytes(BM), "the TileInfo ring's size");
   static_assert(2 * kStages + 2 * kInfos + 2 <= kHopperBarrierBytes / 8, "barriers fit their 512 bytes");
   static_assert(kWordsAt % 1024 == 0, "the weights' chunk starts on a swizzle atom");
 
@@ -126,7 +126,7 @@ struct HopperPipeline {
   }
   MM_DEVICE static u64* out_full(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos; }
   MM_DEVICE static u64* out_empty(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos + 1; }
-  MM_DEVICE static TileInfo<BN>* info(u8* smem, int b) { return reinterpret_cast<TileInfo<BN>*>(smem + kHopperBarrierBytes) + b; }
+  MM_DEVICE static TileInfo<BM>* info(u8* smem, int b) { return reinterpret_cast<TileInfo<BM>*>(smem + kHopperBarrierBytes) + b; }
   MM_DEVICE static u8* stage(u8* smem, int s) { return smem + kHeadBytes + s * kStageBytes; }
   MM_DEVICE static float* region(u8* smem) { return reinterpret_cast<float*>(smem + kPipelineBytes); }
 
@@ -166,7 +166,7 @@ struct HopperPipeline {
                                 int K, const u8* units, int group, Ring<kStages>& ps, bool early,
                                 WaitInputs wait_inputs) {
     const int chunks = K / 128;
-    const u32 rows8 = u32(min((rows + 7) & ~7, BN)), act_bytes = rows8 * 128, scale_bytes = rows8 * 16;
+    const u32 rows8 = u32(min((rows + 7) & ~7, BM)), act_bytes = rows8 * 128, scale_bytes = rows8 * 16;
     auto request_weights = [&](int chunk, const Ring<kStages>& r) {
       mbar_wait(empty(smem, r.index), r.phase ^ 1);
       u8* st = stage(smem, r.index);
@@ -234,7 +234,7 @@ struct HopperPipeline {
                                 typename Loop::State& state) {
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 4; ++c) acc[j][c] = 0.f;
-    consume_width<BN>(smem, ctid, K, ps, acc, rows, state);
+    consume_width<BM>(smem, ctid, K, ps, acc, rows, state);
   }
 
   template <int N>
@@ -246,7 +246,7 @@ struct HopperPipeline {
     Loop::template consume_at<N>(smem, ctid, K, ps, acc, state);
   }
 
-  // Consumer thread ctid's share of a tile's sums into the output region [BN][ld]: row g of its
+  // Consumer thread ctid's share of a tile's sums into the output region [BM][ld]: row g of its
   // warp's slab (at column 16 w + g) times that row's scale, row g + 8 (at 16 w + g + 8) times
   // its own, token column n times col(n). row_scale: the expert's weight-row scales.
   template <class Col>
@@ -284,13 +284,13 @@ struct HopperPipeline {
         const bool first = tile == walk.first;
         mbar_wait(tile_empty(smem, ts.index), ts.phase ^ 1);
         const RoutedTile rt =
-            routed_tile(tile, walk.m_tiles, BN, walk.tile_offsets, walk.expert_offsets, walk.experts);
-        TileInfo<BN>* ti = info(smem, ts.index);
+            routed_tile(tile, walk.m_tiles, BM, walk.tile_offsets, walk.expert_offsets, walk.experts);
+        TileInfo<BM>* ti = info(smem, ts.index);
         fill(rt, ti, ptid);
-        if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile, ti->rows = min(rt.p_end - rt.p0, BN);
+        if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile, ti->rows = min(rt.p_end - rt.p0, BM);
         mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
         if (ptid == 0) {
-          const int rows = min(rt.p_end - rt.p0, BN);
+          const int rows = min(rt.p_end - rt.p0, BM);
           produce(smem, a_q, a_scales, rows_pad, rt.p0, rows, K, units + rt.expert * expert_bytes, rt.col_tile, ps,
                   gate.early(first), [&] { gate.wait(rt, rows, first); });
         }
@@ -319,7 +319,7 @@ struct HopperPipeline {
     u32 phase = 0;
     for (int tile = walk.first; tile < walk.total; tile += walk.step, ts.advance(), phase ^= 1) {
       mbar_wait(tile_full(smem, ts.index), ts.phase);
-      const TileInfo<BN>& ti = *info(smem, ts.index);
+      const TileInfo<BM>& ti = *info(smem, ts.index);
       float acc[NT][4];
       consume(smem, ctid, K, ps, acc, ti.rows, state);
       mbar_wait(out_empty(smem), phase ^ 1);

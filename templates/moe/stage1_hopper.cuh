@@ -20,11 +20,11 @@ namespace megamoe {
 // 64 columns of h, the block's own and the cluster peer's (two tiles in turn), with the
 // barriers the peer's storers arrive on once they are written (hopper_pair_shared_bytes, the
 // host's count of the kernel's static shared memory).
-template <int BN>
+template <int BM>
 struct Stage1PairShared {
-  float own_amax[BN], pair_amax[2][BN];
+  float own_amax[BM], pair_amax[2][BM];
   u64 pair_full[2];
-  static_assert(sizeof(float) * 3 * BN + sizeof(u64) * 2 == hopper_pair_shared_bytes(BN), "the host's count");
+  static_assert(sizeof(float) * 3 * BM + sizeof(u64) * 2 == hopper_pair_shared_bytes(BM), "the host's count");
 
   // All threads, first: the barriers and the pipeline (Gemm's) initialised, in both blocks of the
   // cluster before any arrival on them. Returns the pipeline's shared memory.
@@ -45,15 +45,15 @@ struct Stage1PairShared {
 // in distinct banks) and sends it to the peer; then a half warp per row quantizes it with the
 // chunk's exponent and stores it routed. Called once per Stage1 tile, in order (`it` alternates
 // the peer's buffers).
-template <int BN, int kStorers, int kLd>
+template <int BM, int kStorers, int kLd>
 struct Stage1Storer {
-  Stage1PairShared<BN>* sh;
+  Stage1PairShared<BM>* sh;
   int rank, peer, rows_pad;
   u8* h_q;
   float* h_scales;
   int it = 0;
 
-  MM_DEVICE void operator()(const TileInfo<BN>& ti, const float* o, int stid) {
+  MM_DEVICE void operator()(const TileInfo<BM>& ti, const float* o, int stid) {
     const int lane16 = stid & 15, b = it & 1;
     const u32 phase = u32(it >> 1) & 1;
     ++it;
@@ -94,7 +94,7 @@ struct Stage1Storer {
 // storers, which the consumers wait for at every tile, keep only the quantization. The region
 // holds h of the tile's 64 columns per token row at 8 * warp + g (the rows' scales applied).
 template <class Act, class Gemm, int kLd>
-MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBN>& ti, const float (&acc)[Gemm::NT][4], int ctid, float* o,
+MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBM>& ti, const float (&acc)[Gemm::NT][4], int ctid, float* o,
                             const float* w1_row_scale, i64 rows_e) {
   const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
   const float* rs = w1_row_scale + ti.expert * rows_e + (ti.col_tile * 8 + warp) * 16;
@@ -111,18 +111,18 @@ MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBN>& ti, const float (&acc)[Ge
 // chunks once gate allows, the consumers compute and stash h, the storers quantize and store it.
 // smem: the pipeline, initialised (Stage1PairShared::init).
 template <class Act, class Gemm, bool kCheck, class Fill, class Gate>
-MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1PairShared<Gemm::kBN>* sh,
+MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1PairShared<Gemm::kBM>* sh,
                                   const TileWalk& walk, Fill fill, Gate gate) {
-  constexpr int BN = Gemm::kBN, kLd = kStage1RegionLd;
+  constexpr int BM = Gemm::kBM, kLd = kStage1RegionLd;
   const int rank = cluster_rank(), peer = rank ^ 1;
   const i64 rows_e = 2LL * a.w1.inter_dim;
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(smem, walk, a.x_q, a.x_scales, a.rows.rows_pad, a.w1.model_dim, a.w1.data,
                        Gemm::expert_bytes(rows_e, a.w1.model_dim), fill,
-                       Stage1Storer<BN, Gemm::kStorers, kLd>{sh, rank, peer, a.rows.rows_pad, a.h_q, a.h_scales}, gate);
+                       Stage1Storer<BM, Gemm::kStorers, kLd>{sh, rank, peer, a.rows.rows_pad, a.h_q, a.h_scales}, gate);
   } else {
     Gemm::run_consumers(smem, walk, a.w1.model_dim,
-                        [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
+                        [=](const TileInfo<BM>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
                           stage1_stash<Act, Gemm, kLd>(ti, acc, ctid, o, a.w1.row_scale, rows_e);
                         });
   }
@@ -137,21 +137,21 @@ MM_DEVICE TileWalk stage1_hopper_tiles(const Stage1HopperArgs& a, int first, int
 }
 
 // kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
-// here against what the pipeline and the region (h's [BN][kStage1RegionLd] floats: 68 keeps the
+// here against what the pipeline and the region (h's [BM][kStage1RegionLd] floats: 68 keeps the
 // consumers' writes free of bank conflicts and the storers' rows 16-byte aligned) take.
 // kResident: a.w1.data is the fp8-resident copy, read by moe/hopper_fp8_ss_loop.cuh.
-template <class Act, int BN, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck, bool kResident>
+template <class Act, int BM, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck, bool kResident>
 MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
-  using Gemm = HopperGemmOf<BN, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
-  static_assert(1023 + Gemm::kPipelineBytes + BN * kStage1RegionLd * 4 <= kSharedBytes,
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
+  static_assert(1023 + Gemm::kPipelineBytes + BM * kStage1RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
-  __shared__ Stage1PairShared<BN> pair;
+  __shared__ Stage1PairShared<BM> pair;
   u8* smem = pair.template init<Gemm>(smem_raw);
   stage1_hopper_walk<Act, Gemm, kCheck>(
       a, smem, &pair, stage1_hopper_tiles<Gemm>(a, int(blockIdx.x), int(gridDim.x)),
-      [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-        stage1_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.rows, a.tokens, a.errors.words, nullptr, ti->out, lane);
+      [=](const RoutedTile& rt, TileInfo<BM>* ti, int lane) {
+        stage1_tile_rows<BM, Gemm::kFillers, kCheck>(rt, a.rows, a.tokens, a.errors.words, nullptr, ti->out, lane);
       },
       FirstTileGate{});
   cluster_sync();  // neither block leaves while its peer may still write to its shared memory

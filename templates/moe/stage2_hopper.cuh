@@ -12,8 +12,8 @@ namespace megamoe {
 
 // Stage2's storers (warpgroup 0's warps 1 to 3) for one tile: the region's rows (the tile's 128
 // output columns, kLd floats apart) onto the wire row of each row's code (wire.row()).
-template <int BN, int kStorers, int kLd, int kWire, class Wire>
-MM_DEVICE void stage2_store(const TileInfo<BN>& ti, const float* o, int stid, const Wire& wire) {
+template <int BM, int kStorers, int kLd, int kWire, class Wire>
+MM_DEVICE void stage2_store(const TileInfo<BM>& ti, const float* o, int stid, const Wire& wire) {
   constexpr int kCols = 128;
   const int col0 = ti.col_tile * kCols;
   if (kWire == kWireBf16) {  // four values per thread and step: one 16-byte load, one 8-byte store
@@ -27,17 +27,17 @@ MM_DEVICE void stage2_store(const TileInfo<BN>& ti, const float* o, int stid, co
       }
     }
   } else {
-    store_tile_fp8<BN, kCols, 32, kStorers>(o, kLd, ti.out, wire, col0, stid);
+    store_tile_fp8<BM, kCols, 32, kStorers>(o, kLd, ti.out, wire, col0, stid);
   }
 }
 
 // The tiles of a grid-wide walk, rows onto `wire`; every thread returns here. The region:
-// [BN][kStage2RegionLd] floats, the tile's rows with the weight rows' scales and the route weights
+// [BM][kStage2RegionLd] floats, the tile's rows with the weight rows' scales and the route weights
 // applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8): the consumers' writes fall
 // in 32 different banks, and the storers read 16-byte pieces.
 template <class Gemm, int kWire, bool kCheck, class Wire>
 MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wire& wire) {
-  constexpr int BN = Gemm::kBN, kLd = kStage2RegionLd;
+  constexpr int BM = Gemm::kBM, kLd = kStage2RegionLd;
   const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
   const i64 rows_e = model_dim;
   const TileWalk walk{a.rows.tile_offsets[a.w2.experts] * (model_dim / Gemm::kRows),
@@ -50,16 +50,16 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
         smem, walk, a.h_q, a.h_scales, a.rows.rows_pad, inter_dim, a.w2.data, Gemm::expert_bytes(rows_e, inter_dim),
-        [=](const RoutedTile& rt, TileInfo<BN>* ti, int lane) {
-          stage2_tile_rows<BN, Gemm::kFillers, kCheck>(rt, a.rows, a.slots, a.errors.words, nullptr, ti->out,
+        [=](const RoutedTile& rt, TileInfo<BM>* ti, int lane) {
+          stage2_tile_rows<BM, Gemm::kFillers, kCheck>(rt, a.rows, a.slots, a.errors.words, nullptr, ti->out,
                                                        ti->weight, lane);
         },
-        [=](const TileInfo<BN>& ti, const float* o, int stid) {
-          stage2_store<BN, Gemm::kStorers, kLd, kWire>(ti, o, stid, wire);
+        [=](const TileInfo<BM>& ti, const float* o, int stid) {
+          stage2_store<BM, Gemm::kStorers, kLd, kWire>(ti, o, stid, wire);
         });
   } else {
     Gemm::run_consumers(smem, walk, inter_dim,
-                        [=](const TileInfo<BN>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
+                        [=](const TileInfo<BM>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
                           Gemm::stash_rows(acc, a.w2.row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
                                            [&](int n) { return ti.weight[n]; });  // the route weight
                         });
@@ -69,10 +69,10 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
 // kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
 // here against what the pipeline and the region take. kResident: a.w2.data is the fp8-resident
 // copy, read by moe/hopper_fp8_ss_loop.cuh.
-template <int BN, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck, bool kResident>
+template <int BM, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck, bool kResident>
 MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
-  using Gemm = HopperGemmOf<BN, kStages, kBlocksPerSM, 1, kResident>;
-  static_assert(1023 + Gemm::kPipelineBytes + BN * kStage2RegionLd * 4 <= kSharedBytes,
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, 1, kResident>;
+  static_assert(1023 + Gemm::kPipelineBytes + BM * kStage2RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
   u8* smem = Gemm::align(smem_raw);
