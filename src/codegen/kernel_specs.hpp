@@ -18,7 +18,7 @@ struct ActivationCode {
 };
 ActivationCode activation_code(const Activation& act);
 
-// --- every path (specs_common.cpp) ---
+// --- every path (kernel_specs_common.cpp) ---
 // Routing over route_blocks(slots) blocks: with more than one, route_count, then route.
 TypedSpec<RouteCountArgs> route_count_spec();
 TypedSpec<RouteArgs> route_spec();
@@ -27,25 +27,25 @@ TypedSpec<CombineArgs> combine_spec(CombineWire wire);
 // x to fp8 by token in blocks of 32 (portable) or 64 (tensor_core).
 TypedSpec<QuantizeRowsArgs> quantize_rows_spec(int block = 32);
 
-// --- portable (specs_portable.cpp) ---
+// --- portable (kernel_specs_portable.cpp) ---
 TypedSpec<Stage1PortableArgs> stage1_portable_spec(const Activation& act, int bm, bool bounds_check);
 TypedSpec<Stage2PortableArgs> stage2_portable_spec(int bm, CombineWire wire, bool bounds_check);
 
-// --- tensor_core (specs_tensor_core.cpp) ---
+// --- tensor_core (kernel_specs_tensor_core.cpp) ---
 TypedSpec<Stage1TensorCoreArgs> stage1_tensor_core_spec(const Activation& act, int bm, int model_dim, bool bounds_check);
 TypedSpec<Stage2TensorCoreArgs> stage2_tensor_core_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 
-// --- hopper (specs_hopper.cpp) ---
+// --- hopper (kernel_specs_hopper.cpp) ---
 // x quantized once per token into the routed layout: quantize_rows' place on this path.
 TypedSpec<DispatchRowsArgs> dispatch_rows_spec(int x_block, bool bounds_check);
-// ep: sized for the EP kernel made of it (specs_ep.cpp), which keeps a few more words of static
+// ep: sized for the EP kernel made of it (kernel_specs_ep.cpp), which keeps a few more words of static
 // shared memory. weights: fp8_resident reads the e4m3 copy (name part "fp8res").
 TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check,
                                                bool ep = false, WeightSource weights = WeightSource::mxfp4);
 TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check, bool ep = false,
                                                WeightSource weights = WeightSource::mxfp4);
 
-// --- expert parallelism (specs_ep.cpp; templates/ep/) ---
+// --- expert parallelism (kernel_specs_ep.cpp; templates/ep/) ---
 TypedSpec<RouteEpArgs> route_ep_spec();
 // routed: x into the routed layout (the Hopper path), else only the rows' metadata.
 TypedSpec<DispatchEpArgs> dispatch_ep_spec(int x_block, bool routed, bool bounds_check);
