@@ -43,6 +43,7 @@ struct Case {
   std::int64_t tokens;
   std::string route = "uniform";
   std::size_t ref_tokens = 64;  // the references cover this many random tokens of the call, or all of it
+  workload::InputKind inputs = workload::InputKind::normal;
 };
 
 // Runs each case on fresh random data with a poisoned output; checks all of it.
@@ -59,9 +60,11 @@ void run_cases(const std::string& config, const std::vector<Case>& cases, Kernel
   Device& dev = rt->device();
   std::mt19937_64 rng(seed);
   for (const Case& c : cases) {
-    INFO(cfg.name << ", " << to_string(rt->path()) << " path, " << c.tokens << " tokens, routing " << c.route);
+    INFO(cfg.name << ", " << to_string(rt->path()) << " path, " << c.tokens << " tokens, routing " << c.route
+                  << ", inputs " << workload::to_string(c.inputs));
     workload::Routing r = workload::make_routing(c.route, c.tokens, m.topk, m.experts_per_rank, rng);
-    std::vector<std::uint16_t> x = workload::random_bf16(c.tokens, m.model_dim, rng);
+    workload::Inputs in = workload::random_inputs(c.inputs, c.tokens, m.model_dim, rng);
+    std::vector<std::uint16_t> x = std::move(in.x);
     std::size_t bytes = std::max<std::size_t>(64, x.size() * 2);
     DeviceBuffer d_x(dev, bytes), d_y(dev, bytes + 256), d_ids(dev, r.ids.size() * 4 + 4),
         d_w(dev, r.weights.size() * 4 + 4);
@@ -84,10 +87,14 @@ void run_cases(const std::string& config, const std::vector<Case>& cases, Kernel
     std::size_t nan = 0;
     for (auto v : y) nan += (v & 0x7fff) > 0x7f80;
     CHECK(nan == 0);  // every element written, none NaN
-    workload::CheckResult res = workload::check_layer(cfg, w, x, r, y, c.ref_tokens, rng, rt->arithmetic());
-    fmt::print("  {} {} path, {} tokens ({}): relL2 exact {:.3e}, emulated {:.3e}, worst token {:.3e} over {}\n",
-               cfg.name, to_string(rt->path()), c.tokens, c.route, res.rel_l2_exact, res.rel_l2_emulated,
-               res.worst_token_emulated, res.checked_tokens);
+    workload::CheckResult res =
+        workload::check_layer(cfg, w, x, r, y, c.ref_tokens, rng, rt->arithmetic(), &in.massive_tokens);
+    fmt::print("  {} {} path, {} tokens ({}, {} inputs): relL2 exact {:.3e}, emulated {:.3e}, worst token {:.3e} over {}\n",
+               cfg.name, to_string(rt->path()), c.tokens, c.route, workload::to_string(c.inputs), res.rel_l2_exact,
+               res.rel_l2_emulated, res.worst_token_emulated, res.checked_tokens);
+    for (const workload::TokenCheck& tc : res.massive)
+      fmt::print("    massive token {}: relL2 exact {:.3e}, emulated {:.3e}\n", tc.token, tc.rel_l2_exact, tc.rel_l2_emulated);
+    REQUIRE(res.massive.size() == in.massive_tokens.size());
     CHECK(res.unwritten == 0);
     CHECK(res.rel_l2_exact <= workload::kExactBar);
     CHECK(res.rel_l2_emulated <= res.bars.call);
@@ -100,6 +107,17 @@ const std::vector<Case> kKimiSizes = {{1}, {8}, {128}, {1024}, {8192}};
 }  // namespace
 
 TEST_CASE("Kimi-K3 shape, situv2 (kimi_k3_a8w4)", "[gpu][situv2]") { run_cases("kimi_k3_a8w4", kKimiSizes); }
+
+// The accuracy policy's LLM-like workloads (docs/layer.md, "Accuracy"): the same bars as N(0, 1).
+TEST_CASE("Kimi-K3 shape on LLM-like inputs: outlier channels, massive tokens", "[gpu][situv2][inputs]") {
+  using workload::InputKind;
+  std::vector<Case> cases;
+  for (InputKind k : {InputKind::outliers, InputKind::massive})
+    for (std::int64_t t : {1, 128, 1024, 8192}) cases.push_back({.tokens = t, .inputs = k});
+  run_cases("kimi_k3_a8w4", cases);
+  run_cases("kimi_k3_a8w4", {{.tokens = 128, .inputs = InputKind::outliers}, {.tokens = 128, .inputs = InputKind::massive}},
+            KernelPath::portable);
+}
 
 TEST_CASE("Kimi-K3 shape, situv2, portable kernels", "[gpu][situv2][portable]") {
   run_cases("kimi_k3_a8w4", {{1}, {128}, {1024}}, KernelPath::portable);

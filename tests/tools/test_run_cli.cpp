@@ -21,6 +21,8 @@ TEST_CASE("megamoe-run --help and usage errors", "[cli]") {
   CHECK(run("--config kimi_k3_a8w4 --bs 1,x", out) == 2);
   CHECK_THAT(out, Catch::Contains("--bs expects"));
   CHECK(run("--config kimi_k3_a8w4 --path fast", out) == 2);
+  CHECK(run("--config kimi_k3_a8w4 --inputs spiky", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--inputs expects normal, outliers or massive, got 'spiky'"));
   CHECK(run("--config kimi_k3_a8w4 --wat", out) == 2);
   CHECK(run("--config kimi_k3_a8w4 --world 2 --devices 0,0", out) == 2);
   CHECK_THAT(out, Catch::Contains("--devices is for --transport peer or ipc"));

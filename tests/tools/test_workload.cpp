@@ -3,10 +3,15 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <set>
 
 #include "common/workload.hpp"
+#include "formats/formats.hpp"
+#include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
+#include "reference/moe_reference.hpp"
 #include "support/test_support.hpp"
 
 using namespace megamoe;
@@ -115,4 +120,97 @@ TEST_CASE("random weights are the same bytes for the same seed, one rank and a g
   CHECK(hashes(workload::random_group_weights(m, 2, 5)) ==
         std::vector<std::uint64_t>{0xb32d8ebbf1426ddfull, 0x6a94ab24aac5b3a7ull, 0xa116fe0caf139f8dull,
                                    0xb85c4f5802ed320eull});
+}
+
+TEST_CASE("input workloads: normal is N(0, 1) as before; outliers and massive carry what they promise", "[workload]") {
+  const std::int64_t T = 300;
+  const int D = 2048;
+  std::mt19937_64 a(5), b(5);
+  CHECK(workload::random_inputs(workload::InputKind::normal, T, D, a).x == workload::random_bf16(T, D, b));
+
+  // A channel's median |value| over the tokens (robust to the tails): for t(4) at unit variance
+  // about 0.52, for N(0, 1) 0.67.
+  auto median_abs = [&](const std::vector<std::uint16_t>& x, int c, const std::vector<std::int64_t>& skip = {}) {
+    std::vector<float> v;
+    for (std::int64_t t = 0; t < T; ++t)
+      if (std::find(skip.begin(), skip.end(), t) == skip.end()) v.push_back(std::fabs(formats::bf16_to_float(x[t * D + c])));
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  std::mt19937_64 rng(9);
+  const workload::Inputs o = workload::random_inputs(workload::InputKind::outliers, T, D, rng);
+  REQUIRE(o.outlier_channels.size() == std::size_t(workload::outlier_channels(D)));
+  CHECK(o.massive_tokens.empty());
+  CHECK(o.massive_channel == -1);
+  for (int c = 0; c < D; ++c) {
+    const bool outlier = std::count(o.outlier_channels.begin(), o.outlier_channels.end(), c) > 0;
+    const double r = median_abs(o.x, c) / (outlier ? workload::kOutlierScale : 1.f);
+    INFO("channel " << c << " median |x| / scale " << r);
+    CHECK((r > 0.35 && r < 0.75));
+  }
+  // Heavy tails: |v| > 6 sigma is some 1e-3 of a t(4) of unit variance, and never for N(0, 1).
+  std::size_t far = 0;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (int c = 0; c < D; ++c)
+      if (std::count(o.outlier_channels.begin(), o.outlier_channels.end(), c) == 0)
+        far += std::fabs(formats::bf16_to_float(o.x[t * D + c])) > 6.f;
+  CHECK(far > 50);
+
+  const workload::Inputs m = workload::random_inputs(workload::InputKind::massive, T, D, rng);
+  REQUIRE(m.massive_channel >= 0);
+  CHECK(std::count(m.outlier_channels.begin(), m.outlier_channels.end(), m.massive_channel) == 0);
+  REQUIRE(m.massive_tokens.size() == std::size_t((T - m.massive_tokens[0] + workload::kMassiveEvery - 1) /
+                                                 workload::kMassiveEvery));
+  CHECK(m.massive_tokens[0] < workload::kMassiveEvery);
+  for (std::size_t i = 0; i < m.massive_tokens.size(); ++i) {
+    const float v = std::fabs(formats::bf16_to_float(m.x[m.massive_tokens[i] * D + m.massive_channel]));
+    CHECK(v == Approx(i % 2 ? 10000.f : 1000.f).epsilon(0.01));  // bf16 holds 10000 to 8 bits
+  }
+  CHECK(median_abs(m.x, m.massive_channel, m.massive_tokens) < 0.75);  // the other tokens' value there is ordinary
+  std::mt19937_64 one(3);
+  CHECK(workload::random_inputs(workload::InputKind::massive, 1, D, one).massive_tokens ==
+        std::vector<std::int64_t>{0});  // every call has one
+
+  CHECK(workload::parse_input_kind("outliers") == workload::InputKind::outliers);
+  CHECK_THROWS_WITH(workload::parse_input_kind("gaussian"), Catch::Contains("'gaussian'") && Catch::Contains("massive"));
+}
+
+TEST_CASE("a check always covers the massive tokens and reports each against both references", "[workload]") {
+  Config cfg = load_config("generic_a8w4");
+  cfg.model = ModelShape{.experts_per_rank = 4, .model_dim = 256, .inter_dim = 128, .topk = 2};
+  const Mxfp4ExpertWeights w = workload::random_weights(cfg.model, 11);
+  std::mt19937_64 rng(2);
+  const std::int64_t T = 200;
+  const workload::Inputs in = workload::random_inputs(workload::InputKind::massive, T, cfg.model.model_dim, rng);
+  const workload::Routing r = workload::make_routing("uniform", T, cfg.model.topk, cfg.model.experts_per_rank, rng);
+  const PathArithmetic arith{32, 32, Accumulation::exact};
+  // y: the emulating reference's own bf16 values, so that its relL2 is 0 on every checked token.
+  reference::LayerInputs li;
+  li.weights = &w, li.activation = cfg.activation, li.wire = cfg.bucket_for_tokens(T).combine_wire;
+  li.x_block = arith.x, li.h_block = arith.h, li.accumulation = arith.accumulation, li.topk = cfg.model.topk;
+  li.x = in.x.data(), li.ids = r.ids.data(), li.route_weights = r.weights.data();
+  std::vector<std::int64_t> all(T);
+  std::iota(all.begin(), all.end(), 0);
+  const reference::LayerOutputs ref = reference::reference_layer(li, all);
+  std::vector<std::uint16_t> y(ref.emulated.size());
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = formats::float_to_bf16(ref.emulated[i]);
+
+  REQUIRE(in.massive_tokens.size() >= 3);
+  const workload::CheckResult c = workload::check_layer(cfg, w, in.x, r, y, 2, rng, arith, &in.massive_tokens);
+  CHECK(c.subset);
+  CHECK(c.checked_tokens >= in.massive_tokens.size());
+  CHECK(c.checked_tokens <= in.massive_tokens.size() + 2);
+  REQUIRE(c.massive.size() == in.massive_tokens.size());
+  for (std::size_t i = 0; i < c.massive.size(); ++i) {
+    const workload::TokenCheck& tc = c.massive[i];
+    CHECK(tc.token == in.massive_tokens[i]);
+    CHECK(tc.rel_l2_emulated == 0.0);
+    const std::int64_t t = tc.token;
+    const std::size_t D = cfg.model.model_dim;
+    CHECK(tc.rel_l2_exact == Approx(reference::rel_l2(ref.emulated.data() + t * D, ref.exact.data() + t * D, D)));
+    CHECK(tc.rel_l2_exact > 0.0);
+  }
+  CHECK(c.worst_token_emulated == 0.0);
+  std::mt19937_64 rng2(2);
+  CHECK(workload::check_layer(cfg, w, in.x, r, y, 2, rng2, arith).massive.empty());  // none asked for
 }

@@ -138,6 +138,57 @@ std::vector<std::uint16_t> random_bf16(std::int64_t tokens, int dim, std::mt1993
   return v;
 }
 
+const std::vector<std::string>& input_kinds() {
+  static const std::vector<std::string> kinds = {"normal", "outliers", "massive"};
+  return kinds;
+}
+
+InputKind parse_input_kind(const std::string& name) {
+  if (name == "normal") return InputKind::normal;
+  if (name == "outliers") return InputKind::outliers;
+  if (name == "massive") return InputKind::massive;
+  throw Error(fmt::format("megamoe: inputs '{}' is not one of normal, outliers, massive", name));
+}
+
+const char* to_string(InputKind kind) {
+  return kind == InputKind::normal ? "normal" : kind == InputKind::outliers ? "outliers" : "massive";
+}
+
+int outlier_channels(int dim) { return std::max(2, dim / 1024); }
+
+Inputs random_inputs(InputKind kind, std::int64_t tokens, int dim, std::mt19937_64& rng) {
+  Inputs in;
+  if (kind == InputKind::normal) {
+    in.x = random_bf16(tokens, dim, rng);
+    return in;
+  }
+  // Distinct channels: the outliers', then the massive one apart from them.
+  std::vector<int> channels(dim);
+  std::iota(channels.begin(), channels.end(), 0);
+  std::shuffle(channels.begin(), channels.end(), rng);
+  const int n_out = std::min(outlier_channels(dim), dim - 1);
+  in.outlier_channels.assign(channels.begin(), channels.begin() + n_out);
+  std::sort(in.outlier_channels.begin(), in.outlier_channels.end());
+  std::vector<float> scale(dim, 1.f);
+  for (int c : in.outlier_channels) scale[c] = kOutlierScale;
+  std::student_t_distribution<float> t(4.f);
+  const float unit = std::sqrt(0.5f);  // t(4) has variance 4 / (4 - 2) = 2
+  std::vector<float> v(std::size_t(tokens) * dim);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = t(rng) * unit * scale[i % dim];
+  if (kind == InputKind::massive && tokens > 0) {
+    in.massive_channel = channels[n_out];
+    std::uniform_int_distribution<std::int64_t> first(0, std::min<std::int64_t>(tokens, kMassiveEvery) - 1);
+    for (std::int64_t tok = first(rng); tok < tokens; tok += kMassiveEvery) in.massive_tokens.push_back(tok);
+    for (std::size_t i = 0; i < in.massive_tokens.size(); ++i) {
+      float& m = v[std::size_t(in.massive_tokens[i]) * dim + in.massive_channel];
+      m = (m < 0 ? -1.f : 1.f) * (i % 2 ? 10000.f : 1000.f);
+    }
+  }
+  in.x.resize(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) in.x[i] = formats::float_to_bf16(v[i]);
+  return in;
+}
+
 const std::vector<std::string>& routing_kinds() {
   static const std::vector<std::string> kinds = {"uniform", "single", "sparse", "holes", "bad", "ramp", "one_rank"};
   return kinds;
@@ -253,6 +304,11 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
       std::sort(tokens[r].begin(), tokens[r].end());
       out[r].subset = true;
     }
+    if (ranks[r].massive) {  // always checked, even past max_tokens
+      tokens[r].insert(tokens[r].end(), ranks[r].massive->begin(), ranks[r].massive->end());
+      std::sort(tokens[r].begin(), tokens[r].end());
+      tokens[r].erase(std::unique(tokens[r].begin(), tokens[r].end()), tokens[r].end());
+    }
     out[r].checked_tokens = tokens[r].size();
     for (std::int64_t t : tokens[r]) {
       x.insert(x.end(), ranks[r].x->begin() + t * D, ranks[r].x->begin() + (t + 1) * D);
@@ -294,6 +350,12 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
     c.rel_l2_emulated = reference::rel_l2(got.data(), emulated, got.size());
     for (std::size_t i = 0; i < n; ++i)
       c.worst_token_emulated = std::max(c.worst_token_emulated, reference::rel_l2(got.data() + i * D, emulated + i * D, D));
+    if (ranks[r].massive)
+      for (std::int64_t t : *ranks[r].massive) {
+        const std::size_t i = std::lower_bound(tokens[r].begin(), tokens[r].end(), t) - tokens[r].begin();
+        c.massive.push_back({t, reference::rel_l2(got.data() + i * D, exact + i * D, D),
+                             reference::rel_l2(got.data() + i * D, emulated + i * D, D)});
+      }
     row += n;
   }
   return out;
@@ -301,8 +363,8 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
 
 CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
                         const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
-                        std::mt19937_64& rng, PathArithmetic arithmetic) {
-  return check_group(config, w, w.experts, {RankOutput{&x, &r, &y}}, max_tokens, rng, arithmetic)[0];
+                        std::mt19937_64& rng, PathArithmetic arithmetic, const std::vector<std::int64_t>* massive) {
+  return check_group(config, w, w.experts, {RankOutput{&x, &r, &y, massive}}, max_tokens, rng, arithmetic)[0];
 }
 
 }  // namespace megamoe::workload

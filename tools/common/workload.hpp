@@ -30,6 +30,28 @@ std::mt19937_64 inputs_rng(std::uint64_t seed, std::int64_t tokens, int draw = 0
 // [tokens][dim] bf16 values drawn from N(0, 1).
 std::vector<std::uint16_t> random_bf16(std::int64_t tokens, int dim, std::mt19937_64& rng);
 
+// The inputs the accuracy policy checks every path on (docs/layer.md, "Accuracy"):
+//  - normal:   N(0, 1), as random_bf16 draws it;
+//  - outliers: LLM-like hidden states: heavy tails (Student's t with 4 degrees of freedom, unit
+//              variance) and outlier_channels(dim) channels, the same in every token, 30x;
+//  - massive:  outliers, plus one token in 64 (at least one a call) whose one massive channel
+//              (the same in every such token) is 1000x, or 10000x in every other such token.
+enum class InputKind { normal, outliers, massive };
+const std::vector<std::string>& input_kinds();
+InputKind parse_input_kind(const std::string& name);  // throws Error naming the value and the choices
+const char* to_string(InputKind kind);
+inline constexpr float kOutlierScale = 30.f;
+inline constexpr int kMassiveEvery = 64;
+int outlier_channels(int dim);  // dim / 1024, at least 2
+
+struct Inputs {
+  std::vector<std::uint16_t> x;              // [tokens][dim] bf16
+  std::vector<int> outlier_channels;          // outliers, massive: the channels scaled 30x
+  int massive_channel = -1;                   // massive: the channel of the massive tokens
+  std::vector<std::int64_t> massive_tokens;   // massive: the tokens that carry it, in order
+};
+Inputs random_inputs(InputKind kind, std::int64_t tokens, int dim, std::mt19937_64& rng);
+
 struct Routing {
   std::int64_t tokens = 0;
   int topk = 0;
@@ -66,8 +88,15 @@ struct EmulatedBars {
 };
 EmulatedBars emulated_bars(CombineWire wire);
 
+// One token's row against both references (reported for the massive tokens).
+struct TokenCheck {
+  std::int64_t token = 0;
+  double rel_l2_exact = 0, rel_l2_emulated = 0;
+};
+
 struct CheckResult {
   double rel_l2_exact = 0, rel_l2_emulated = 0;
+  std::vector<TokenCheck> massive;  // each massive token's own (always among the checked tokens)
   double worst_token_emulated = 0;  // the largest relL2 of one token's row against the emulating reference
   std::size_t unwritten = 0;  // NaN (poison) elements left in y among the checked tokens
   std::size_t checked_tokens = 0;
@@ -84,6 +113,7 @@ struct RankOutput {
   const std::vector<std::uint16_t>* x;
   const Routing* routing;
   const std::vector<std::uint16_t>* y;
+  const std::vector<std::int64_t>* massive = nullptr;  // tokens always checked and reported one by one
 };
 
 // Every rank's output of a group's call against both CPU references (ids global; w holds every
@@ -98,6 +128,7 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
 // arithmetic: how the run's path rounds and sums (Runtime::arithmetic), for the emulating reference.
 CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
                         const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
-                        std::mt19937_64& rng, PathArithmetic arithmetic);
+                        std::mt19937_64& rng, PathArithmetic arithmetic,
+                        const std::vector<std::int64_t>* massive = nullptr);
 
 }  // namespace megamoe::workload

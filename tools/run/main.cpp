@@ -25,7 +25,7 @@ using namespace megamoe;
 namespace {
 
 const char* kUsage = R"(usage: megamoe-run --config NAME [--bs LIST] [--route KIND | --routing-file F] [--seed S]
-                   [--check] [--ref-tokens N] [--save-routing F] [--path P]
+                   [--inputs normal|outliers|massive] [--check] [--ref-tokens N] [--save-routing F] [--path P]
                    [--world W [--transport loopback|peer|ipc] [--devices LIST] [--serial] [--taper]]
 
 Runs the MoE layer of a config with fresh random bf16 inputs and random MXFP4 weights, the
@@ -41,6 +41,9 @@ give the same bits.
   --routing-file F  replay a routing (ids and weights) from a file; its token count is the size
                     (world 1)
   --save-routing F  write the routing of the last size to F (world 1; replay it with --routing-file)
+  --inputs KIND     x drawn as normal (default: N(0, 1)), outliers (heavy tails and a few
+                    channels 30x) or massive (outliers, and one token in 64 with one channel
+                    1000x or 10000x; with --check each such token's relL2 is printed too)
   --seed S          random seed (default 123): the weights come from it (over several ranks each
                     expert from it and its global id), each call's inputs from it, the rank, the
                     call's size and how many calls of that size came before
@@ -67,6 +70,7 @@ constexpr const char* kTool = "megamoe-run";
 
 struct Args {
   std::string config, route = "uniform", routing_file, save_routing, bootstrap;
+  workload::InputKind inputs = workload::InputKind::normal;
   KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 128, 1024, 8192};
   std::vector<int> devices;  // peer and ipc: rank r's GPU (empty: GPU r)
@@ -89,6 +93,13 @@ Args parse(int argc, char** argv) {
     } else if (s == "--config") a.config = value();
     else if (s == "--bs") a.sizes = list(value());
     else if (s == "--route") a.route = value();
+    else if (s == "--inputs") {
+      const std::string k = value();
+      const auto& kinds = workload::input_kinds();
+      if (std::find(kinds.begin(), kinds.end(), k) == kinds.end())
+        usage_error("--inputs expects normal, outliers or massive, got '" + k + "'");
+      a.inputs = workload::parse_input_kind(k);
+    }
     else if (s == "--routing-file") a.routing_file = value();
     else if (s == "--save-routing") a.save_routing = value();
     else if (s == "--seed") a.seed = std::uint64_t(list(value()).at(0));
@@ -130,6 +141,7 @@ struct RankCall {
   std::int64_t tokens = 0;
   workload::Routing routing;
   std::vector<std::uint16_t> x;
+  std::vector<std::int64_t> massive;  // --inputs massive: the tokens with a massive channel
   DeviceBuffer d_x, d_y, d_ids, d_w;
 };
 
@@ -166,7 +178,9 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
       c.tokens = a.taper ? bs * (world - r) / world : bs;
       std::mt19937_64 rng = workload::inputs_rng(a.seed + 1000003ull * r, c.tokens, draw);
       c.routing = replay ? *replay : workload::make_routing(a.route, c.tokens, m.topk, experts, rng, m.experts_per_rank);
-      c.x = workload::random_bf16(c.tokens, m.model_dim, rng);
+      workload::Inputs in = workload::random_inputs(a.inputs, c.tokens, m.model_dim, rng);
+      c.x = std::move(in.x);
+      c.massive = std::move(in.massive_tokens);
       Device& dev = rt.device();
       const std::size_t xy = std::max<std::size_t>(16, c.x.size() * 2);
       c.d_x = DeviceBuffer(dev, xy), c.d_y = DeviceBuffer(dev, xy);
@@ -223,7 +237,7 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
                              "rows\n",
                              rt.rank(), errors.bad_ids, errors.first_bad_slot, errors.bounds_violations,
                              errors.dropped_rows);
-      outputs.push_back({&c.x, &c.routing, &ys[i]});
+      outputs.push_back({&c.x, &c.routing, &ys[i], &c.massive});
     }
     std::mt19937_64 rng = workload::inputs_rng(a.seed + 7, bs, draw);
     const std::vector<workload::CheckResult> results =
@@ -240,6 +254,10 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
       worst.worst_token_emulated = std::max(worst.worst_token_emulated, res.worst_token_emulated);
       checked += res.checked_tokens;
       subset = subset || res.subset;
+      for (const workload::TokenCheck& tc : res.massive)
+        notes += fmt::format("  {}massive token {}: relL2 against the exact reference {:.3e}, the emulating one {:.3e}\n",
+                             world > 1 ? fmt::format("rank {}: ", ranks[i]->rank()) : "", tc.token, tc.rel_l2_exact,
+                             tc.rel_l2_emulated);
     }
     const std::string verdict = a.check ? (ok ? "PASS" : "FAIL") : (ok ? "ran" : "FAIL");
     failures += !ok;
@@ -275,10 +293,12 @@ void print_header(const Runtime& rt, const Args& a) {
   fmt::print("config {}: {} experts per rank, model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
              m.experts_per_rank, m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), r.device().name(),
              r.device().arch());
-  fmt::print("kernels: {} path; world {}{}{}; routing: {}; references: over at most {} random tokens of each call{}\n",
+  fmt::print("kernels: {} path; world {}{}{}; routing: {}; inputs: {}; references: over at most {} random tokens of each "
+             "call{}{}\n",
              to_string(rt.path()), a.world, a.world > 1 ? fmt::format(" ({})", to_string(a.transport)) : "",
              a.world > 1 ? (a.serial ? ", serial" : ", fused") : "", a.routing_file.empty() ? a.route : "file " + a.routing_file,
-             a.ref_tokens, a.world > 1 ? " of each rank (the worst rank's numbers)" : "");
+             workload::to_string(a.inputs), a.ref_tokens, a.inputs == workload::InputKind::massive ? " and every massive token" : "",
+             a.world > 1 ? " of each rank (the worst rank's numbers)" : "");
 }
 
 // --transport ipc: this tool once per rank, each on its GPU, meeting in a fresh folder.
