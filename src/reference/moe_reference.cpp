@@ -5,7 +5,10 @@
 #include <cmath>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "formats/formats.hpp"
+#include "megamoe/errors.hpp"
 #include "reference/activation_ref.hpp"
 #include "reference/fp8_mma_model.hpp"
 
@@ -25,6 +28,14 @@ std::vector<float> fp8_round_trip(const std::vector<float>& v, int block) {
   std::vector<float> out(v.size());
   formats::quantize_fp8_blocks(v.data(), v.size(), q.data(), s.data(), block);
   formats::dequantize_fp8_blocks(q.data(), s.data(), v.size(), out.data(), block);
+  return out;
+}
+
+// v rounded through fp8 with the one scale 2^e.
+std::vector<float> fp8_round_trip_static(const std::vector<float>& v, int e) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    out[i] = std::ldexp(formats::e4m3_to_float(formats::float_to_e4m3(std::ldexp(v[i], -e))), e);
   return out;
 }
 
@@ -97,6 +108,11 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
     x_emul[r] = fp8_round_trip(x_exact[r], in.x_block);
   }
   auto position = [&](const Pair& p) { return p.out_row / K; };
+  const float bound = activation_bound(in.activation);
+  if (in.h_static && !std::isfinite(bound))
+    throw Error(fmt::format("megamoe: reference: a static h scale needs a bounded activation, and {} has no bound",
+                            to_string(in.activation.kind)));
+  const int h_exponent = in.h_static ? formats::fp8_block_exponent(bound) : 0;
 
   // Per pair outputs (already route-weighted), summed per token afterwards in k order.
   std::vector<float> pair_exact(n_rows * K * D, 0.f), pair_emul(n_rows * K * D, 0.f);
@@ -133,11 +149,12 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
         }
         // Stage2: each W2 row against the block's exact h and quantized h.
         const float* hs[kDotRows];
-        for (int j = 0; j < n; ++j) hq[j] = fp8_round_trip(h_emul[j], in.h_block);
+        for (int j = 0; j < n; ++j)
+          hq[j] = in.h_static ? fp8_round_trip_static(h_emul[j], h_exponent) : fp8_round_trip(h_emul[j], in.h_block);
         for (int j = 0; j < n; ++j) hs[2 * j] = h_exact[j].data(), hs[2 * j + 1] = hq[j].data();
         double out[kDotRows];
         for (int d = 0; d < D; ++d) {
-          pair_sums(n, w2.data() + std::size_t(d) * I, hs, I, in.accumulation, in.h_block, out);
+          pair_sums(n, w2.data() + std::size_t(d) * I, hs, I, in.accumulation, in.h_static ? I : in.h_block, out);
           for (int j = 0; j < n; ++j) {
             const Pair& p = pairs[p0 + j];
             pair_exact[p.out_row * D + d] = float(out[2 * j]) * p.weight;

@@ -22,6 +22,9 @@ struct LayerInputs {
   Activation activation;
   CombineWire wire = CombineWire::bf16;
   int x_block = 32, h_block = 32;  // values per fp8 scale of x and of the intermediate (Runtime::arithmetic)
+  // The intermediate in one static fp8 scale from the activation's bound (activation_bound)
+  // instead of per h_block, and Stage2's sums with no promotion (one chunk over inter_dim).
+  bool h_static = false;
   Accumulation accumulation = Accumulation::exact;  // how the emulated GEMMs sum (Runtime::arithmetic)
   int topk = 0;
   const std::uint16_t* x = nullptr;   // [tokens][model_dim] bf16

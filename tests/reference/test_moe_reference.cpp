@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "formats/formats.hpp"
+#include "reference/activation_ref.hpp"
 #include "reference/moe_reference.hpp"
 
 using namespace megamoe;
@@ -145,4 +146,37 @@ TEST_CASE("rel_l2", "[reference]") {
   CHECK(reference::rel_l2(c, b, 2) == 1.0);
   float n[2] = {NAN, 4};
   CHECK(std::isnan(reference::rel_l2(n, b, 2)));
+}
+
+TEST_CASE("reference layer: h in one static scale from the activation's bound", "[reference]") {
+  // SiTUv2 (4, 25): |h| < 100, so h is held as e4m3 times 2^-2 (100 / 2^-2 = 400 <= 448).
+  const Activation act{ActivationKind::situv2, 4.f, 25.f, 0.f};
+  CHECK(reference::activation_bound(act) == 100.f);
+  CHECK(formats::fp8_block_exponent(100.f) == -2);
+  static const Mxfp4ExpertWeights w = hand_weights();
+  std::vector<std::uint16_t> x(32, formats::float_to_bf16(1.f));
+  std::vector<int> ids = {0, 1};
+  std::vector<float> weights = {0.25f, 0.75f};
+  reference::LayerInputs in;
+  in.weights = &w, in.activation = act, in.topk = 2, in.x = x.data(), in.ids = ids.data();
+  in.route_weights = weights.data(), in.h_static = true;
+  const reference::LayerOutputs out = reference::reference_layer(in, {0}, 2);
+  auto held = [](float h) { return formats::e4m3_to_float(formats::float_to_e4m3(h * 4.f)) / 4.f; };
+  const float h0 = reference::situv2(2.f, 1.f, 4.f, 25.f), h1 = reference::situv2(-2.f, 1.f, 4.f, 25.f);
+  // o_d = 16 h per expert (every W2 weight 0.5 over I = 32), each pair rounded to bf16 (the wire)
+  const float y = formats::bf16_to_float(formats::float_to_bf16(0.25f * 16.f * held(h0))) +
+                  formats::bf16_to_float(formats::float_to_bf16(0.75f * 16.f * held(h1)));
+  for (int d = 0; d < 32; ++d) CHECK(out.emulated[d] == formats::bf16_to_float(formats::float_to_bf16(y)));
+
+  // x = 1/128: g = 1/64 and u = 1/128, h about 1e-4: under 2^-9 x 2^-2 the static scale holds
+  // it as 0, where a block scale of its own keeps it.
+  std::vector<std::uint16_t> small(32, formats::float_to_bf16(1.f / 128));
+  in.x = small.data();
+  for (float y_static : reference::reference_layer(in, {0}, 2).emulated) CHECK(y_static == 0.f);
+  in.h_static = false;
+  for (float y_block : reference::reference_layer(in, {0}, 2).emulated) CHECK(y_block != 0.f);
+  in.h_static = true;
+
+  in.activation = {ActivationKind::silu};  // unbounded: no static scale
+  CHECK_THROWS_WITH(reference::reference_layer(in, {0}, 2), Catch::Contains("bounded activation"));
 }
