@@ -127,7 +127,9 @@ TEST_CASE("Kimi-K3 shape, situv2, tensor-core (mma.sync) kernels", "[gpu][situv2
   run_cases("kimi_k3_a8w4", {{1}, {128}, {1024}}, KernelPath::tensor_core);
 }
 
-TEST_CASE("the Hopper and tensor-core paths agree with the portable one on the same inputs", "[gpu][situv2]") {
+// Each path is held to the truth and to a model of its own arithmetic; two paths' arithmetics are
+// not held to each other (a different rounding is not an error): their distance is printed only.
+TEST_CASE("the portable, tensor-core and Hopper paths each meet both bars on the same inputs", "[gpu][situv2]") {
   const std::int64_t tokens = 300;
   const std::vector<KernelPath> paths = {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper};
   std::vector<std::vector<std::uint16_t>> y(paths.size());
@@ -155,6 +157,17 @@ TEST_CASE("the Hopper and tensor-core paths agree with the portable one on the s
     rt->forward(*p, d_x.get(), static_cast<int*>(d_ids.get()), static_cast<float*>(d_w.get()), d_y.get(), tokens);
     y[i].resize(x.size());
     dev.copy_to_host(y[i].data(), d_y.get(), x.size() * 2);
+    std::mt19937_64 subset(3);  // the same checked tokens for every path
+    const workload::CheckResult res =
+        workload::check_layer(rt->config(), weights_for(m), x, r, y[i], 64, subset, rt->arithmetic());
+    fmt::print("  {} path, {} tokens: relL2 exact {:.3e}, emulated {:.3e}, worst token {:.3e} over {}\n",
+               to_string(path), tokens, res.rel_l2_exact, res.rel_l2_emulated, res.worst_token_emulated,
+               res.checked_tokens);
+    INFO(to_string(path) << " path");
+    CHECK(res.unwritten == 0);
+    CHECK(res.rel_l2_exact <= workload::kExactBar);
+    CHECK(res.rel_l2_emulated <= res.bars.call);
+    CHECK(res.worst_token_emulated <= res.bars.token);
     ++i;
   }
   std::vector<float> b(x.size());
@@ -162,9 +175,8 @@ TEST_CASE("the Hopper and tensor-core paths agree with the portable one on the s
   for (std::size_t i = 1; i < paths.size(); ++i) {
     std::vector<float> a(x.size());
     for (std::size_t j = 0; j < x.size(); ++j) a[j] = formats::bf16_to_float(y[i][j]);
-    double rel = reference::rel_l2(a.data(), b.data(), a.size());
-    fmt::print("  relL2({}, portable) = {:.3e} over {} tokens\n", to_string(paths[i]), rel, tokens);
-    CHECK(rel <= 5e-3);  // the fast paths stay within 5e-3 of the portable one (docs/layer.md)
+    fmt::print("  relL2({}, portable) = {:.3e} over {} tokens (information, no bar)\n", to_string(paths[i]),
+               reference::rel_l2(a.data(), b.data(), a.size()), tokens);
   }
 }
 
