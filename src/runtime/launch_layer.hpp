@@ -7,6 +7,7 @@
 
 #include "megamoe/runtime.hpp"
 #include "runtime/bucket_kernels.hpp"
+#include "runtime/stage_args.hpp"
 #include "runtime/stream_launch.hpp"
 #include "runtime/workspace.hpp"
 
@@ -42,6 +43,20 @@ void launch_combine(const LayerCall& call);
 
 // x to fp8 by token (the portable and tensor-core paths).
 void launch_quantize_rows(const LayerCall& call, const Kernel<QuantizeRowsArgs>& kernel);
+
+// Stage1's and Stage2's arguments of a call on one GPU: the parts every stage shares
+// (stage_args.hpp), x from the workspace (its scales e8m0 bytes, or floats on the Hopper path:
+// the structs say which), the call's tokens, and the wire by slot.
+template <class Stage1, class Stage2>
+void layer_stage_args(const LayerCall& c, WeightForm form, Stage1& s1, Stage2& s2) {
+  fill_stage_parts(c.model, c.ws, c.weights, form, s1, s2);
+  s1.x_q = static_cast<const u8*>(c.ws.x_q.get());
+  s1.x_scales = static_cast<decltype(s1.x_scales)>(c.ws.x_scales.get());
+  s1.tokens = c.tokens;
+  s2.wire = c.ws.wire.get();
+  s2.wire_scales = static_cast<u8*>(c.ws.wire_scales.get());
+  s2.slots = c.slots();
+}
 
 // Each path's quantization and stages, between StageMark::routed and StageMark::stage2_done.
 void launch_stages_portable(const LayerCall& call, const PortableLoaded& k);

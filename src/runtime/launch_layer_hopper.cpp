@@ -2,7 +2,6 @@
 // Stage1 and Stage2. Every launch may start early: the stage kernels request their first weights
 // before they wait (docs/layer.md).
 #include "runtime/launch_layer.hpp"
-#include "runtime/stage_args.hpp"
 
 namespace megamoe {
 
@@ -33,13 +32,7 @@ void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
 
   Stage1HopperArgs a1{};
   Stage2HopperArgs a2{};
-  fill_stage_parts(m, ws, c.weights, weight_form(KernelPath::hopper, c.kernels.bucket->weights), a1, a2);
-  a1.x_q = static_cast<const u8*>(ws.x_q.get());
-  a1.x_scales = static_cast<const float*>(ws.x_scales.get());
-  a1.tokens = c.tokens;
-  a2.wire = ws.wire.get();
-  a2.wire_scales = static_cast<u8*>(ws.wire_scales.get());
-  a2.slots = c.slots();
+  layer_stage_args(c, weight_form(KernelPath::hopper, c.kernels.bucket->weights), a1, a2);
   c.launch(k.stage1,
            c.tile_grid(c.kernels.bm1, 2 * m.inter_dim / kWeightRowsPerBlock, k.stage1.planned_per_sm(), k.stage1.cluster),
            a1, true);

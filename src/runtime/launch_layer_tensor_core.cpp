@@ -1,23 +1,15 @@
 // The tensor-core path's launches: x to fp8 by token, then Stage1 and Stage2 over weight layout v3.
 #include "runtime/launch_layer.hpp"
-#include "runtime/stage_args.hpp"
 
 namespace megamoe {
 
 void launch_stages_tensor_core(const LayerCall& c, const TensorCoreLoaded& k) {
   const ModelShape& m = c.model;
-  Workspace& ws = c.ws;
   launch_quantize_rows(c, k.quantize);
   c.mark(StageMark::quantized);
   Stage1TensorCoreArgs a1{};
   Stage2TensorCoreArgs a2{};
-  fill_stage_parts(m, ws, c.weights, WeightForm::layout_v3, a1, a2);
-  a1.x_q = static_cast<const u8*>(ws.x_q.get());
-  a1.x_scales = static_cast<const u8*>(ws.x_scales.get());
-  a1.tokens = c.tokens;
-  a2.wire = ws.wire.get();
-  a2.wire_scales = static_cast<u8*>(ws.wire_scales.get());
-  a2.slots = c.slots();
+  layer_stage_args(c, WeightForm::layout_v3, a1, a2);
   c.launch(k.stage1,
            c.tile_grid(c.kernels.bm1, 2 * m.inter_dim / kWeightRowsPerBlock, k.stage1.planned_per_sm(), k.stage1.cluster),
            a1);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "formats/formats.hpp"
 #include "megamoe/errors.hpp"
@@ -138,21 +139,19 @@ std::vector<std::uint16_t> random_bf16(std::int64_t tokens, int dim, std::mt1993
   return v;
 }
 
-const std::vector<std::string>& input_kinds() {
+const std::vector<std::string>& input_kinds() {  // in InputKind's order
   static const std::vector<std::string> kinds = {"normal", "outliers", "massive"};
   return kinds;
 }
 
 InputKind parse_input_kind(const std::string& name) {
-  if (name == "normal") return InputKind::normal;
-  if (name == "outliers") return InputKind::outliers;
-  if (name == "massive") return InputKind::massive;
-  throw Error(fmt::format("megamoe: inputs '{}' is not one of normal, outliers, massive", name));
+  const auto& kinds = input_kinds();
+  const auto it = std::find(kinds.begin(), kinds.end(), name);
+  if (it == kinds.end()) throw Error(fmt::format("megamoe: inputs '{}' is not one of {}", name, fmt::join(kinds, ", ")));
+  return InputKind(it - kinds.begin());
 }
 
-const char* to_string(InputKind kind) {
-  return kind == InputKind::normal ? "normal" : kind == InputKind::outliers ? "outliers" : "massive";
-}
+const char* to_string(InputKind kind) { return input_kinds().at(std::size_t(kind)).c_str(); }
 
 int outlier_channels(int dim) { return std::max(2, dim / 1024); }
 

@@ -95,10 +95,11 @@ Args parse(int argc, char** argv) {
     else if (s == "--route") a.route = value();
     else if (s == "--inputs") {
       const std::string k = value();
-      const auto& kinds = workload::input_kinds();
-      if (std::find(kinds.begin(), kinds.end(), k) == kinds.end())
+      try {
+        a.inputs = workload::parse_input_kind(k);
+      } catch (const Error&) {
         usage_error("--inputs expects normal, outliers or massive, got '" + k + "'");
-      a.inputs = workload::parse_input_kind(k);
+      }
     }
     else if (s == "--routing-file") a.routing_file = value();
     else if (s == "--save-routing") a.save_routing = value();
