@@ -19,6 +19,11 @@ struct Activation {
   float limit = 0.f;        // swiglu
 };
 
+// A bound on |act(gate, up)| for every gate and up, or infinity where there is none (SiLU):
+// SiTUv2's two factors stay below beta and linear_beta, clamped SwiGLU's below limit each. A
+// static h scale (HScale::static_bound) takes its exponent from it.
+float activation_bound(const Activation& a);
+
 struct ModelShape {
   int experts_per_rank = 0;
   int model_dim = 0;
@@ -60,11 +65,24 @@ enum class Accumulation { exact, sm90_fp8_mma };
 
 // How a path rounds, which the emulating reference repeats: values per fp8 scale along K of the
 // activations it quantizes (x at dispatch, h after the activation) and how it sums.
-// portable 32 and 32, tensor_core 64 and 64, both exact; hopper 128 and 128, sm90_fp8_mma.
+// portable 32 and 32, tensor_core 64 and 64, both exact; hopper (by its bucket's scale modes) x
+// 256 (128 where model_dim is no multiple of 256) or model_dim (one scale per row), h 128 or one
+// static scale (h_static: h unused), sm90_fp8_mma.
 struct PathArithmetic {
   int x = 32, h = 32;
   Accumulation accumulation = Accumulation::exact;
+  bool h_static = false;  // h in the one scale 2^fp8_block_exponent(activation_bound), Stage2 unpromoted
 };
+
+// The Hopper path's activation scales along K (docs/layer.md, "Scale modes"); the other paths
+// keep their own blocks whatever these say. x: per block (256 values, 128 where model_dim is no
+// multiple of 256; one promotion a block) or one per token row (Stage1 sums the whole K with no
+// promotion). h: per 128 values, or, for a bounded activation, one static scale from its bound
+// (no promotion in Stage2, no row maxima in Stage1).
+enum class XScale { per_block, per_row };
+enum class HScale { per_block, static_bound };
+std::string_view to_string(XScale x);  // "block", "row"
+std::string_view to_string(HScale h);  // "block", "static"
 
 // Where the Hopper path's expert-GEMM kernels read the weights (docs/configs.md). mxfp4: layout
 // v3, converted to e4m3 in registers at every use. fp8_resident: an e4m3 copy of the same values
@@ -92,6 +110,8 @@ struct BucketConfig {
   DispatchOptions dispatch;
   CombineWire combine_wire = CombineWire::bf16;
   WeightSource weights = WeightSource::mxfp4;
+  XScale x_scale = XScale::per_block;
+  HScale h_scale = HScale::per_block;
   bool bounds_check = false;
 };
 

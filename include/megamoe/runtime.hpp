@@ -96,7 +96,8 @@ class Runtime {
   const PathChoice& path_choice() const { return path_choice_; }
   int rank() const { return options_.rank; }
   int world() const { return options_.world; }
-  PathArithmetic arithmetic() const;  // how this runtime's path rounds and sums (for the references)
+  // How a call of `tokens` tokens rounds and sums on this runtime's path: its bucket's (for the references).
+  PathArithmetic arithmetic(std::int64_t tokens) const;
   Device& device() { return *device_; }
 
   // Checks the weights' shape against the config and uploads them in the kernels' layout.

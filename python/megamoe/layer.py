@@ -108,12 +108,12 @@ class Layer:
     fp8_resident_bytes = property(lambda self: self._runtime.resident_bytes,
                                   doc="device bytes of the weights' fp8-resident copy (0: none made)")
 
-    @property
-    def arithmetic(self):
-        """How the running path rounds: x and h fp8 scale blocks, the GEMMs' accumulation, the
-        combine wire (what an emulating reference repeats)."""
-        keys = ("x_block", "h_block", "accumulation", "combine_wire")
-        return {k: self._info[k] for k in keys}
+    def arithmetic(self, tokens):
+        """How a call of `tokens` tokens rounds on the running path (its bucket's scale modes):
+        x_block and h_block (values per fp8 scale; x_block == model_dim: one per row), h_static
+        (h in one static scale), the GEMMs' accumulation and the combine wire: what an emulating
+        reference repeats."""
+        return self._runtime.arithmetic(int(tokens))
 
     def __repr__(self):
         return (f"megamoe.Layer({self.config!r}, max_tokens={self.max_tokens}, device={self.device}, "

@@ -212,7 +212,6 @@ class PyRuntime {
 
   nb::dict info() const {
     const Config& c = runtime_->config();
-    const PathArithmetic a = runtime_->arithmetic();
     nb::dict d;
     d["config"] = c.name, d["path"] = std::string(to_string(runtime_->path()));
     d["path_note"] = runtime_->path_choice().note;
@@ -220,9 +219,17 @@ class PyRuntime {
     d["max_tokens"] = runtime_->options().max_tokens, d["device"] = runtime_->options().device;
     d["experts_per_rank"] = c.model.experts_per_rank, d["model_dim"] = c.model.model_dim;
     d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
-    d["x_block"] = a.x, d["h_block"] = a.h;
+    return d;
+  }
+
+  // How the call of `tokens` tokens rounds (its bucket's): what an emulating reference repeats.
+  nb::dict arithmetic(std::int64_t tokens) const {
+    const PathArithmetic a = runtime_->arithmetic(tokens);
+    const BucketConfig& b = runtime_->config().bucket_for_tokens(tokens);
+    nb::dict d;
+    d["x_block"] = a.x, d["h_block"] = a.h, d["h_static"] = a.h_static;
     d["accumulation"] = a.accumulation == Accumulation::exact ? "exact" : "sm90_fp8_mma";
-    d["combine_wire"] = std::string(to_string(c.buckets.front().combine_wire));
+    d["combine_wire"] = std::string(to_string(b.combine_wire));
     return d;
   }
 
@@ -282,6 +289,7 @@ NB_MODULE(_megamoe, m) {
       .def("take_errors", &PyRuntime::take_errors)
       .def("recover", &PyRuntime::recover)
       .def("info", &PyRuntime::info)
+      .def("arithmetic", &PyRuntime::arithmetic, "tokens"_a)
       .def("set_serial", &PyRuntime::set_serial)
       .def_prop_ro("has_weights", &PyRuntime::has_weights)
       .def_prop_ro("resident_bytes", &PyRuntime::resident_bytes);

@@ -53,9 +53,13 @@ void announce_path_choice(const PathChoice& choice) {
   warn(choice.note);
 }
 
-PathArithmetic path_arithmetic(KernelPath path, const ModelShape& m) {
+PathArithmetic path_arithmetic(KernelPath path, const Config& c, const BucketConfig& b) {
   switch (path) {
-    case KernelPath::hopper: return {hopper_x_block(m.model_dim), kHopperHBlock, Accumulation::sm90_fp8_mma};
+    case KernelPath::hopper: {
+      const HopperScales s = hopper_scales(c, b);
+      return {s.x_block == kXPerRow ? c.model.model_dim : s.x_block, kHopperHBlock, Accumulation::sm90_fp8_mma,
+              s.h_static};
+    }
     case KernelPath::tensor_core: return {kTensorCoreScaleBlock, kTensorCoreScaleBlock, Accumulation::exact};
     default: return {32, 32, Accumulation::exact};
   }

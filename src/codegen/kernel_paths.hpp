@@ -19,8 +19,9 @@ inline KernelPath resolve_path(KernelPath requested, const Config& config, Backe
 // A choice's note as a warning (jit/diagnostics.hpp: stderr), once per process for each distinct note.
 void announce_path_choice(const PathChoice& choice);
 
-// How a (resolved) path rounds and sums: its x and h scale blocks and its matrix instructions'
-// accumulation (Runtime::arithmetic(); the emulating reference repeats it).
-PathArithmetic path_arithmetic(KernelPath path, const ModelShape& shape);
+// How a (resolved) path rounds and sums in a bucket: its x and h scales (on the Hopper path the
+// bucket's scale modes) and its matrix instructions' accumulation (Runtime::arithmetic(tokens);
+// the emulating reference repeats it).
+PathArithmetic path_arithmetic(KernelPath path, const Config& config, const BucketConfig& bucket);
 
 }  // namespace megamoe

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "codegen/kernel_spec.hpp"
+#include "codegen/tile_sizes.hpp"
 #include "interface/kernel_args.cuh"
 #include "megamoe/config.hpp"
 
@@ -36,14 +37,17 @@ TypedSpec<Stage1TensorCoreArgs> stage1_tensor_core_spec(const Activation& act, i
 TypedSpec<Stage2TensorCoreArgs> stage2_tensor_core_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 
 // --- hopper (kernel_specs_hopper.cpp) ---
-// x quantized once per token into the routed layout: quantize_rows' place on this path.
+// x quantized once per token into the routed layout: quantize_rows' place on this path; x_block
+// kXPerRow (name part "fp8xrow"): one scale per row.
 TypedSpec<DispatchRowsArgs> dispatch_rows_spec(int x_block, bool bounds_check);
-// ep: sized for the EP kernel made of it (kernel_specs_ep.cpp), which keeps a few more words of static
-// shared memory. weights: fp8_resident reads the e4m3 copy (name part "fp8res").
-TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check,
-                                               bool ep = false, WeightSource weights = WeightSource::mxfp4);
-TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check, bool ep = false,
+// scales: the bucket's (codegen/tile_sizes.hpp; name parts "x256" or "xrow", "h128" or "hs" and
+// the exponent). ep: sized for the EP kernel made of it (kernel_specs_ep.cpp), which keeps a few
+// more words of static shared memory. weights: fp8_resident reads the e4m3 copy (name part "fp8res").
+TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, const HopperScales& scales,
+                                               bool bounds_check, bool ep = false,
                                                WeightSource weights = WeightSource::mxfp4);
+TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, const HopperScales& scales, bool bounds_check,
+                                               bool ep = false, WeightSource weights = WeightSource::mxfp4);
 
 // --- expert parallelism (kernel_specs_ep.cpp; templates/ep/) ---
 TypedSpec<RouteEpArgs> route_ep_spec();
@@ -57,15 +61,17 @@ TypedSpec<Stage2PortableEpArgs> stage2_portable_ep_spec(int bm, CombineWire wire
 TypedSpec<Stage1TensorCoreEpArgs> stage1_tensor_core_ep_spec(const Activation& act, int bm, int model_dim,
                                                              bool bounds_check);
 TypedSpec<Stage2TensorCoreEpArgs> stage2_tensor_core_ep_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
-TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, int x_block, bool bounds_check,
-                                                     WeightSource weights = WeightSource::mxfp4);
-TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, bool bounds_check,
-                                                     WeightSource weights = WeightSource::mxfp4);
+TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, const HopperScales& scales,
+                                                     bool bounds_check, WeightSource weights = WeightSource::mxfp4);
+TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, const HopperScales& scales,
+                                                     bool bounds_check, WeightSource weights = WeightSource::mxfp4);
 
 // Name parts shared by the builders.
 std::string wire_tag(CombineWire wire);            // "bf16", "fp8x32"
 std::string wire_code(CombineWire wire);           // the kWire template argument
 std::string bounds_tag(bool bounds_check);         // "bc0", "bc1"
 std::string bool_literal(bool value);              // "true", "false"
+std::string x_scale_tag(int x_block);              // "x256", "xrow" (kXPerRow)
+std::string h_scale_tag(const HopperScales& s);    // "h128", "hs" and the exponent ("hsm2": 2^-2)
 
 }  // namespace megamoe

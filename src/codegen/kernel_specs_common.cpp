@@ -17,6 +17,11 @@ std::string wire_tag(CombineWire w) { return w == CombineWire::bf16 ? "bf16" : "
 std::string wire_code(CombineWire w) { return std::to_string(w == CombineWire::bf16 ? kWireBf16 : kWireFp8x32); }
 std::string bounds_tag(bool bc) { return bc ? "bc1" : "bc0"; }
 std::string bool_literal(bool v) { return v ? "true" : "false"; }
+std::string x_scale_tag(int x_block) { return x_block == kXPerRow ? "xrow" : fmt::format("x{}", x_block); }
+std::string h_scale_tag(const HopperScales& s) {
+  if (!s.h_static) return fmt::format("h{}", kHopperHBlock);
+  return fmt::format("hs{}{}", s.h_exponent < 0 ? "m" : "p", std::abs(s.h_exponent));
+}
 
 ActivationCode activation_code(const Activation& act) {
   ActivationCode c;

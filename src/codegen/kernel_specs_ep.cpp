@@ -35,7 +35,7 @@ TypedSpec<RouteEpArgs> route_ep_spec() {
 TypedSpec<DispatchEpArgs> dispatch_ep_spec(int x_block, bool routed, bool bounds_check) {
   TypedSpec<DispatchEpArgs> s;
   s.family = "dispatch_ep";
-  s.name_parts = {fmt::format("fp8x{}", x_block), routed ? "routed" : "rows", bounds_tag(bounds_check)};
+  s.name_parts = {"fp8" + x_scale_tag(x_block), routed ? "routed" : "rows", bounds_tag(bounds_check)};
   s.includes = {"ep/dispatch_ep.cuh"};
   s.function = "megamoe::dispatch_ep";
   s.template_args = {std::to_string(x_block), bool_literal(routed), bool_literal(bounds_check)};
@@ -76,15 +76,15 @@ TypedSpec<Stage2TensorCoreEpArgs> stage2_tensor_core_ep_spec(int bm, int inter_d
                                                "ep/tensor_core_ep.cuh");
 }
 
-TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, int x_block, bool bounds_check,
-                                                     WeightSource weights) {
-  return ep_stage_spec<Stage1HopperEpArgs>(stage1_hopper_spec(act, bm, x_block, bounds_check, true, weights),
+TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, const HopperScales& scales,
+                                                     bool bounds_check, WeightSource weights) {
+  return ep_stage_spec<Stage1HopperEpArgs>(stage1_hopper_spec(act, bm, scales, bounds_check, true, weights),
                                            "ep/hopper_ep.cuh");
 }
 
-TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, bool bounds_check,
-                                                     WeightSource weights) {
-  return ep_stage_spec<Stage2HopperEpArgs>(stage2_hopper_spec(bm, wire, bounds_check, true, weights),
+TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, const HopperScales& scales,
+                                                     bool bounds_check, WeightSource weights) {
+  return ep_stage_spec<Stage2HopperEpArgs>(stage2_hopper_spec(bm, wire, scales, bounds_check, true, weights),
                                            "ep/hopper_ep.cuh");
 }
 

@@ -9,7 +9,7 @@ namespace megamoe {
 TypedSpec<DispatchRowsArgs> dispatch_rows_spec(int x_block, bool bounds_check) {
   TypedSpec<DispatchRowsArgs> s;
   s.family = "dispatch_rows";
-  s.name_parts = {fmt::format("fp8x{}f", x_block), bounds_tag(bounds_check)};
+  s.name_parts = {"fp8" + x_scale_tag(x_block) + "f", bounds_tag(bounds_check)};
   s.includes = {"moe/dispatch_rows.cuh"};
   s.function = "megamoe::dispatch_rows";
   s.template_args = {std::to_string(x_block), bool_literal(bounds_check)};
@@ -37,33 +37,38 @@ TypedSpec<Args> hopper_tile_spec(const char* family, int bm, int stage, bool ep,
 }
 }  // namespace
 
-TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, int x_block, bool bounds_check, bool ep,
-                                               WeightSource weights) {
+TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, const HopperScales& scales,
+                                               bool bounds_check, bool ep, WeightSource weights) {
   ActivationCode a = activation_code(act);
   const bool resident = weights == WeightSource::fp8_resident;
   auto s = hopper_tile_spec<Stage1HopperArgs>("stage1_hopper", bm, 1, ep, resident);
   s.name_parts.insert(s.name_parts.begin(), a.tag);
-  s.name_parts.push_back(fmt::format("x{}", x_block));
+  s.name_parts.push_back(x_scale_tag(scales.x_block));
+  if (scales.h_static) s.name_parts.push_back(h_scale_tag(scales));  // per 128: the names as before
   s.name_parts.push_back(bounds_tag(bounds_check));
   s.includes = {"moe/stage1_hopper.cuh"};
   s.preamble = a.preamble;
   s.template_args = {a.type, std::to_string(bm), std::to_string(hopper_stages(bm, 1, ep, resident)),
-                     std::to_string(s.min_blocks), std::to_string(x_block), std::to_string(s.shared_bytes),
-                     bool_literal(bounds_check), bool_literal(resident)};
+                     std::to_string(s.min_blocks), std::to_string(scales.x_block), bool_literal(scales.h_static),
+                     std::to_string(scales.h_exponent), std::to_string(s.shared_bytes), bool_literal(bounds_check),
+                     bool_literal(resident)};
   s.cluster = 2;  // the two tiles of a 128-column block of h side by side
   return s;
 }
 
-TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, bool bounds_check, bool ep,
-                                               WeightSource weights) {
+TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, const HopperScales& scales, bool bounds_check,
+                                               bool ep, WeightSource weights) {
   const bool resident = weights == WeightSource::fp8_resident;
   auto s = hopper_tile_spec<Stage2HopperArgs>("stage2_hopper", bm, 2, ep, resident);
+  if (scales.h_static) s.name_parts.push_back(h_scale_tag(scales));
   s.name_parts.push_back(wire_tag(wire));
   s.name_parts.push_back(bounds_tag(bounds_check));
   s.includes = {"moe/stage2_hopper.cuh"};
-  s.template_args = {std::to_string(bm), std::to_string(hopper_stages(bm, 2, ep, resident)),
-                     std::to_string(s.min_blocks), std::to_string(s.shared_bytes), wire_code(wire),
-                     bool_literal(bounds_check), bool_literal(resident)};
+  s.template_args = {std::to_string(bm),          std::to_string(hopper_stages(bm, 2, ep, resident)),
+                     std::to_string(s.min_blocks), bool_literal(scales.h_static),
+                     std::to_string(scales.h_exponent), std::to_string(s.shared_bytes),
+                     wire_code(wire),              bool_literal(bounds_check),
+                     bool_literal(resident)};
   return s;
 }
 

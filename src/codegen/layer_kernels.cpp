@@ -17,16 +17,17 @@ std::vector<KernelSpec> LayerKernels::all() const {
 LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
   LayerKernels k;
   const ModelShape& m = config.model;
-  k.arithmetic = path_arithmetic(path, m);
+  k.arithmetic = path_arithmetic(path, config, b);
   k.route_count = route_count_spec();
   k.route = route_spec();
   k.combine = combine_spec(b.combine_wire);
   if (path == KernelPath::hopper) {
     k.bm1 = hopper_bm(b.stage1.token_tile), k.bm2 = hopper_bm(b.stage2.token_tile);
     HopperKernels h;
-    h.dispatch = dispatch_rows_spec(k.arithmetic.x, b.bounds_check);
-    h.stage1 = stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check, false, b.weights);
-    h.stage2 = stage2_hopper_spec(k.bm2, b.combine_wire, b.bounds_check, false, b.weights);
+    const HopperScales scales = hopper_scales(config, b);
+    h.dispatch = dispatch_rows_spec(scales.x_block, b.bounds_check);
+    h.stage1 = stage1_hopper_spec(config.activation, k.bm1, scales, b.bounds_check, false, b.weights);
+    h.stage2 = stage2_hopper_spec(k.bm2, b.combine_wire, scales, b.bounds_check, false, b.weights);
     k.path = std::move(h);
   } else if (path == KernelPath::tensor_core) {
     k.bm1 = tensor_core_bm(b.stage1.token_tile), k.bm2 = tensor_core_bm(b.stage2.token_tile);
@@ -55,23 +56,26 @@ std::vector<KernelSpec> EpLayerKernels::all() const {
 EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
   EpLayerKernels k;
   const ModelShape& m = config.model;
-  k.arithmetic = path_arithmetic(path, m);
+  k.arithmetic = path_arithmetic(path, config, b);
   k.route = route_ep_spec();
   k.combine = combine_ep_spec(b.combine_wire);
-  k.dispatch = dispatch_ep_spec(k.arithmetic.x, path == KernelPath::hopper, b.bounds_check);
   if (path == KernelPath::hopper) {
+    const HopperScales scales = hopper_scales(config, b);
+    k.dispatch = dispatch_ep_spec(scales.x_block, true, b.bounds_check);
     k.bm1 = hopper_bm(b.stage1.token_tile), k.bm2 = hopper_bm(b.stage2.token_tile);
     k.path = HopperEpKernels{
-        stage1_hopper_ep_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check, b.weights),
-        stage2_hopper_ep_spec(k.bm2, b.combine_wire, b.bounds_check, b.weights),
-        stage1_hopper_spec(config.activation, k.bm1, k.arithmetic.x, b.bounds_check, false, b.weights)};
+        stage1_hopper_ep_spec(config.activation, k.bm1, scales, b.bounds_check, b.weights),
+        stage2_hopper_ep_spec(k.bm2, b.combine_wire, scales, b.bounds_check, b.weights),
+        stage1_hopper_spec(config.activation, k.bm1, scales, b.bounds_check, false, b.weights)};
   } else if (path == KernelPath::tensor_core) {
+    k.dispatch = dispatch_ep_spec(k.arithmetic.x, false, b.bounds_check);
     k.bm1 = tensor_core_bm(b.stage1.token_tile), k.bm2 = tensor_core_bm(b.stage2.token_tile);
     k.path = TensorCoreEpKernels{
         stage1_tensor_core_ep_spec(config.activation, k.bm1, m.model_dim, b.bounds_check),
         stage2_tensor_core_ep_spec(k.bm2, m.inter_dim, b.combine_wire, b.bounds_check),
         stage1_tensor_core_spec(config.activation, k.bm1, m.model_dim, b.bounds_check)};
   } else {
+    k.dispatch = dispatch_ep_spec(k.arithmetic.x, false, b.bounds_check);
     k.bm1 = portable_bm(b.stage1.token_tile), k.bm2 = portable_bm(b.stage2.token_tile);
     k.path = PortableEpKernels{stage1_portable_ep_spec(config.activation, k.bm1, b.bounds_check),
                                stage2_portable_ep_spec(k.bm2, b.combine_wire, b.bounds_check),

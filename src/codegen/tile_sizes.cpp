@@ -1,6 +1,12 @@
 #include "codegen/tile_sizes.hpp"
 
 #include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "formats/formats.hpp"
+#include "megamoe/errors.hpp"
 
 namespace megamoe {
 
@@ -28,6 +34,20 @@ int tensor_core_smem(int bm, int k, int epilogue_cols) {
 
 // --- hopper ---
 int hopper_x_block(int model_dim) { return model_dim % 256 == 0 ? 256 : 128; }
+
+HopperScales hopper_scales(const Config& c, const BucketConfig& b) {
+  HopperScales s;
+  s.x_block = b.x_scale == XScale::per_row ? int(kXPerRow) : hopper_x_block(c.model.model_dim);
+  s.h_static = b.h_scale == HScale::static_bound;
+  if (s.h_static) {
+    const float bound = activation_bound(c.activation);
+    if (!std::isfinite(bound))
+      throw Error(fmt::format("megamoe: config {} bucket {}: h_scale static needs a bounded activation, and {} has none",
+                              c.name, b.bucket, to_string(c.activation.kind)));
+    s.h_exponent = formats::fp8_block_exponent(bound);
+  }
+  return s;
+}
 
 int hopper_bm(int config_bm) { return std::min(config_bm, kHopperMaxBm); }
 

@@ -2,6 +2,7 @@
 // kernels' layouts take are in templates/interface/kernel_constants.cuh, shared with them).
 #pragma once
 #include "interface/kernel_constants.cuh"
+#include "megamoe/config.hpp"
 
 namespace megamoe {
 
@@ -19,6 +20,15 @@ int tensor_core_smem(int bm, int k, int epilogue_cols);
 // in blocks of 128 (one promotion per chunk). Why not longer: docs/layer.md, accuracy.
 inline constexpr int kHopperHBlock = 128;
 int hopper_x_block(int model_dim);
+// A bucket's activation scales on the Hopper path (its x_scale and h_scale, docs/layer.md,
+// "Scale modes"): x_block, the kernels' kXBlock (kXPerRow: one scale per token row); h_static,
+// with h_exponent the one scale's exponent (fp8_block_exponent of the activation's bound).
+struct HopperScales {
+  int x_block = 256;
+  bool h_static = false;
+  int h_exponent = 0;
+};
+HopperScales hopper_scales(const Config& config, const BucketConfig& bucket);
 // The token tile: the config's (a multiple of 16), capped at kHopperMaxBm.
 inline constexpr int kHopperMaxBm = 176;
 int hopper_bm(int config_bm);

@@ -1,5 +1,6 @@
 // Batch-size buckets: a call's token count rounded up to a power of two.
 #include <bit>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -53,6 +54,18 @@ KernelPath path_from_name(std::string_view name) {
 
 std::string_view to_string(CombineWire wire) {
   return wire == CombineWire::bf16 ? "bf16" : "fp8_blockwise_1x32";
+}
+
+std::string_view to_string(XScale x) { return x == XScale::per_block ? "block" : "row"; }
+std::string_view to_string(HScale h) { return h == HScale::per_block ? "block" : "static"; }
+
+float activation_bound(const Activation& a) {
+  switch (a.kind) {
+    case ActivationKind::silu: return INFINITY;
+    case ActivationKind::situv2: return a.beta * a.linear_beta;
+    case ActivationKind::swiglu: return a.limit * a.limit;
+  }
+  return INFINITY;
 }
 
 std::string_view to_string(WeightSource weights) {

@@ -185,7 +185,7 @@ void check_dispatch(ObjectReader r) {
 
 // Checks the fields present in a (partial) bucket entry.
 void check_bucket_entry(ObjectReader r) {
-  r.also_known({"stage1", "stage2", "dispatch", "combine_wire", "weights", "bounds_check"});
+  r.also_known({"stage1", "stage2", "dispatch", "combine_wire", "weights", "x_scale", "h_scale", "bounds_check"});
   r.removed({{"stage2_two_stage_b", "no kernel read it; remove the field"},
              {"fused_stages", "the kernel running both stages at once was no faster and is gone; remove the field"}});
   if (r.has("stage1")) check_tile(r.object("stage1"));
@@ -193,6 +193,8 @@ void check_bucket_entry(ObjectReader r) {
   if (r.has("dispatch")) check_dispatch(r.object("dispatch"));
   if (r.has("combine_wire")) r.one_of("combine_wire", {"bf16", "fp8_blockwise_1x32"});
   if (r.has("weights")) r.one_of("weights", {"mxfp4", "fp8_resident"});
+  if (r.has("x_scale")) r.one_of("x_scale", {"block", "row"});
+  if (r.has("h_scale")) r.one_of("h_scale", {"block", "static"});
   if (r.has("bounds_check")) r.boolean("bounds_check");
   r.no_unknown_fields();
 }
@@ -226,6 +228,8 @@ BucketConfig read_merged_bucket(const json& merged, int bucket, const std::strin
                        ? CombineWire::bf16
                        : CombineWire::fp8_blockwise_1x32;
   b.weights = merged.value("weights", "mxfp4") == "mxfp4" ? WeightSource::mxfp4 : WeightSource::fp8_resident;  // optional
+  b.x_scale = merged.value("x_scale", "block") == "block" ? XScale::per_block : XScale::per_row;        // optional
+  b.h_scale = merged.value("h_scale", "block") == "block" ? HScale::per_block : HScale::static_bound;   // optional
   b.bounds_check = get(merged, "bounds_check", "").get<bool>();
   return b;
 }
@@ -287,12 +291,22 @@ Config parse_config(std::string_view json_text, const std::string& source) {
       path = "$.buckets." + std::to_string(bucket);
     }
     c.buckets[i] = read_merged_bucket(merged, bucket, path, source);
+    if (c.buckets[i].h_scale == HScale::static_bound && !std::isfinite(activation_bound(c.activation)))
+      throw ConfigError(source, path + ".h_scale", "\"static\"",
+                        fmt::format("\"block\": a static h scale needs a bounded activation, and {} has no bound",
+                                    to_string(c.activation.kind)));
   }
   if (v1) top.fail("$.schema", fmt::format("\"{}\"", kSchemaV1), fmt::format("\"{}\" ({})", kSchema, kV2Changes));
   return c;
 }
 
 Config with_buckets_of(const Config& model, const Config& buckets) {
+  if (!std::isfinite(activation_bound(model.activation)))
+    for (const BucketConfig& b : buckets.buckets)
+      if (b.h_scale == HScale::static_bound)
+        throw Error(fmt::format("megamoe: config {}'s bucket {} takes a static h scale, which {}'s activation ({}) has no "
+                                "bound for: its table cannot serve that model",
+                                buckets.name, b.bucket, model.name, to_string(model.activation.kind)));
   Config c = model;
   c.name = model.name + "_with_" + buckets.name + "_buckets";
   c.source = model.source + " with the buckets of " + buckets.source;

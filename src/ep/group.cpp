@@ -51,6 +51,14 @@ void check_group_options(const Config& c, const RuntimeOptions& o) {
                                 "needs the same",
                                 c.name, c.buckets[0].bucket, b.bucket, to_string(c.buckets[0].combine_wire),
                                 to_string(b.combine_wire)));
+  if (o.world > 1)
+    for (const BucketConfig& b : c.buckets)
+      if (b.x_scale != c.buckets[0].x_scale || b.h_scale != c.buckets[0].h_scale)
+        throw Error(fmt::format("megamoe: config {}: buckets {} and {} have scale modes x {} h {} and x {} h {}; over "
+                                "several ranks a rank's x goes onto another rank's dispatch wire and its rows are "
+                                "computed in that rank's bucket, so every bucket needs the same",
+                                c.name, c.buckets[0].bucket, b.bucket, to_string(c.buckets[0].x_scale),
+                                to_string(c.buckets[0].h_scale), to_string(b.x_scale), to_string(b.h_scale)));
   if ((long long)c.model.experts_per_rank * o.world >= (1 << 15) || o.max_tokens * (long long)c.model.topk >= (1 << 21))
     throw Error(fmt::format("megamoe: world {} x {} experts, max_tokens {} x topk {}: the dispatch metadata holds "
                             "fewer than 2^15 global experts and 2^21 slots a rank",

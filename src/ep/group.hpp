@@ -26,7 +26,8 @@ struct Group {
 };
 
 // Throws megamoe::Error for a world, rank, timeout or routed-rows capacity out of range, buckets
-// whose combine wires differ over several ranks, or a group too large for the dispatch metadata.
+// whose combine wires or scale modes differ over several ranks, or a group too large for the
+// dispatch metadata.
 void check_group_options(const Config& config, const RuntimeOptions& options);
 
 // RuntimeOptions::timeout_ms, or MEGAMOE_TIMEOUT_MS where set (throws megamoe::Error for a value

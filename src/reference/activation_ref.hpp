@@ -17,16 +17,6 @@ inline float swiglu(float g, float u, float limit) {
   return g * sigmoid(g) * u;
 }
 
-// A bound on |act(g, u)| for every g and u, or infinity where there is none (SiLU): SiTUv2's
-// factors stay below beta and linear_beta; clamped SwiGLU's below limit each.
-inline float activation_bound(const Activation& a) {
-  switch (a.kind) {
-    case ActivationKind::silu: return INFINITY;
-    case ActivationKind::situv2: return a.beta * a.linear_beta;
-    case ActivationKind::swiglu: return a.limit * a.limit;
-  }
-  return INFINITY;
-}
 inline float activation(const Activation& a, float g, float u) {
   switch (a.kind) {
     case ActivationKind::silu: return silu(g, u);

@@ -41,7 +41,8 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
   try {
     workspace_ = std::make_unique<Workspace>(Workspace::create(*device_, config_, options_, path_));
     if (options_.world > 1)
-      ep_ = EpWorkspace::create(*device_, config_, options_, path_arithmetic(path_, config_.model).x);
+      // every bucket has the same x scale over several ranks (check_group_options): the wire's
+      ep_ = EpWorkspace::create(*device_, config_, options_, arithmetic(1).x);
   } catch (const DeviceError& e) {
     throw DeviceError(fmt::format("megamoe: the workspace of rank {} (max_tokens {}, world {}, {} routed rows) did not "
                                   "fit on {}: {}; lower RuntimeOptions.max_tokens or routed_rows_capacity",
@@ -107,7 +108,9 @@ void Runtime::prepare(std::int64_t tokens) {
   else kernels_for(tokens);
 }
 
-PathArithmetic Runtime::arithmetic() const { return path_arithmetic(path_, config_.model); }
+PathArithmetic Runtime::arithmetic(std::int64_t tokens) const {
+  return path_arithmetic(path_, config_, config_.bucket_for_tokens(tokens));
+}
 
 void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, const float* route_weights, void* y,
                       std::int64_t tokens, StreamHandle stream) {

@@ -1,7 +1,8 @@
 // Dispatch over several ranks (docs/ep.md, phase 3), by the first `blocks` blocks of Stage1 or
 // by every block of dispatch_ep (the serial path). One warp a token or a received row:
 //  - send: token t's metadata (its index; per slot the local expert and rank on the destination,
-//    or kNoSlot, and the route weight) and its x in fp8 with e8m0 scales per x_block go once to
+//    or kNoSlot, and the route weight) and its x in fp8 with e8m0 scales per x_block (or one per
+//    row, kXPerRow: the row's maximum taken first) go once to
 //    each rank it is routed to, at its row there (route_ep's dest_row);
 //  - the last dispatch block to finish sending sets this rank's arrive flag on every rank;
 //  - receive: once a source's arrive flag holds this call, its rows are laid out: each slot's
@@ -17,6 +18,10 @@
 namespace megamoe {
 
 enum : int { kEpValuesPerStep = MEGAMOE_WARP_SIZE * 16 };  // x values a warp moves per step
+
+// Values per e8m0 scale of x on the wire.
+template <int kXBlock>
+MM_DEVICE int ep_x_block(int D) { return kXBlock == kXPerRow ? D : kXBlock; }
 
 // Receive-buffer row `row` of source `source`: its index over all sources, and its metadata in
 // rank r's region.
@@ -49,25 +54,23 @@ MM_DEVICE void ep_send_token(const EpArgs& ep, const EpDispatch& d, int t, int l
       }
     }
   }
-  const int scales = D / kXBlock;
+  const int x_block = ep_x_block<kXBlock>(D), scales = D / x_block;
+  int row_exponent = 0;
+  if constexpr (kXBlock == kXPerRow) row_exponent = mm_fp8_block_exponent(row_absmax_bf16(d.x + (i64)t * D, D));
   for (int c0 = 0; c0 < D; c0 += kEpValuesPerStep) {
     const int c = c0 + lane * 16;
     const bool live = c < D;  // D is a multiple of kXBlock: a block's lanes are live together
-    uint4 raw[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-    if (live) {
-      const uint4* src = reinterpret_cast<const uint4*>(d.x + (i64)t * D + c);
-      raw[0] = src[0], raw[1] = src[1];
-    }
-    float v[16];
-    const u32 wd[8] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w, raw[1].x, raw[1].y, raw[1].z, raw[1].w};
-    for (int i = 0; i < 8; ++i) v[2 * i] = mm_bf16_to_f32(u16(wd[i])), v[2 * i + 1] = mm_bf16_to_f32(u16(wd[i] >> 16));
-    const RoutedPiece q = quantize_piece<kXBlock / 16>(v);
+    float v[16] = {};
+    if (live) load_bf16x16(d.x + (i64)t * D + c, v);
+    RoutedPiece q;
+    if constexpr (kXBlock == kXPerRow) q = quantize_piece_with(v, row_exponent);
+    else q = quantize_piece<kXBlock / 16>(v);
     if (!live) continue;
     for (int r = 0; r < W; ++r) {
       if (rows[r] < 0) continue;
       const i64 row = ep_recv_row(ep, ep.rank, rows[r]);
       *reinterpret_cast<uint4*>(ep_at<u8>(ep, r, ep.recv_x_at) + row * D + c) = q.bytes;
-      if (lane % (kXBlock / 16) == 0) ep_at<u8>(ep, r, ep.recv_scales_at)[row * scales + c / kXBlock] = u8(q.exponent + 127);
+      if (c % x_block == 0) ep_at<u8>(ep, r, ep.recv_scales_at)[row * scales + c / x_block] = u8(q.exponent + 127);
     }
   }
 }
@@ -102,14 +105,14 @@ MM_DEVICE void ep_lay_out_row(const EpArgs& ep, const EpDispatch& d, int s, int 
     }
     if (kRouted) {
       const u64 slots = mm_ballot(p >= 0);
-      const int scales = D / kXBlock;
+      const int x_block = ep_x_block<kXBlock>(D), scales = D / x_block;
       for (int c0 = 0; c0 < D && slots; c0 += kEpValuesPerStep) {
         const int c = c0 + lane * 16;
         const bool live = c < D;
         RoutedPiece q{make_uint4(0, 0, 0, 0), 0.f, 0};
         if (live) {
           q.bytes = *reinterpret_cast<const uint4*>(ep_at<const u8>(ep, ep.rank, ep.recv_x_at) + row * D + c);
-          q.scale = mm_e8m0_to_f32(ep_at<const u8>(ep, ep.rank, ep.recv_scales_at)[row * scales + c / kXBlock]);
+          q.scale = mm_e8m0_to_f32(ep_at<const u8>(ep, ep.rank, ep.recv_scales_at)[row * scales + c / x_block]);
         }
         for (u64 left = slots; left; left &= left - 1) {
           const int at = __ffsll((long long)left) - 1;

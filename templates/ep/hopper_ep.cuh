@@ -11,9 +11,10 @@
 
 namespace megamoe {
 
-template <class Act, int BM, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck, bool kResident>
+template <class Act, int BM, int kStages, int kBlocksPerSM, int kXBlock, bool kHStatic, int kHExponent,
+          int kSharedBytes, bool kCheck, bool kResident>
 MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
-  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, hopper_x_scale_chunks(kXBlock), kResident>;
   static_assert(1023 + Gemm::kPipelineBytes + BM * kStage1RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
@@ -26,7 +27,7 @@ MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
   if (!(a.dispatch.persistent && block < dispatchers)) {
     const int skip = a.dispatch.persistent ? dispatchers : 0;  // even: the walk keeps a cluster's tiles in pairs
     const Stage1HopperArgs& s = a.stage;
-    stage1_hopper_walk<Act, Gemm, kCheck>(
+    stage1_hopper_walk<Act, Gemm, kHStatic, kHExponent, kCheck>(
         s, smem, &pair, stage1_hopper_tiles<Gemm>(s, block - skip, int(gridDim.x) - skip),
         [=](const RoutedTile& rt, TileInfo<BM>* ti, int lane) {
           ep_stage1_rows<BM, Gemm::kFillers, kCheck>(rt, s.rows.rows_capacity, s.errors.words, ti->out, lane);
@@ -36,9 +37,10 @@ MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
   cluster_sync();  // neither block leaves while its peer may still write to its shared memory
 }
 
-template <int BM, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck, bool kResident>
+template <int BM, int kStages, int kBlocksPerSM, bool kHStatic, int kHExponent, int kSharedBytes, int kWire,
+          bool kCheck, bool kResident>
 MM_DEVICE void stage2_hopper_ep(const Stage2HopperEpArgs& a) {
-  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, 1, kResident>;
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, kHStatic ? int(kScaleStatic) : 1, kResident>;
   static_assert(1023 + Gemm::kPipelineBytes + BM * kStage2RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
@@ -48,7 +50,7 @@ MM_DEVICE void stage2_hopper_ep(const Stage2HopperEpArgs& a) {
   // first tile before the single-GPU walk waits; and a block with no tile must not signal done early.
   mm_wait_prior_grid();
   mm_release_dependents();
-  stage2_hopper_walk<Gemm, kWire, kCheck>(a.stage, smem, PeerWireRows<kWire>{a.ep});
+  stage2_hopper_walk<Gemm, kHStatic, kHExponent, kWire, kCheck>(a.stage, smem, PeerWireRows<kWire>{a.ep});
   ep_stage2_done(a.ep);
 }
 

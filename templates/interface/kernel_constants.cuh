@@ -62,6 +62,15 @@ enum : int { kRouteThreads = 1024, kMaxExperts = 1024, kRouteSlotsPerBlock = 204
 // values per warp.
 enum : int { kQuantizeThreads = 256, kDispatchThreads = 256, kDispatchChunks = 4, kCombineThreads = 256 };
 
+// The activations' scale forms (docs/layer.md, "Scale modes"), as the Hopper kernels' template
+// arguments take them. kXPerRow as kXBlock: one scale per token row of x (dispatch takes the
+// row's maximum first). A main loop's kScaleChunks: chunks of 128 k per activation scale block,
+// or kScaleWholeK (one scale per row, in the last chunk's entries: the whole K summed in the
+// accumulators, scaled once) or kScaleStatic (no scales in the stages: the caller applies one
+// constant in its stash).
+enum : int { kXPerRow = 0, kScaleWholeK = 0, kScaleStatic = -1 };
+MM_SHARED_FN int hopper_x_scale_chunks(int x_block) { return x_block == kXPerRow ? int(kScaleWholeK) : x_block / 128; }
+
 // Combine wire codes (the kWire template argument).
 enum : int { kWireBf16 = 0, kWireFp8x32 = 1 };
 

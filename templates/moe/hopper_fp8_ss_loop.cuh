@@ -58,14 +58,21 @@ struct HopperFp8SsLoop {
     wg_fence_acc(p);
   }
 
-  // The main loop of a tile at width N (see HopperPipeline::consume): per scale block, its
-  // chunks' wgmma issued back to back in this warpgroup's turn and waited for once, the sums
-  // promoted with the scales of the block's last chunk, its stages handed back.
+  // The main loop of a tile at width N (see HopperPipeline::consume).
   template <int N>
   MM_DEVICE static void consume_at(u8* smem, int ctid, int K, Ring<kStages>& ps, float (&acc)[NT][4],
                                    IssueTurns& turns) {
     const int wg = ctid >> 7, lane = ctid & 31;
     const int chunks = K / 128;
+    if constexpr (!Pipe::kPromotes) consume_whole<N>(smem, wg, lane, chunks, ps, acc);
+    else consume_blocks<N>(smem, wg, lane, chunks, ps, acc, turns);
+  }
+
+  // Per scale block, its chunks' wgmma issued back to back in this warpgroup's turn and waited
+  // for once, the sums promoted with the scales of the block's last chunk, its stages handed back.
+  template <int N>
+  MM_DEVICE static void consume_blocks(u8* smem, int wg, int lane, int chunks, Ring<kStages>& ps, float (&acc)[NT][4],
+                                       IssueTurns& turns) {
     float p[N / 8][4];
     for (int chunk = 0; chunk < chunks; chunk += kScaleChunks) {
       Ring<kStages> r = ps, last = ps;
@@ -81,6 +88,39 @@ struct HopperFp8SsLoop {
       Pipe::template promote<false>(acc, p, Pipe::stage(smem, last.index), lane & 3, {});
       for (int i = 0; i < kScaleChunks; ++i, ps.advance()) Pipe::release(smem, lane, ps.index);
     }
+  }
+
+  // No promotion (kScaleWholeK, kScaleStatic): nothing to hide behind the other warpgroup's
+  // wgmma, so both issue as their stages land, no turns. Every chunk's wgmma add into the
+  // accumulators, two chunks at a time, waited for at the end of each pair (a group in flight
+  // across the loop's back edge makes ptxas serialise them: C7515), the stages handed back as
+  // their wgmma are done. With kScaleWholeK the sums are scaled by the rows' scales of the last
+  // chunk.
+  template <int N>
+  MM_DEVICE static void consume_whole(u8* smem, int wg, int lane, int chunks, Ring<kStages>& ps, float (&acc)[NT][4]) {
+    float(&sums)[N / 8][4] = *reinterpret_cast<float(*)[N / 8][4]>(&acc);
+    Ring<kStages> last = ps;
+    for (int chunk = 0; chunk < chunks; chunk += 2) {
+      const Ring<kStages> first = ps;
+      const bool pair = chunk + 1 < chunks;
+      mbar_wait(Pipe::full(smem, ps.index), ps.phase);
+      issue(Pipe::stage(smem, ps.index), wg, sums, chunk > 0);
+      last = ps;
+      ps.advance();
+      if (pair) {
+        mbar_wait(Pipe::full(smem, ps.index), ps.phase);
+        issue(Pipe::stage(smem, ps.index), wg, sums, true);
+        last = ps;
+        ps.advance();
+        wg_wait<1>();
+        Pipe::release(smem, lane, first.index);
+      }
+      wg_wait<0>();
+      if (chunk + 2 < chunks) Pipe::release(smem, lane, last.index);
+    }
+    wg_fence_acc(sums);
+    if constexpr (kScaleChunks == kScaleWholeK) Pipe::template scale_columns<N / 8>(acc, Pipe::stage(smem, last.index), lane & 3);
+    Pipe::release(smem, lane, last.index);
   }
 };
 

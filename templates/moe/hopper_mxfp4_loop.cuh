@@ -100,7 +100,9 @@ struct HopperMxfp4Loop {
     const int chunks = K / 128;
     u32 a0[4][4], a1[4][4];
     fetch(smem, ps, warp, lane, a0);
-    if constexpr (kScaleChunks > 1) {
+    if constexpr (!Pipe::kPromotes) {
+      consume_whole<N>(smem, warp, lane, chunks, ps, a0, a1, acc);
+    } else if constexpr (kScaleChunks > 1) {
       consume_blocks<N>(smem, warp, lane, chunks, ps, a0, a1, acc);
     } else if constexpr (kTwoInFlight) {
       consume_pairs<N>(smem, warp, lane, chunks, ps, a0, a1, acc);
@@ -113,6 +115,41 @@ struct HopperMxfp4Loop {
     }
   }
 
+  // No promotion (kScaleWholeK, kScaleStatic): every chunk's wgmma add into the accumulators
+  // themselves. Each chunk's start before the previous chunk's are waited for; once they are, the
+  // previous chunk's fragments and stage are free, and the next chunk is converted into those
+  // fragments under the wgmma. Every pair of chunks ends with its wgmma waited for: with a group
+  // in flight across the loop's back edge ptxas serialises them (C7512). With kScaleWholeK the
+  // sums are scaled by the rows' scales of the last chunk's stage. a0 holds the first chunk's
+  // fragments on entry.
+  template <int N>
+  MM_DEVICE static void consume_whole(u8* smem, int warp, int lane, int chunks, Ring<kStages>& ps, u32 (&a0)[4][4],
+                                      u32 (&a1)[4][4], float (&acc)[NT][4]) {
+    float(&sums)[N / 8][4] = *reinterpret_cast<float(*)[N / 8][4]>(&acc);
+    Ring<kStages> prev = ps;
+    auto chunk_step = [&](int chunk, u32 (&a)[4][4], u32 (&a_next)[4][4]) {
+      issue(Pipe::stage(smem, ps.index), a, sums, chunk > 0);
+      wg_wait<1>();
+      if (chunk > 0) Pipe::release(smem, lane, prev.index);
+      Ring<kStages> next = ps;
+      next.advance();
+      if (chunk + 1 < chunks) fetch(smem, next, warp, lane, a_next);
+      prev = ps;
+      ps = next;
+    };
+    int chunk = 0;
+    for (; chunk + 1 < chunks; chunk += 2) {  // two at a time: the fragment buffers alternate
+      chunk_step(chunk, a0, a1);
+      chunk_step(chunk + 1, a1, a0);
+      wg_wait<0>();
+    }
+    if (chunk < chunks) chunk_step(chunk, a0, a1);  // the last of an odd count
+    wg_wait<0>();
+    wg_fence_acc(sums);
+    if constexpr (kScaleChunks == kScaleWholeK) Pipe::template scale_columns<N / 8>(acc, Pipe::stage(smem, prev.index), lane & 3);
+    Pipe::release(smem, lane, prev.index);
+  }
+
   // kScaleChunks > 1: each chunk's wgmma start before the previous chunk's are waited for and sum
   // into the block's partial sums; once they are, the previous chunk's fragments and stage are
   // free (the next chunk is converted into those fragments); at a block's last chunk all are
@@ -123,7 +160,7 @@ struct HopperMxfp4Loop {
                                        u32 (&a1)[4][4], float (&acc)[NT][4]) {
     float p[N / 8][4];
     auto chunk_step = [&](int chunk, Ring<kStages>& prev, u32 (&a)[4][4], u32 (&a_next)[4][4]) {
-      const bool block_start = chunk % kScaleChunks == 0, block_end = Pipe::has_scales(chunk);
+      const bool block_start = chunk % kScaleChunks == 0, block_end = Pipe::has_scales(chunk, chunks);
       u8* st = Pipe::stage(smem, ps.index);
       issue(st, a, p, !block_start);
       wg_wait<1>();  // the previous chunk's wgmma are done: its fragments and stage are free

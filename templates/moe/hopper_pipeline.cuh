@@ -74,7 +74,10 @@ struct TileInfo {
 // kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
 // the latencies of a chunk, with the registers and shared memory halved. kScaleChunks: chunks of
 // 128 k per activation scale block (1, or an even count: the wgmma of a block's chunks sum into
-// one set of partial sums, promoted once per block).
+// one set of partial sums, promoted once per block), or with no promotion at all
+// (interface/kernel_constants.cuh): kScaleWholeK, every chunk's wgmma into the accumulators and
+// the row's scale applied once at the end (scale_columns); kScaleStatic, no scales copied (the
+// stash applies the one constant).
 template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, class Loop>
 struct HopperPipeline {
   static constexpr int kThreads = kHopperThreads, kProducers = 128, kConsumers = 256, kRows = kWeightRowsPerBlock;
@@ -88,7 +91,10 @@ struct HopperPipeline {
   static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
   static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
   static constexpr int NT = BM / 8;
-  static_assert(kScaleChunks == 1 || kScaleChunks % 2 == 0, "scale blocks of one chunk or of an even count");
+  static constexpr bool kPromotes = kScaleChunks > 0;
+  static_assert(!kPromotes || kScaleChunks == 1 || kScaleChunks % 2 == 0,
+                "scale blocks of one chunk or of an even count");
+  static_assert(kPromotes || kScaleChunks == kScaleWholeK || kScaleChunks == kScaleStatic, "a scale form");
   // Two sets of fragments beside the sums and one set of partial sums fit 232 registers up to
   // 176 tokens.
   static_assert(BM % 16 == 0 && BM >= 16 && BM <= 176, "BM: a multiple of 16 tokens up to 176");
@@ -148,9 +154,14 @@ struct HopperPipeline {
     __syncthreads();
   }
 
-  // Whether a chunk's stage holds the scales: the last chunk of each scale block (the block's
-  // scales are repeated in each of its chunks' entries; one copy of them is enough).
-  MM_DEVICE static bool has_scales(int chunk) { return chunk % kScaleChunks == kScaleChunks - 1; }
+  // Whether chunk `chunk` of `chunks` has its stage hold the scales: the last chunk of each scale
+  // block (the block's scales are repeated in each of its chunks' entries; one copy of them is
+  // enough), the last of all with one scale per row, none with a static scale.
+  MM_DEVICE static bool has_scales(int chunk, int chunks) {
+    if constexpr (kScaleChunks == kScaleStatic) return false;
+    else if constexpr (kScaleChunks == kScaleWholeK) return chunk == chunks - 1;
+    else return chunk % kScaleChunks == kScaleChunks - 1;
+  }
 
   // One producer thread: stages the K / 128 chunks of a tile whose rows start at routed row p0.
   // a_q / a_scales: the routed activations (rows_pad rows per chunk); units: the expert's weights
@@ -174,7 +185,7 @@ struct HopperPipeline {
       // the unit's weights, then their exponents, as the stage keeps them
       static_assert(kExpsAt == kWordsAt + kWordBytes && kWordBytes + kExpBytes == kUnitBytes,
                     "a unit lands in one copy");
-      mbar_arrive_expect_tx(bar, kUnitBytes + act_bytes + (has_scales(chunk) ? scale_bytes : 0u));
+      mbar_arrive_expect_tx(bar, kUnitBytes + act_bytes + (has_scales(chunk, chunks) ? scale_bytes : 0u));
       bulk_copy_g2s(st + kWordsAt, Loop::unit(units, group, chunk, chunks), kUnitBytes, bar);
     };
     int requested = 0;
@@ -188,7 +199,7 @@ struct HopperPipeline {
       u8* st = stage(smem, ps.index);
       u64* bar = full(smem, ps.index);
       bulk_copy_g2s(st, a_q + ((i64)chunk * rows_pad + p0) * 128, act_bytes, bar);
-      if (has_scales(chunk)) bulk_copy_g2s(st + kScalesAt, a_scales + ((i64)chunk * rows_pad + p0) * 4, scale_bytes, bar);
+      if (has_scales(chunk, chunks)) bulk_copy_g2s(st + kScalesAt, a_scales + ((i64)chunk * rows_pad + p0) * 4, scale_bytes, bar);
     }
   }
 
@@ -214,6 +225,21 @@ struct HopperPipeline {
         acc[j + i][1] = fmaf(p[j + i][1], s1[i], acc[j + i][1]);
         acc[j + i][2] = fmaf(p[j + i][2], s0[i], acc[j + i][2]);
         acc[j + i][3] = fmaf(p[j + i][3], s1[i], acc[j + i][3]);
+      }
+    }
+  }
+
+  // kScaleWholeK: acc, the whole K's sums of its first PT column groups, times each token
+  // column's scale (one per row, from the stage of the last chunk), in place.
+  template <int PT>
+  MM_DEVICE static void scale_columns(float (&acc)[NT][4], const u8* st, int t) {
+    static_assert(PT % 2 == 0 && PT <= NT, "whole pairs of column groups within the accumulators");
+    for (int j = 0; j < PT; j += 2) {
+      const float4 u = scale_pair(st, t, j);
+      const float s0[2] = {u.x, u.z}, s1[2] = {u.y, u.w};  // [j, j + 1]
+      for (int i = 0; i < 2; ++i) {
+        acc[j + i][0] *= s0[i], acc[j + i][1] *= s1[i];
+        acc[j + i][2] *= s0[i], acc[j + i][3] *= s1[i];
       }
     }
   }

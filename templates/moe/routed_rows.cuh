@@ -29,6 +29,18 @@ struct RoutedPiece {
   int exponent;
 };
 
+// A lane's 16 values in fp8 with the block exponent e given (quantize_piece takes it from the
+// block's maximum; one scale per row takes the row's first).
+MM_DEVICE RoutedPiece quantize_piece_with(const float (&v)[16], int e) {
+  const float inv = mm_pow2(-e);
+  u32 w[4];
+  for (int q = 0; q < 4; ++q) {
+    const float s[4] = {v[4 * q] * inv, v[4 * q + 1] * inv, v[4 * q + 2] * inv, v[4 * q + 3] * inv};
+    w[q] = mm_f32x4_to_e4m3(s);
+  }
+  return RoutedPiece{make_uint4(w[0], w[1], w[2], w[3]), mm_pow2(e), e};
+}
+
 // Quantizes the values of kLanes consecutive lanes (2 to 32: a block of 32 to 512 values, 16
 // values a lane; in the routed layout lane l % 8 holds values 16 (l % 8) .. + 15 of its chunk)
 // into one fp8 block. Every lane of the warp must call it.
@@ -39,14 +51,28 @@ MM_DEVICE RoutedPiece quantize_piece(const float (&v)[16]) {
   float amax = 0.f;
   for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
   for (int m = kLanes / 2; m > 0; m /= 2) amax = fmaxf(amax, mm_shfl_xor(amax, m));
-  const int e = mm_fp8_block_exponent(amax);
-  const float inv = mm_pow2(-e);
-  u32 w[4];
-  for (int q = 0; q < 4; ++q) {
-    const float s[4] = {v[4 * q] * inv, v[4 * q + 1] * inv, v[4 * q + 2] * inv, v[4 * q + 3] * inv};
-    w[q] = mm_f32x4_to_e4m3(s);
+  return quantize_piece_with(v, mm_fp8_block_exponent(amax));
+}
+
+// The 16 bf16 values at src (two 16-byte loads) as floats.
+MM_DEVICE void load_bf16x16(const u16* src, float (&v)[16]) {
+  const uint4* q = reinterpret_cast<const uint4*>(src);
+  const uint4 r0 = q[0], r1 = q[1];
+  const u32 w[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
+  for (int i = 0; i < 8; ++i) v[2 * i] = mm_bf16_to_f32(u16(w[i])), v[2 * i + 1] = mm_bf16_to_f32(u16(w[i] >> 16));
+}
+
+// The largest |x| of a row of n bf16 values (n a multiple of 16), by a warp (every lane gets it),
+// 16 values a lane per step as the quantizing pass reads them.
+MM_DEVICE float row_absmax_bf16(const u16* row, int n) {
+  float m = 0.f;
+  for (int c = (threadIdx.x % MEGAMOE_WARP_SIZE) * 16; c < n; c += MEGAMOE_WARP_SIZE * 16) {
+    float v[16];
+    load_bf16x16(row + c, v);
+    for (int i = 0; i < 16; ++i) m = fmaxf(m, fabsf(v[i]));
   }
-  return RoutedPiece{make_uint4(w[0], w[1], w[2], w[3]), mm_pow2(e), e};
+  for (int s = MEGAMOE_WARP_SIZE / 2; s > 0; s /= 2) m = fmaxf(m, mm_shfl_xor(m, s));
+  return m;
 }
 
 // Stores piece `piece` (0..7) of chunk `chunk` of routed row p, r16 rows (mod 16) into its

@@ -4,9 +4,12 @@
 // routed (moe/routed_rows.cuh) for Stage2. A block of 128 columns spans two tiles: the kernel runs
 // in clusters of two blocks that take the two tiles of a block side by side (the persistent walk
 // hands block 2c + r the tiles 2u + r, and a token tile's column tiles are consecutive), and
-// each block's storers send the other their rows' maxima over 64 columns before both quantize.
-// x comes routed from dispatch, in scale blocks of kXBlock (128 k per chunk: kXBlock / 128 chunks
-// per promotion). A persistent grid walks the tiles routing laid out.
+// each block's storers send the other their rows' maxima over 64 columns before both quantize;
+// with kHStatic, h is quantized with the one exponent kHExponent (2^kHExponent x 448 holds the
+// activation's bound: docs/layer.md, "Scale modes"), with no maxima, no exchange and no scales
+// written. x comes routed from dispatch, in scale blocks of kXBlock (128 k per chunk: kXBlock /
+// 128 chunks per promotion), or with one scale per row (kXPerRow: the whole K summed with no
+// promotion). A persistent grid walks the tiles routing laid out.
 #pragma once
 #include "common/activation.cuh"
 #include "interface/kernel_args.cuh"
@@ -44,8 +47,8 @@ struct Stage1PairShared {
 // thread per row takes the row's maximum (16-byte loads, no shuffles: rows kLd floats apart fall
 // in distinct banks) and sends it to the peer; then a half warp per row quantizes it with the
 // chunk's exponent and stores it routed. Called once per Stage1 tile, in order (`it` alternates
-// the peer's buffers).
-template <int BM, int kStorers, int kLd>
+// the peer's buffers). kHStatic: only the second part, with kHExponent and no scales.
+template <int BM, int kStorers, int kLd, bool kHStatic, int kHExponent>
 struct Stage1Storer {
   Stage1PairShared<BM>* sh;
   int rank, peer, rows_pad;
@@ -54,6 +57,10 @@ struct Stage1Storer {
   int it = 0;
 
   MM_DEVICE void operator()(const TileInfo<BM>& ti, const float* o, int stid) {
+    if constexpr (kHStatic) {
+      store_static(ti, o, stid);
+      return;
+    }
     const int lane16 = stid & 15, b = it & 1;
     const u32 phase = u32(it >> 1) & 1;
     ++it;
@@ -87,6 +94,20 @@ struct Stage1Storer {
                         h_scales);
     }
   }
+
+  MM_DEVICE void store_static(const TileInfo<BM>& ti, const float* o, int stid) const {
+    const int lane16 = stid & 15;
+    constexpr int kHalves = kStorers / 16;
+#pragma unroll 1
+    for (int n = stid / 16; n < ti.rows; n += kHalves) {
+      const int out = ti.out[n];
+      if (out < 0) continue;
+      const float4 h = *reinterpret_cast<const float4*>(o + n * kLd + 4 * lane16);
+      const float v[4] = {h.x, h.y, h.z, h.w};
+      store_routed_half(v, lane16, ti.col_tile & 1, ti.col_tile / 2, out, n & 15, rows_pad, kHExponent, false, h_q,
+                        h_scales);
+    }
+  }
 };
 
 // Stage1's consumers take the activation: each thread holds a gate sum and its up sum (rows g and
@@ -110,7 +131,7 @@ MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBM>& ti, const float (&acc)[Ge
 // The tiles of a walk: the producer warpgroup fills each tile's rows (fill) and stages its
 // chunks once gate allows, the consumers compute and stash h, the storers quantize and store it.
 // smem: the pipeline, initialised (Stage1PairShared::init).
-template <class Act, class Gemm, bool kCheck, class Fill, class Gate>
+template <class Act, class Gemm, bool kHStatic, int kHExponent, bool kCheck, class Fill, class Gate>
 MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1PairShared<Gemm::kBM>* sh,
                                   const TileWalk& walk, Fill fill, Gate gate) {
   constexpr int BM = Gemm::kBM, kLd = kStage1RegionLd;
@@ -119,7 +140,8 @@ MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1Pai
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(smem, walk, a.x_q, a.x_scales, a.rows.rows_pad, a.w1.model_dim, a.w1.data,
                        Gemm::expert_bytes(rows_e, a.w1.model_dim), fill,
-                       Stage1Storer<BM, Gemm::kStorers, kLd>{sh, rank, peer, a.rows.rows_pad, a.h_q, a.h_scales}, gate);
+                       Stage1Storer<BM, Gemm::kStorers, kLd, kHStatic, kHExponent>{sh, rank, peer, a.rows.rows_pad, a.h_q, a.h_scales},
+                       gate);
   } else {
     Gemm::run_consumers(smem, walk, a.w1.model_dim,
                         [=](const TileInfo<BM>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
@@ -140,15 +162,16 @@ MM_DEVICE TileWalk stage1_hopper_tiles(const Stage1HopperArgs& a, int first, int
 // here against what the pipeline and the region (h's [BM][kStage1RegionLd] floats: 68 keeps the
 // consumers' writes free of bank conflicts and the storers' rows 16-byte aligned) take.
 // kResident: a.w1.data is the fp8-resident copy, read by moe/hopper_fp8_ss_loop.cuh.
-template <class Act, int BM, int kStages, int kBlocksPerSM, int kXBlock, int kSharedBytes, bool kCheck, bool kResident>
+template <class Act, int BM, int kStages, int kBlocksPerSM, int kXBlock, bool kHStatic, int kHExponent,
+          int kSharedBytes, bool kCheck, bool kResident>
 MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
-  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, kXBlock / 128, kResident>;
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, hopper_x_scale_chunks(kXBlock), kResident>;
   static_assert(1023 + Gemm::kPipelineBytes + BM * kStage1RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
   __shared__ Stage1PairShared<BM> pair;
   u8* smem = pair.template init<Gemm>(smem_raw);
-  stage1_hopper_walk<Act, Gemm, kCheck>(
+  stage1_hopper_walk<Act, Gemm, kHStatic, kHExponent, kCheck>(
       a, smem, &pair, stage1_hopper_tiles<Gemm>(a, int(blockIdx.x), int(gridDim.x)),
       [=](const RoutedTile& rt, TileInfo<BM>* ti, int lane) {
         stage1_tile_rows<BM, Gemm::kFillers, kCheck>(rt, a.rows, a.tokens, a.errors.words, nullptr, ti->out, lane);

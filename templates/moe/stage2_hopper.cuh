@@ -1,7 +1,9 @@
 // Stage2 on Hopper (wgmma, warp-specialised; moe/hopper_gemm.cuh): per expert token tile and 128
 // rows of W2 (128 columns of model_dim), o = W2 h with the rows' scales, times the route weight,
 // onto the combine wire at the row's slot: bf16 (kWire 0) or fp8 1x32 blocks (kWire 1). h comes
-// routed from Stage1 (moe/routed_rows.cuh).
+// routed from Stage1 (moe/routed_rows.cuh): in blocks of 128 (one promotion per chunk) or, with
+// kHStatic, in the one scale 2^kHExponent (the whole K summed with no promotion, the constant
+// applied in the stash).
 #pragma once
 #include "interface/kernel_args.cuh"
 #include "moe/epilogue_fp8.cuh"
@@ -35,7 +37,7 @@ MM_DEVICE void stage2_store(const TileInfo<BM>& ti, const float* o, int stid, co
 // [BM][kStage2RegionLd] floats, the tile's rows with the weight rows' scales and the route weights
 // applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8): the consumers' writes fall
 // in 32 different banks, and the storers read 16-byte pieces.
-template <class Gemm, int kWire, bool kCheck, class Wire>
+template <class Gemm, bool kHStatic, int kHExponent, int kWire, bool kCheck, class Wire>
 MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wire& wire) {
   constexpr int BM = Gemm::kBM, kLd = kStage2RegionLd;
   const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
@@ -47,6 +49,7 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
                       a.w2.experts,
                       int(blockIdx.x),
                       int(gridDim.x)};
+  const float h_scale = kHStatic ? mm_pow2(kHExponent) : 1.f;
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
         smem, walk, a.h_q, a.h_scales, a.rows.rows_pad, inter_dim, a.w2.data, Gemm::expert_bytes(rows_e, inter_dim),
@@ -61,7 +64,7 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
     Gemm::run_consumers(smem, walk, inter_dim,
                         [=](const TileInfo<BM>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
                           Gemm::stash_rows(acc, a.w2.row_scale + ti.expert * rows_e, ti.col_tile, o, kLd, ctid,
-                                           [&](int n) { return ti.weight[n]; });  // the route weight
+                                           [&](int n) { return ti.weight[n] * h_scale; });  // the route weight
                         });
   }
 }
@@ -69,15 +72,16 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
 // kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
 // here against what the pipeline and the region take. kResident: a.w2.data is the fp8-resident
 // copy, read by moe/hopper_fp8_ss_loop.cuh.
-template <int BM, int kStages, int kBlocksPerSM, int kSharedBytes, int kWire, bool kCheck, bool kResident>
+template <int BM, int kStages, int kBlocksPerSM, bool kHStatic, int kHExponent, int kSharedBytes, int kWire,
+          bool kCheck, bool kResident>
 MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
-  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, 1, kResident>;
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, kHStatic ? int(kScaleStatic) : 1, kResident>;
   static_assert(1023 + Gemm::kPipelineBytes + BM * kStage2RegionLd * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
   u8* smem = Gemm::align(smem_raw);
   Gemm::init(smem);
-  stage2_hopper_walk<Gemm, kWire, kCheck>(a, smem, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
+  stage2_hopper_walk<Gemm, kHStatic, kHExponent, kWire, kCheck>(a, smem, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
 }
 
 }  // namespace megamoe

@@ -3,6 +3,7 @@
 // wgmma asynchronous.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <set>
 
 #include "codegen/kernel_paths.hpp"
@@ -48,11 +49,17 @@ void compile_activation(Activation act) {
       BuildReport r = b.build(stage1_tensor_core_spec(act, bm, 3584, bc));
       CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
     }
-    for (int bm : {16, kHopperMaxBm})  // the Hopper token tiles' ends, x in blocks of one and of two chunks
-      for (int x_block : {128, 256}) {
-        BuildReport r = b.build(stage1_hopper_spec(act, bm, x_block, bc));
-        CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
-      }
+    // the Hopper token tiles' ends, x in blocks of one and of two chunks and per row; h per 128
+    // and, where the activation is bounded, static
+    const bool bounded = std::isfinite(activation_bound(act));
+    for (int bm : {16, kHopperMaxBm})
+      for (int x_block : {128, 256, int(kXPerRow)})
+        for (bool h_static : {false, true}) {
+          if (h_static && !bounded) continue;
+          HopperScales scales{x_block, h_static, h_static ? -2 : 0};
+          BuildReport r = b.build(stage1_hopper_spec(act, bm, scales, bc));
+          CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
+        }
   }
 }
 
@@ -81,15 +88,24 @@ TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asy
   KernelBuilder b(compiler, "sm_90a", {});
   const Activation act{ActivationKind::situv2, 4.f, 25.f, 0.f};
   std::vector<KernelSpec> specs;
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, 256, false));
-  for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_hopper_spec(act, bm, 128, false));  // x per chunk
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, false));
+  const HopperScales x256{256}, x128{128}, none_promoted{kXPerRow, true, -2};  // x per row, h static
+  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, x256, false));
+  for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_hopper_spec(act, bm, x128, false));  // x per chunk
+  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, x256, false));
+  // With no promotion: every width of the MXFP4 kernels.
+  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, none_promoted, false));
+  for (int bm = 16; bm <= kHopperMaxBm; bm += 16)
+    specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, none_promoted, false));
   // The fp8-resident kernels (both operands from shared memory) at every width.
   const WeightSource res = WeightSource::fp8_resident;
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, 256, false, false, res));
-  for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_hopper_spec(act, bm, 128, false, false, res));
+  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, x256, false, false, res));
+  for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_hopper_spec(act, bm, x128, false, false, res));
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16)
-    specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, false, false, res));
+    specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, x256, false, false, res));
+  for (int bm : {16, 64, 160, kHopperMaxBm}) {
+    specs.push_back(stage1_hopper_spec(act, bm, none_promoted, false, false, res));
+    specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, none_promoted, false, false, res));
+  }
   for (const KernelSpec& spec : specs) {
     PlannedKernel p = b.plan(spec);
     CompileInput in{p.rendered.name, p.rendered.source, p.rendered.headers, p.options};

@@ -35,7 +35,8 @@ TEST_CASE("kernel names spell the specialisation (golden)", "[codegen]") {
   CHECK(quantize_rows_spec(64).name() == "megamoe_quantize_rows_fp8x64");
   CHECK(dispatch_rows_spec(128, false).name() == "megamoe_dispatch_rows_fp8x128f_bc0");
   CHECK(dispatch_rows_spec(256, true).name() == "megamoe_dispatch_rows_fp8x256f_bc1");
-  CHECK(stage1_hopper_spec(situv2(), 160, 256, false).name().find("_x256_bc0") != std::string::npos);
+  CHECK(stage1_hopper_spec(situv2(), 160, HopperScales{256}, false).name().find("_x256_bc0") != std::string::npos);
+  CHECK(dispatch_rows_spec(kXPerRow, false).name() == "megamoe_dispatch_rows_fp8xrowf_bc0");
   CHECK(hopper_x_block(3584) == 256);
   CHECK(hopper_x_block(768) == 256);
   CHECK(hopper_x_block(384) == 128);
@@ -97,11 +98,12 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
         std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_quantize_rows_fp8x64",
                                  "megamoe_stage1_tensor_core_situv2_bm128_bw128_s4_bc0",
                                  "megamoe_stage2_tensor_core_bm128_bw128_s4_bf16_bc0", "megamoe_combine_bf16"});
-  // Hopper: as many stages as fit beside the scale/epilogue region.
+  // Hopper: as many stages as fit beside the scale/epilogue region; Kimi-K3's scale modes (x per
+  // row, h static at 2^-2) in the names.
   CHECK(names(kernels_for_bucket(k, k.bucket(8), KernelPath::hopper)) ==
-        std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8x256f_bc0",
-                                 "megamoe_stage1_hopper_situv2_bm16_bw128_s9_b2_x256_bc0",
-                                 "megamoe_stage2_hopper_bm16_bw128_s9_b2_bf16_bc0", "megamoe_combine_bf16"});
+        std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8xrowf_bc0",
+                                 "megamoe_stage1_hopper_situv2_bm16_bw128_s9_b2_xrow_hsm2_bc0",
+                                 "megamoe_stage2_hopper_bm16_bw128_s9_b2_hsm2_bf16_bc0", "megamoe_combine_bf16"});
   for (int b : {8, 4096}) {
     for (auto& spec : kernels_for_bucket(k, k.bucket(b), KernelPath::hopper)) {
       INFO(spec.name());
@@ -130,8 +132,8 @@ TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM t
     const int bm1 = hopper_bm(bm), bm2 = hopper_bm(bm);
     CHECK(bm1 == std::min(bm, kHopperMaxBm));
     CHECK(bm2 == std::min(bm, kHopperMaxBm));
-    for (const KernelSpec& spec : std::vector<KernelSpec>{stage1_hopper_spec(act, bm1, 512, false),
-                                                         stage2_hopper_spec(bm2, CombineWire::bf16, true)}) {
+    for (const KernelSpec& spec : std::vector<KernelSpec>{stage1_hopper_spec(act, bm1, HopperScales{512}, false),
+                                                         stage2_hopper_spec(bm2, CombineWire::bf16, {}, true)}) {
       INFO(spec.name());
       const int tile = spec.family == "stage1_hopper" ? bm1 : bm2;
       CHECK(spec.min_blocks == (tile <= 48 ? 2 : 1));
@@ -166,7 +168,7 @@ TEST_CASE("routing takes one block per 2048 slots, at least one and at most 256"
 }
 
 TEST_CASE("a launch bound with a block count is rendered with it", "[codegen]") {
-  KernelSpec s = stage2_hopper_spec(64, CombineWire::bf16, false);
+  KernelSpec s = stage2_hopper_spec(64, CombineWire::bf16, {}, false);
   CHECK(render(s).source.find("__launch_bounds__(384, 1)") != std::string::npos);
   CHECK(render(route_spec()).source.find("__launch_bounds__(1024)\n") != std::string::npos);
 }
@@ -234,27 +236,61 @@ TEST_CASE("automatic says why it runs a path slower than the GPU's fastest, and 
 
 TEST_CASE("each path's arithmetic is what its kernels are rendered for", "[codegen]") {
   test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
-  const Config k = load_config("kimi_k3_a8w4");
-  const PathArithmetic hopper = path_arithmetic(KernelPath::hopper, k.model);
+  Config k = load_config("kimi_k3_a8w4");
+  for (BucketConfig& b : k.buckets) b.x_scale = XScale::per_block, b.h_scale = HScale::per_block;
+  const BucketConfig& b64 = k.bucket(64);
+  const PathArithmetic hopper = path_arithmetic(KernelPath::hopper, k, b64);
   CHECK(hopper.x == 256);
   CHECK(hopper.h == 128);
+  CHECK(!hopper.h_static);
   CHECK(hopper.accumulation == Accumulation::sm90_fp8_mma);
-  const PathArithmetic tc = path_arithmetic(KernelPath::tensor_core, k.model);
+  const PathArithmetic tc = path_arithmetic(KernelPath::tensor_core, k, b64);
   CHECK((tc.x == 64 && tc.h == 64 && tc.accumulation == Accumulation::exact));
-  const PathArithmetic portable = path_arithmetic(KernelPath::portable, k.model);
+  const PathArithmetic portable = path_arithmetic(KernelPath::portable, k, b64);
   CHECK((portable.x == 32 && portable.h == 32 && portable.accumulation == Accumulation::exact));
-  const PathArithmetic odd = path_arithmetic(KernelPath::hopper, ModelShape{4, 384, 640, 2});
-  CHECK(odd.x == 128);  // 384 is not a multiple of 256
+  Config odd = k;
+  odd.model = ModelShape{4, 384, 640, 2};
+  CHECK(path_arithmetic(KernelPath::hopper, odd, odd.bucket(64)).x == 128);  // 384 is not a multiple of 256
   for (KernelPath p : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper}) {
-    const LayerKernels lk = layer_kernels(k, k.bucket(64), p);
+    const LayerKernels lk = layer_kernels(k, b64, p);
     INFO(to_string(p));
-    const PathArithmetic a = path_arithmetic(p, k.model);
+    const PathArithmetic a = path_arithmetic(p, k, b64);
     CHECK(lk.arithmetic.x == a.x);
     CHECK(lk.arithmetic.h == a.h);
     // the x quantizer's name spells its block
     const std::vector<KernelSpec> all = lk.all();
     CHECK(all[2].name().find("fp8x" + std::to_string(a.x)) != std::string::npos);
   }
-  CHECK(std::get<HopperKernels>(layer_kernels(k, k.bucket(64), KernelPath::hopper).path).stage1.name().find("_x256_") !=
+  CHECK(std::get<HopperKernels>(layer_kernels(k, b64, KernelPath::hopper).path).stage1.name().find("_x256_") !=
         std::string::npos);
+}
+
+TEST_CASE("the scale modes of a bucket: the Hopper path's arithmetic and kernel names, the other paths' unchanged",
+          "[codegen]") {
+  test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
+  Config k = load_config("kimi_k3_a8w4");
+  BucketConfig b = k.bucket(64);
+  b.x_scale = XScale::per_row, b.h_scale = HScale::static_bound;
+  const PathArithmetic a = path_arithmetic(KernelPath::hopper, k, b);
+  CHECK(a.x == k.model.model_dim);  // one scale per row
+  CHECK(a.h_static);
+  const HopperScales s = hopper_scales(k, b);
+  CHECK(s.x_block == kXPerRow);
+  CHECK(s.h_exponent == -2);  // SiTUv2 4 x 25: |h| < 100, and 100 x 2^2 <= 448
+  const HopperKernels h = std::get<HopperKernels>(layer_kernels(k, b, KernelPath::hopper).path);
+  CHECK(h.dispatch.name() == "megamoe_dispatch_rows_fp8xrowf_bc0");
+  CHECK(h.stage1.name().find("_xrow_hsm2_bc0") != std::string::npos);
+  CHECK(h.stage2.name().find("_hsm2_bf16_bc0") != std::string::npos);
+  // the other paths keep their own blocks
+  const PathArithmetic tc = path_arithmetic(KernelPath::tensor_core, k, b);
+  CHECK((tc.x == 64 && tc.h == 64 && !tc.h_static));
+  CHECK(!path_arithmetic(KernelPath::portable, k, b).h_static);
+  // SwiGLU's bound is limit^2
+  Config sw = k;
+  sw.activation = {ActivationKind::swiglu, 0.f, 0.f, 7.f};
+  CHECK(hopper_scales(sw, b).h_exponent == -3);  // 49 x 2^3 = 392 <= 448
+  // SiLU has none: a static scale is an error naming it
+  Config silu = k;
+  silu.activation = {ActivationKind::silu};
+  CHECK_THROWS_WITH(hopper_scales(silu, b), Catch::Contains("h_scale static") && Catch::Contains("silu"));
 }

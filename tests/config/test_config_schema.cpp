@@ -62,6 +62,40 @@ TEST_CASE("a valid config parses with defaults merged under bucket overrides", "
   CHECK(r.bucket(8).weights == WeightSource::fp8_resident);
   CHECK(r.bucket(16).weights == WeightSource::mxfp4);
   CHECK(to_string(r.bucket(8).weights) == "fp8_resident");
+
+  // scale modes: optional, per block unless a bucket (or the defaults) says otherwise.
+  CHECK(b8.x_scale == XScale::per_block);
+  CHECK(b8.h_scale == HScale::per_block);
+  json modes = valid();
+  modes["bucket_defaults"]["x_scale"] = "row";
+  modes["buckets"]["8"]["h_scale"] = "static";
+  modes["buckets"]["8"]["x_scale"] = "block";
+  Config m = parse_config(modes.dump(), "cfg/t.json");
+  CHECK(m.bucket(8).x_scale == XScale::per_block);
+  CHECK(m.bucket(8).h_scale == HScale::static_bound);
+  CHECK(m.bucket(16).x_scale == XScale::per_row);
+  CHECK(m.bucket(16).h_scale == HScale::per_block);
+  CHECK(to_string(m.bucket(16).x_scale) == "row");
+  CHECK(to_string(m.bucket(8).h_scale) == "static");
+}
+
+TEST_CASE("a static h scale needs a bounded activation: a SiLU config that asks for one is refused", "[config]") {
+  json doc = valid();
+  doc["activation"] = {{"kind", "silu"}};
+  doc["buckets"]["8"]["h_scale"] = "static";
+  ConfigError e = rejection(doc);
+  CHECK(e.json_path == "$.buckets.8.h_scale");
+  CHECK(e.value == "\"static\"");
+  CHECK_THAT(e.expected, Catch::Contains("\"block\"") && Catch::Contains("silu") && Catch::Contains("bound"));
+  doc["buckets"]["8"].erase("h_scale");
+  CHECK_NOTHROW(parse_config(doc.dump(), "cfg/t.json"));
+  // A bounded model's table that takes one cannot serve a SiLU model.
+  json bounded = valid();
+  bounded["bucket_defaults"]["h_scale"] = "static";
+  const Config table = parse_config(bounded.dump(), "cfg/t.json");
+  const Config silu = parse_config(doc.dump(), "cfg/t.json");
+  CHECK_THROWS_WITH(with_buckets_of(silu, table), Catch::Contains("static h scale") && Catch::Contains("silu"));
+  CHECK_NOTHROW(with_buckets_of(table, silu));
 }
 
 TEST_CASE("the built-in configs load", "[config]") {
@@ -165,6 +199,13 @@ TEST_CASE("config errors: impossible values", "[config]") {
   ConfigError w = path_of([](json& d) { d["buckets"]["8"]["weights"] = "fp8"; });
   CHECK(w.json_path == "$.buckets.8.weights");
   CHECK_THAT(w.expected, Catch::Contains("\"mxfp4\"") && Catch::Contains("\"fp8_resident\""));
+  // The scale modes: one of two names each.
+  ConfigError xs = path_of([](json& d) { d["buckets"]["8"]["x_scale"] = "token"; });
+  CHECK(xs.json_path == "$.buckets.8.x_scale");
+  CHECK_THAT(xs.expected, Catch::Contains("\"block\"") && Catch::Contains("\"row\""));
+  ConfigError hs = path_of([](json& d) { d["bucket_defaults"]["h_scale"] = 128; });
+  CHECK(hs.json_path == "$.bucket_defaults.h_scale");
+  CHECK_THAT(hs.expected, Catch::Contains("\"block\"") && Catch::Contains("\"static\""));
   // Bucket keys are powers of two from 1 to 32768.
   for (const char* key : {"3", "0", "65536", "08", "x"}) {
     ConfigError k = path_of([&](json& d) { d["buckets"][key] = json::object(); });

@@ -20,7 +20,6 @@ namespace {
 struct Arithmetic {
   std::string name;
   PathArithmetic arith;
-  bool h_static = false;
 };
 
 // relL2 of the emulating reference against the exact one over T tokens of each workload, and over
@@ -32,7 +31,7 @@ void check_workloads(const Config& cfg, const Mxfp4ExpertWeights& w, const Arith
     const workload::Routing r = workload::make_routing("uniform", T, cfg.model.topk, cfg.model.experts_per_rank, rng);
     reference::LayerInputs li;
     li.weights = &w, li.activation = cfg.activation, li.wire = cfg.bucket_for_tokens(T).combine_wire;
-    li.x_block = a.arith.x, li.h_block = a.arith.h, li.h_static = a.h_static;
+    li.x_block = a.arith.x, li.h_block = a.arith.h, li.h_static = a.arith.h_static;
     li.accumulation = a.arith.accumulation, li.topk = cfg.model.topk;
     li.x = in.x.data(), li.ids = r.ids.data(), li.route_weights = r.weights.data();
     std::vector<std::int64_t> all(T);
@@ -59,7 +58,9 @@ TEST_CASE("each path's arithmetic meets relL2 0.06 on normal, outlier and massiv
   cfg.model.experts_per_rank = 16;  // every token meets every expert: the shape's GEMMs, fewer weights to dequantize
   const Mxfp4ExpertWeights w = workload::random_weights(cfg.model, 21);
   for (KernelPath path : {KernelPath::hopper, KernelPath::portable}) {
-    const PathArithmetic a = path_arithmetic(path, cfg.model);
+    BucketConfig b = cfg.bucket(16);
+    b.x_scale = XScale::per_block, b.h_scale = HScale::per_block;
+    const PathArithmetic a = path_arithmetic(path, cfg, b);
     check_workloads(cfg, w, {fmt::format("{} (x per {}, h per {})", to_string(path), a.x, a.h), a}, 16);
   }
 }
@@ -69,9 +70,14 @@ TEST_CASE("promotion-free forms on the fp8 MMA: x per row, h in a static scale (
   Config cfg = load_config("kimi_k3_a8w4");
   cfg.model.experts_per_rank = 16;
   const Mxfp4ExpertWeights w = workload::random_weights(cfg.model, 21);
-  const int D = cfg.model.model_dim;
-  const PathArithmetic h = path_arithmetic(KernelPath::hopper, cfg.model);
-  check_workloads(cfg, w, {"hopper, x per row", {D, h.h, h.accumulation}}, 16);
-  check_workloads(cfg, w, {"hopper, h static", h, true}, 16);
-  check_workloads(cfg, w, {"hopper, x per row and h static", {D, h.h, h.accumulation}, true}, 16);
+  for (XScale x : {XScale::per_block, XScale::per_row})
+    for (HScale h : {HScale::per_block, HScale::static_bound}) {
+      if (x == XScale::per_block && h == HScale::per_block) continue;  // the test above
+      BucketConfig b = cfg.bucket(16);
+      b.x_scale = x, b.h_scale = h;
+      const PathArithmetic a = path_arithmetic(KernelPath::hopper, cfg, b);
+      CHECK(a.x == (x == XScale::per_row ? cfg.model.model_dim : 256));
+      CHECK(a.h_static == (h == HScale::static_bound));
+      check_workloads(cfg, w, {fmt::format("hopper, x {}, h {}", to_string(x), to_string(h)), a}, 16);
+    }
 }

@@ -10,11 +10,31 @@ namespace megamoe::test {
 
 const std::vector<ConfigVariant>& config_variants() {
   static const std::vector<ConfigVariant> v = {
-      {"kimi_silu", "kimi_k3_a8w4", R"({"activation": {"kind": "silu", "beta": null, "linear_beta": null}})"},
+      {"kimi_silu", "kimi_k3_a8w4",
+       R"({"activation": {"kind": "silu", "beta": null, "linear_beta": null}, "bucket_defaults": {"h_scale": "block"}})"},
       {"kimi_swiglu", "kimi_k3_a8w4",
        R"({"activation": {"kind": "swiglu", "limit": 7.0, "beta": null, "linear_beta": null}})"},
       {"kimi_fp8wire", "kimi_k3_a8w4", R"({"bucket_defaults": {"combine_wire": "fp8_blockwise_1x32"}})"},
       {"kimi_checked", "kimi_k3_a8w4", R"({"bucket_defaults": {"bounds_check": true}})"},
+      // Each scale mode at every bucket (docs/layer.md, "Scale modes"), whatever the built-in
+      // table takes.
+      {"kimi_x_block_h_block", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "block", "h_scale": "block"}})"},
+      {"kimi_x_row_h_block", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "row", "h_scale": "block"}})"},
+      {"kimi_x_block_h_static", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "block", "h_scale": "static"}})"},
+      {"kimi_x_row_h_static", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "row", "h_scale": "static"}})"},
+      {"kimi_fp8res_x_row_h_static", "kimi_k3_a8w4",
+       R"({"bucket_defaults": {"weights": "fp8_resident", "x_scale": "row", "h_scale": "static"}})"},
+      // No promotion over odd chunk counts (K / 128 = 3 and 5), both weight sources.
+      {"small_odd_x_row_h_static", "generic_a8w4",
+       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+           "activation": {"kind": "situv2", "beta": 4.0, "linear_beta": 25.0},
+           "bucket_defaults": {"x_scale": "row", "h_scale": "static"},
+           "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
+      {"small_odd_fp8res_x_row_h_static", "generic_a8w4",
+       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+           "activation": {"kind": "situv2", "beta": 4.0, "linear_beta": 25.0},
+           "bucket_defaults": {"weights": "fp8_resident", "x_scale": "row", "h_scale": "static"},
+           "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // Odd chunk counts (K / 128 = 3 and 5) for main loops that take chunks in pairs (Stage1's
       // 64-token tiles on Hopper).
       {"small_odd_chunks", "generic_a8w4",

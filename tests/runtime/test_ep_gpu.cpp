@@ -144,7 +144,7 @@ struct LoopbackGroup {
     }
     const std::vector<workload::CheckResult> results =
         workload::check_group(cfg, *all, world() * model().experts_per_rank, outs, ref_tokens, rng,
-                              ranks[0]->arithmetic());
+                              ranks[0]->arithmetic(in[0].tokens));
     for (int r = 0; r < world(); ++r) {
       INFO(what << ": rank " << r << " of " << world() << ", " << in[r].tokens << " tokens");
       CallErrors e = ranks[r]->take_errors();

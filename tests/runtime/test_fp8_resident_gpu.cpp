@@ -102,6 +102,12 @@ TEST_CASE("fp8-resident weights give the mxfp4 kernels' bits: x per 128 with odd
   same_bits("small_x256_fp8res", {{1}, {7}, {90}, {1100}});
 }
 
+TEST_CASE("with no promotion (x per row, h static) too, fp8-resident weights give the mxfp4 kernels' bits",
+          "[gpu][fp8res][scales]") {
+  same_bits("kimi_fp8res_x_row_h_static", {{1}, {100}, {784, "ramp"}, {1500}, {8192}});
+  same_bits("small_odd_fp8res_x_row_h_static", {{1}, {40}, {333}, {2000}});
+}
+
 TEST_CASE("weights without the fp8-resident copy are refused by a runtime whose bucket reads it, naming the option",
           "[gpu][fp8res]") {
   test::TempDir dir;

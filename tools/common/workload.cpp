@@ -321,7 +321,7 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
   in.weights = &w;
   in.activation = config.activation;
   in.wire = config.bucket_for_tokens(ranks.empty() ? 1 : ranks[0].routing->tokens).combine_wire;
-  in.x_block = arithmetic.x, in.h_block = arithmetic.h;
+  in.x_block = arithmetic.x, in.h_block = arithmetic.h, in.h_static = arithmetic.h_static;
   in.accumulation = arithmetic.accumulation;
   in.topk = K;
   in.x = x.data();

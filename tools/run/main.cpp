@@ -242,7 +242,7 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
     }
     std::mt19937_64 rng = workload::inputs_rng(a.seed + 7, bs, draw);
     const std::vector<workload::CheckResult> results =
-        a.check ? workload::check_group(cfg, all_weights, experts, outputs, a.ref_tokens, rng, first.arithmetic())
+        a.check ? workload::check_group(cfg, all_weights, experts, outputs, a.ref_tokens, rng, first.arithmetic(bs))
                 : std::vector<workload::CheckResult>{};
     for (std::size_t i = 0; i < results.size(); ++i) {
       const workload::CheckResult& res = results[i];
