@@ -63,7 +63,7 @@ TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
   Result both = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path all");
   CHECK(count(both.out, "\nmegamoe_") == 33);  // route_count, route, combine shared; 3 quantizers, 6 + 8 + 13 stages
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_tensor_core_situv2_bm128_bw128_s4_bc0"));
-  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm160_bw128_s5_b1_x256_bc0"));
+  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm160_bw128_s5_b1_xrow_hsm2_bc0"));
   CHECK(precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path fast").status == 2);
   // Kimi-K3's model with generic_a8w4's one tile shape (bm 64) in every bucket.
   Result against = precompile(dir.path().string(), "--config kimi_k3_a8w4 --buckets-of generic_a8w4 --all --list");
@@ -99,9 +99,11 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   std::string out;
   REQUIRE(test::run_command("'" MEGAMOE_GPU_TESTS_EXE "' --write-configs '" + dir.path().string() + "/cfg'", out) == 0);
   INFO(out);
-  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 9);
+  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 16);
   for (const char* name : {"kimi_silu", "kimi_swiglu", "kimi_fp8wire", "kimi_checked", "small_odd_chunks",
-                           "small_x256_partial", "kimi_fp8res", "small_odd_fp8res", "small_x256_fp8res"}) {
+                           "small_x256_partial", "kimi_fp8res", "small_odd_fp8res", "small_x256_fp8res",
+                           "kimi_x_block_h_block", "kimi_x_row_h_block", "kimi_x_block_h_static", "kimi_x_row_h_static",
+                           "kimi_fp8res_x_row_h_static", "small_odd_x_row_h_static", "small_odd_fp8res_x_row_h_static"}) {
     const std::string path = dir.path().string() + "/cfg/" + name + ".json";
     Result list = precompile(dir.path().string(), "--config '" + path + "' --all --list --path hopper");
     INFO(list.out);
