@@ -58,10 +58,10 @@ struct Stage1Storer {
 
   MM_DEVICE void operator()(const TileInfo<BM>& ti, const float* o, int stid) {
     if constexpr (kHStatic) {
-      store_static(ti, o, stid);
+      store_rows(ti, o, stid, false, [](int) { return kHExponent; });
       return;
     }
-    const int lane16 = stid & 15, b = it & 1;
+    const int b = it & 1;
     const u32 phase = u32(it >> 1) & 1;
     ++it;
     float* row_amax = sh->own_amax;
@@ -82,20 +82,14 @@ struct Stage1Storer {
     named_barrier(1, kStorers);  // row_amax for every storer
     peer_arrive(peer_addr(sh->pair_full + b, peer));
     mbar_wait<true>(sh->pair_full + b, phase);
-    constexpr int kHalves = kStorers / 16;
-#pragma unroll 1
-    for (int n = stid / 16; n < ti.rows; n += kHalves) {
-      const int out = ti.out[n];
-      if (out < 0) continue;
-      const float4 h = *reinterpret_cast<const float4*>(o + n * kLd + 4 * lane16);
-      const float v[4] = {h.x, h.y, h.z, h.w};
-      const int e = mm_fp8_block_exponent(fmaxf(row_amax[n], peer_amax[n]));
-      store_routed_half(v, lane16, ti.col_tile & 1, ti.col_tile / 2, out, n & 15, rows_pad, e, rank == 0, h_q,
-                        h_scales);
-    }
+    store_rows(ti, o, stid, rank == 0,
+               [&](int n) { return mm_fp8_block_exponent(fmaxf(row_amax[n], peer_amax[n])); });
   }
 
-  MM_DEVICE void store_static(const TileInfo<BM>& ti, const float* o, int stid) const {
+  // A half warp per row: its 64 values quantized with exponent(n) and stored routed (with the
+  // chunk's scale where with_scale).
+  template <class Exponent>
+  MM_DEVICE void store_rows(const TileInfo<BM>& ti, const float* o, int stid, bool with_scale, Exponent exponent) const {
     const int lane16 = stid & 15;
     constexpr int kHalves = kStorers / 16;
 #pragma unroll 1
@@ -104,8 +98,8 @@ struct Stage1Storer {
       if (out < 0) continue;
       const float4 h = *reinterpret_cast<const float4*>(o + n * kLd + 4 * lane16);
       const float v[4] = {h.x, h.y, h.z, h.w};
-      store_routed_half(v, lane16, ti.col_tile & 1, ti.col_tile / 2, out, n & 15, rows_pad, kHExponent, false, h_q,
-                        h_scales);
+      store_routed_half(v, lane16, ti.col_tile & 1, ti.col_tile / 2, out, n & 15, rows_pad, exponent(n), with_scale,
+                        h_q, h_scales);
     }
   }
 };
