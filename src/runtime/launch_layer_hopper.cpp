@@ -3,6 +3,8 @@
 // before they wait (docs/layer.md).
 #include "runtime/launch_layer.hpp"
 
+#include "codegen/tile_sizes.hpp"
+
 namespace megamoe {
 
 void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
@@ -23,8 +25,9 @@ void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
       .xs = static_cast<float*>(ws.x_scales.get()),
       .errors = error_words(ws),
   };
-  // One warp per token and kDispatchChunks chunks of 128 values.
-  const long long tasks = (long long)c.tokens * ((m.model_dim / 128 + kDispatchChunks - 1) / kDispatchChunks);
+  // A warp per task: a token, or a token's kDispatchChunks chunks of 128 values.
+  const int x_block = c.kernels.bucket->x_scale == XScale::per_row ? int(kXPerRow) : hopper_x_block(m.model_dim);
+  const long long tasks = dispatch_rows_tasks(x_block, c.tokens, m.model_dim);
   const int warps = kDispatchThreads / 32;
   c.launch(k.dispatch, unsigned(std::min<long long>((tasks + warps - 1) / warps, 16LL * c.device.multiprocessors())), d,
            true);

@@ -71,6 +71,16 @@ enum : int { kQuantizeThreads = 256, kDispatchThreads = 256, kDispatchChunks = 4
 enum : int { kXPerRow = 0, kScaleWholeK = 0, kScaleStatic = -1 };
 MM_SHARED_FN int hopper_x_scale_chunks(int x_block) { return x_block == kXPerRow ? int(kScaleWholeK) : x_block / 128; }
 
+// dispatch_rows' tasks, a warp each: a token's kDispatchChunks chunks at a time; with one x scale
+// per row (kXPerRow) from kDispatchRowTokens tokens on a whole token (its row read once for its
+// maximum), below that a group of chunks too (each warp taking the row's maximum itself, so that a
+// call of few tokens is spread over several warps).
+enum : int { kDispatchRowTokens = 1024 };
+MM_SHARED_FN long long dispatch_rows_tasks(int x_block, int tokens, int model_dim) {
+  const long long groups = (model_dim / 128 + kDispatchChunks - 1) / kDispatchChunks;
+  return x_block == kXPerRow && tokens >= kDispatchRowTokens ? (long long)tokens : (long long)tokens * groups;
+}
+
 // Combine wire codes (the kWire template argument).
 enum : int { kWireBf16 = 0, kWireFp8x32 = 1 };
 

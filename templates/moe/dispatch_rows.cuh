@@ -4,8 +4,9 @@
 // slot); each 128-value chunk's scale entry holds its block's scale. One warp per token and four
 // 128-value chunks, spread grid-wide: 8 lanes a chunk, each lane 16 values, so that every load
 // and store is 16 bytes wide, and a block's chunks are in one warp. With kXBlock kXPerRow (one
-// scale per row) a warp takes a whole token: the row's maximum first, then its chunks four at a
-// time. The checked build refuses, and counts, rows outside the workspace.
+// scale per row) each warp takes the row's maximum first; from kDispatchRowTokens tokens a warp
+// takes a whole token, its chunks four at a time (dispatch_rows_tasks). The checked build
+// refuses, and counts, rows outside the workspace.
 #pragma once
 #include "interface/kernel_args.cuh"
 #include "moe/routed_rows.cuh"
@@ -43,7 +44,8 @@ MM_DEVICE void dispatch_rows(const DispatchRowsArgs& a) {
   const int chunks = model_dim / 128, groups = (chunks + kDispatchChunks - 1) / kDispatchChunks;
   const int lane = threadIdx.x & 31, warps = kDispatchThreads / 32, piece = lane & 7;
   constexpr bool kPerRow = kXBlock == kXPerRow;
-  const i64 tasks = kPerRow ? (i64)tokens : (i64)tokens * groups;
+  const i64 tasks = dispatch_rows_tasks(kXBlock, tokens, model_dim);
+  const bool whole_rows = tasks == tokens && groups > 1;  // a warp per token (kPerRow only)
   bool waited = false;
   // x is the caller's: it is read and quantized while route (launched before, Device::launch's
   // early_start) may still run; its rows are needed from the first store on.
@@ -55,12 +57,13 @@ MM_DEVICE void dispatch_rows(const DispatchRowsArgs& a) {
     }
   };
   for (i64 task = (i64)blockIdx.x * warps + threadIdx.x / 32; task < tasks; task += (i64)gridDim.x * warps) {
-    const int t = int(kPerRow ? task : task / groups);
+    const int t = int(whole_rows ? task : task / groups);
     const u16* x = a.x + (i64)t * model_dim;
     if constexpr (kPerRow) {
       const int e = mm_fp8_block_exponent(row_absmax_bf16(x, model_dim));
       wait_route();
-      for (int g = 0; g < groups; ++g) {
+      const int g0 = whole_rows ? 0 : int(task % groups), g1 = whole_rows ? groups : g0 + 1;
+      for (int g = g0; g < g1; ++g) {
         const int chunk = g * kDispatchChunks + lane / 8;
         const bool live = chunk < chunks;  // the last group may hold fewer than four chunks
         float v[16] = {};
