@@ -52,7 +52,7 @@ TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, co
                      std::to_string(s.min_blocks), std::to_string(scales.x_block), bool_literal(scales.h_static),
                      std::to_string(scales.h_exponent), std::to_string(s.shared_bytes), bool_literal(bounds_check),
                      bool_literal(resident)};
-  s.cluster = 2;  // the two tiles of a 128-column block of h side by side
+  s.cluster = scales.h_static ? 0 : 2;  // the two tiles of a 128-column block of h side by side (h static: none)
   return s;
 }
 

@@ -19,13 +19,13 @@ MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
   __shared__ Stage1PairShared<BM> pair;
-  u8* smem = pair.template init<Gemm>(smem_raw);
+  u8* smem = pair.template init<Gemm, !kHStatic>(smem_raw);
   mm_wait_prior_grid();
   mm_release_dependents();
   const int dispatchers = a.dispatch.blocks, block = int(blockIdx.x);
   if (block < dispatchers) ep_dispatch_block<kXBlock, true, kCheck>(a.ep, a.dispatch, ep_call_seq(a.ep));
   if (!(a.dispatch.persistent && block < dispatchers)) {
-    const int skip = a.dispatch.persistent ? dispatchers : 0;  // even: the walk keeps a cluster's tiles in pairs
+    const int skip = a.dispatch.persistent ? dispatchers : 0;  // whole clusters: the walk keeps a cluster's tiles in pairs
     const Stage1HopperArgs& s = a.stage;
     stage1_hopper_walk<Act, Gemm, kHStatic, kHExponent, kCheck>(
         s, smem, &pair, stage1_hopper_tiles<Gemm>(s, block - skip, int(gridDim.x) - skip),
@@ -34,7 +34,7 @@ MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
         },
         EpRowsGate{a.ep});
   }
-  cluster_sync();  // neither block leaves while its peer may still write to its shared memory
+  Stage1PairShared<BM>::template finish<!kHStatic>();
 }
 
 template <int BM, int kStages, int kBlocksPerSM, bool kHStatic, int kHExponent, int kSharedBytes, int kWire,

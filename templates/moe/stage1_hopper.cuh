@@ -6,8 +6,8 @@
 // hands block 2c + r the tiles 2u + r, and a token tile's column tiles are consecutive), and
 // each block's storers send the other their rows' maxima over 64 columns before both quantize;
 // with kHStatic, h is quantized with the one exponent kHExponent (2^kHExponent x 448 holds the
-// activation's bound: docs/layer.md, "Scale modes"), with no maxima, no exchange and no scales
-// written. x comes routed from dispatch, in scale blocks of kXBlock (128 k per chunk: kXBlock /
+// activation's bound: docs/layer.md, "Scale modes"), with no maxima, no exchange, no scales
+// written and no clusters (the launch gives none: kernel_specs_hopper.cpp). x comes routed from dispatch, in scale blocks of kXBlock (128 k per chunk: kXBlock /
 // 128 chunks per promotion), or with one scale per row (kXPerRow: the whole K summed with no
 // promotion). A persistent grid walks the tiles routing laid out.
 #pragma once
@@ -30,15 +30,23 @@ struct Stage1PairShared {
   static_assert(sizeof(float) * 3 * BM + sizeof(u64) * 2 == hopper_pair_shared_bytes(BM), "the host's count");
 
   // All threads, first: the barriers and the pipeline (Gemm's) initialised, in both blocks of the
-  // cluster before any arrival on them. Returns the pipeline's shared memory.
-  template <class Gemm>
+  // cluster before any arrival on them (kPaired; without, a block of its own). Returns the
+  // pipeline's shared memory.
+  template <class Gemm, bool kPaired>
   MM_DEVICE u8* init(u8* smem_raw) {
     u8* smem = Gemm::align(smem_raw);
-    if (threadIdx.x == 0)
+    if (kPaired && threadIdx.x == 0)
       for (int b = 0; b < 2; ++b) mbar_init(&pair_full[b], Gemm::kStorers);  // fenced in Gemm::init
     Gemm::init(smem);
-    cluster_sync();
+    if constexpr (kPaired) cluster_sync();
     return smem;
+  }
+
+  // All threads, last: neither block of a cluster leaves while its peer may still write to its
+  // shared memory.
+  template <bool kPaired>
+  MM_DEVICE static void finish() {
+    if constexpr (kPaired) cluster_sync();
   }
 };
 
@@ -129,7 +137,7 @@ template <class Act, class Gemm, bool kHStatic, int kHExponent, bool kCheck, cla
 MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1PairShared<Gemm::kBM>* sh,
                                   const TileWalk& walk, Fill fill, Gate gate) {
   constexpr int BM = Gemm::kBM, kLd = kStage1RegionLd;
-  const int rank = cluster_rank(), peer = rank ^ 1;
+  const int rank = kHStatic ? 0 : cluster_rank(), peer = rank ^ 1;
   const i64 rows_e = 2LL * a.w1.inter_dim;
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(smem, walk, a.x_q, a.x_scales, a.rows.rows_pad, a.w1.model_dim, a.w1.data,
@@ -164,14 +172,14 @@ MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
   __shared__ Stage1PairShared<BM> pair;
-  u8* smem = pair.template init<Gemm>(smem_raw);
+  u8* smem = pair.template init<Gemm, !kHStatic>(smem_raw);
   stage1_hopper_walk<Act, Gemm, kHStatic, kHExponent, kCheck>(
       a, smem, &pair, stage1_hopper_tiles<Gemm>(a, int(blockIdx.x), int(gridDim.x)),
       [=](const RoutedTile& rt, TileInfo<BM>* ti, int lane) {
         stage1_tile_rows<BM, Gemm::kFillers, kCheck>(rt, a.rows, a.tokens, a.errors.words, nullptr, ti->out, lane);
       },
       FirstTileGate{});
-  cluster_sync();  // neither block leaves while its peer may still write to its shared memory
+  Stage1PairShared<BM>::template finish<!kHStatic>();
 }
 
 }  // namespace megamoe

@@ -104,23 +104,27 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
         std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8xrowf_bc0",
                                  "megamoe_stage1_hopper_situv2_bm16_bw128_s9_b2_xrow_hsm2_bc0",
                                  "megamoe_stage2_hopper_bm16_bw128_s9_b2_hsm2_bf16_bc0", "megamoe_combine_bf16"});
-  for (int b : {8, 4096}) {
-    for (auto& spec : kernels_for_bucket(k, k.bucket(b), KernelPath::hopper)) {
-      INFO(spec.name());
-      if (!spec.family.ends_with("wgmma")) continue;
-      // All blocks an SM is to hold fit its 228 KB, with their static shared memory (Stage1: three
-      // arrays of floats per token row and two barriers; 1 KB of ptxas's own in both, as the cubins
-      // list it) and the 1 KB per block the system keeps.
-      CHECK(spec.threads == 384);
-      CHECK(spec.min_blocks == hopper_blocks_per_sm(b == 8 ? 16 : 128));
-      const int static_bytes = 1024 + (spec.family == "stage1_hopper" ? 3 * kHopperMaxBm * 4 + 16 : 0);
-      CHECK(spec.min_blocks * (spec.shared_bytes + static_bytes + 1024) <= 233472);
-      // Stage1 runs in pairs of blocks (a 128-column block of h spans two tiles), declared in the
-      // entry point so that every launch makes them.
-      const bool pairs = spec.family == "stage1_hopper";
-      CHECK(spec.cluster == (pairs ? 2 : 0));
-      CHECK((render(spec).source.find("__launch_bounds__(384, " + std::to_string(spec.min_blocks) +
-                                      ") __cluster_dims__(2, 1, 1)\n") != std::string::npos) == pairs);
+  // Kimi-K3 (h in its static scale) and generic_a8w4 (SiLU: h per 128).
+  for (const Config* c : {&k, &g}) {
+    for (int b : {8, 4096}) {
+      for (auto& spec : kernels_for_bucket(*c, c->bucket(b), KernelPath::hopper)) {
+        INFO(spec.name());
+        if (!spec.family.ends_with("hopper")) continue;
+        // All blocks an SM is to hold fit its 228 KB, with their static shared memory (Stage1: three
+        // arrays of floats per token row and two barriers; 1 KB of ptxas's own in both, as the cubins
+        // list it) and the 1 KB per block the system keeps.
+        CHECK(spec.threads == 384);
+        CHECK(spec.min_blocks == hopper_blocks_per_sm(hopper_bm(c->bucket(b).stage1.token_tile)));
+        const int static_bytes = 1024 + (spec.family == "stage1_hopper" ? 3 * kHopperMaxBm * 4 + 16 : 0);
+        CHECK(spec.min_blocks * (spec.shared_bytes + static_bytes + 1024) <= 233472);
+        // Stage1 with h per 128 runs in pairs of blocks (a 128-column block of h spans two tiles),
+        // declared in the entry point so that every launch makes them; with h static, no pairs.
+        const bool pairs = spec.family == "stage1_hopper" && c->bucket(b).h_scale == HScale::per_block;
+        CHECK(spec.cluster == (pairs ? 2 : 0));
+        CHECK((render(spec).source.find("__launch_bounds__(384, " + std::to_string(spec.min_blocks) +
+                                        ") __cluster_dims__(2, 1, 1)\n") != std::string::npos) == pairs);
+        CHECK((render(spec).source.find("__cluster_dims__") != std::string::npos) == pairs);
+      }
     }
   }
 }
