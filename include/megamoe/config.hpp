@@ -91,10 +91,13 @@ std::string_view to_string(HScale h);  // "block", "static"
 enum class WeightSource { mxfp4, fp8_resident };
 std::string_view to_string(WeightSource weights);
 
-// A stage's tile along the tokens (the routed rows of one expert a block takes at once); the tile
-// along the weight rows is each path's own (128 on the tensor-core and Hopper paths).
+// A stage's tile: along the tokens (the routed rows of one expert a block takes at once), and on
+// the Hopper path along the weight rows (128, or 256 where the stage sums with no promotion:
+// four consumer warpgroups, each tile's activations read once for twice the rows; docs/configs.md).
+// The other paths' weight tiles are their own (128 on the tensor-core path, 64 on the portable one).
 struct TileShape {
-  int token_tile = 0;  // routed rows (tokens) per tile; kernels and their names call it bm
+  int token_tile = 0;     // routed rows (tokens) per tile; kernels and their names call it bm
+  int weight_tile = 128;  // Hopper: weight rows per tile; kernel names call it bw
 };
 
 struct DispatchOptions {

@@ -43,11 +43,13 @@ TypedSpec<DispatchRowsArgs> dispatch_rows_spec(int x_block, bool bounds_check);
 // scales: the bucket's (codegen/tile_sizes.hpp; name parts "x256" or "xrow", "h128" or "hs" and
 // the exponent). ep: sized for the EP kernel made of it (kernel_specs_ep.cpp), which keeps a few
 // more words of static shared memory. weights: fp8_resident reads the e4m3 copy (name part "fp8res").
+// groups: 128-row groups of weight rows a block takes (name part "bw128" or "bw256").
 TypedSpec<Stage1HopperArgs> stage1_hopper_spec(const Activation& act, int bm, const HopperScales& scales,
                                                bool bounds_check, bool ep = false,
-                                               WeightSource weights = WeightSource::mxfp4);
+                                               WeightSource weights = WeightSource::mxfp4, int groups = 1);
 TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, const HopperScales& scales, bool bounds_check,
-                                               bool ep = false, WeightSource weights = WeightSource::mxfp4);
+                                               bool ep = false, WeightSource weights = WeightSource::mxfp4,
+                                               int groups = 1);
 
 // --- expert parallelism (kernel_specs_ep.cpp; templates/ep/) ---
 TypedSpec<RouteEpArgs> route_ep_spec();
@@ -62,9 +64,11 @@ TypedSpec<Stage1TensorCoreEpArgs> stage1_tensor_core_ep_spec(const Activation& a
                                                              bool bounds_check);
 TypedSpec<Stage2TensorCoreEpArgs> stage2_tensor_core_ep_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, const HopperScales& scales,
-                                                     bool bounds_check, WeightSource weights = WeightSource::mxfp4);
+                                                     bool bounds_check, WeightSource weights = WeightSource::mxfp4,
+                                                     int groups = 1);
 TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, const HopperScales& scales,
-                                                     bool bounds_check, WeightSource weights = WeightSource::mxfp4);
+                                                     bool bounds_check, WeightSource weights = WeightSource::mxfp4,
+                                                     int groups = 1);
 
 // Name parts shared by the builders.
 std::string wire_tag(CombineWire wire);            // "bf16", "fp8x32"

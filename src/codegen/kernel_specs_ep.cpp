@@ -77,14 +77,14 @@ TypedSpec<Stage2TensorCoreEpArgs> stage2_tensor_core_ep_spec(int bm, int inter_d
 }
 
 TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, const HopperScales& scales,
-                                                     bool bounds_check, WeightSource weights) {
-  return ep_stage_spec<Stage1HopperEpArgs>(stage1_hopper_spec(act, bm, scales, bounds_check, true, weights),
+                                                     bool bounds_check, WeightSource weights, int groups) {
+  return ep_stage_spec<Stage1HopperEpArgs>(stage1_hopper_spec(act, bm, scales, bounds_check, true, weights, groups),
                                            "ep/hopper_ep.cuh");
 }
 
 TypedSpec<Stage2HopperEpArgs> stage2_hopper_ep_spec(int bm, CombineWire wire, const HopperScales& scales,
-                                                     bool bounds_check, WeightSource weights) {
-  return ep_stage_spec<Stage2HopperEpArgs>(stage2_hopper_spec(bm, wire, scales, bounds_check, true, weights),
+                                                     bool bounds_check, WeightSource weights, int groups) {
+  return ep_stage_spec<Stage2HopperEpArgs>(stage2_hopper_spec(bm, wire, scales, bounds_check, true, weights, groups),
                                            "ep/hopper_ep.cuh");
 }
 

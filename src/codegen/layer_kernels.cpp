@@ -26,8 +26,10 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
     HopperKernels h;
     const HopperScales scales = hopper_scales(config, b);
     h.dispatch = dispatch_rows_spec(scales.x_block, b.bounds_check);
-    h.stage1 = stage1_hopper_spec(config.activation, k.bm1, scales, b.bounds_check, false, b.weights);
-    h.stage2 = stage2_hopper_spec(k.bm2, b.combine_wire, scales, b.bounds_check, false, b.weights);
+    h.stage1 = stage1_hopper_spec(config.activation, k.bm1, scales, b.bounds_check, false, b.weights,
+                                  hopper_groups(b.stage1));
+    h.stage2 = stage2_hopper_spec(k.bm2, b.combine_wire, scales, b.bounds_check, false, b.weights,
+                                  hopper_groups(b.stage2));
     k.path = std::move(h);
   } else if (path == KernelPath::tensor_core) {
     k.bm1 = tensor_core_bm(b.stage1.token_tile), k.bm2 = tensor_core_bm(b.stage2.token_tile);
@@ -64,9 +66,10 @@ EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, Ker
     k.dispatch = dispatch_ep_spec(scales.x_block, true, b.bounds_check);
     k.bm1 = hopper_bm(b.stage1.token_tile), k.bm2 = hopper_bm(b.stage2.token_tile);
     k.path = HopperEpKernels{
-        stage1_hopper_ep_spec(config.activation, k.bm1, scales, b.bounds_check, b.weights),
-        stage2_hopper_ep_spec(k.bm2, b.combine_wire, scales, b.bounds_check, b.weights),
-        stage1_hopper_spec(config.activation, k.bm1, scales, b.bounds_check, false, b.weights)};
+        stage1_hopper_ep_spec(config.activation, k.bm1, scales, b.bounds_check, b.weights, hopper_groups(b.stage1)),
+        stage2_hopper_ep_spec(k.bm2, b.combine_wire, scales, b.bounds_check, b.weights, hopper_groups(b.stage2)),
+        stage1_hopper_spec(config.activation, k.bm1, scales, b.bounds_check, false, b.weights,
+                           hopper_groups(b.stage1))};
   } else if (path == KernelPath::tensor_core) {
     k.dispatch = dispatch_ep_spec(k.arithmetic.x, false, b.bounds_check);
     k.bm1 = tensor_core_bm(b.stage1.token_tile), k.bm2 = tensor_core_bm(b.stage2.token_tile);

@@ -49,13 +49,11 @@ HopperScales hopper_scales(const Config& c, const BucketConfig& b) {
   return s;
 }
 
-int hopper_bm(int config_bm) { return std::min(config_bm, kHopperMaxBm); }
+int hopper_bm(int config_bm) { return std::min(config_bm, int(kHopperMaxBm)); }
 
-int hopper_blocks_per_sm(int bm) { return bm <= 48 ? 2 : 1; }
+int hopper_groups(const TileShape& tile) { return tile.weight_tile / kWeightRowsPerBlock; }
 
-namespace {
-int region_ld(int stage) { return stage == 1 ? kStage1RegionLd : kStage2RegionLd; }
-}  // namespace
+int hopper_blocks_per_sm(int bm, int groups) { return groups == 1 && bm <= 48 ? 2 : 1; }
 
 // Stage1's static shared memory is Stage1PairShared; Stage2 has none. Each counted with the 1 KB
 // that the cubins list in every sm_90 kernel using shared memory (the driver's own reservation
@@ -66,14 +64,16 @@ int hopper_static_smem(int bm, int stage, bool ep) {
 
 // As many stages as fit beside the head and the region, 2 to 12: an SM's 228 KB, less 1 KB the
 // system keeps per block, shared by its blocks.
-int hopper_stages(int bm, int stage, bool ep, bool resident) {
-  const int limit = hopper_blocks_per_sm(bm) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
-  const int room = limit - hopper_static_smem(bm, stage, ep) - hopper_dynamic_smem_bytes(bm, 0, region_ld(stage));
-  return std::clamp(room / hopper_stage_bytes(bm, resident), 2, 12);
+int hopper_stages(int bm, int stage, bool ep, bool resident, int groups) {
+  const int limit = hopper_blocks_per_sm(bm, groups) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
+  const int room = limit - hopper_static_smem(bm, stage, ep) -
+                   hopper_dynamic_smem_bytes(bm, 0, hopper_region_ld(stage, groups), resident, groups);
+  return std::clamp(room / hopper_stage_bytes(bm, resident, groups), 2, 12);
 }
 
-int hopper_smem(int bm, int stage, bool ep, bool resident) {
-  return hopper_dynamic_smem_bytes(bm, hopper_stages(bm, stage, ep, resident), region_ld(stage), resident);
+int hopper_smem(int bm, int stage, bool ep, bool resident, int groups) {
+  return hopper_dynamic_smem_bytes(bm, hopper_stages(bm, stage, ep, resident, groups), hopper_region_ld(stage, groups),
+                                   resident, groups);
 }
 
 }  // namespace megamoe

@@ -29,16 +29,20 @@ struct HopperScales {
   int h_exponent = 0;
 };
 HopperScales hopper_scales(const Config& config, const BucketConfig& bucket);
-// The token tile: the config's (a multiple of 16), capped at kHopperMaxBm.
-inline constexpr int kHopperMaxBm = 176;
+// The token tile: the config's (a multiple of 16), capped at kHopperMaxBm (the config refuses
+// more than kHopperMaxBmWide with a 256-row weight tile; both in interface/kernel_constants.cuh).
 int hopper_bm(int config_bm);
-// Blocks per SM: 2 for token tiles up to 48 (more warps to hide a chunk's latencies).
-int hopper_blocks_per_sm(int bm);
+// 128-row groups of weight rows a block takes: a stage's weight_tile / 128.
+int hopper_groups(const TileShape& tile);
+// Blocks per SM: 2 for token tiles up to 48 (more warps to hide a chunk's latencies) with 128
+// weight rows; 1 with 256 (as many consumer warps in one block).
+int hopper_blocks_per_sm(int bm, int groups = 1);
 // Pipeline stages and dynamic shared memory of a Hopper kernel: `stage` 1 or 2; and its static
 // shared memory. ep: the kernel over several ranks, whose protocol keeps a few words of static shared memory more.
-// resident: the fp8-resident kernels, whose stages hold a 16 KB weight unit.
-int hopper_stages(int bm, int stage, bool ep = false, bool resident = false);
-int hopper_smem(int bm, int stage, bool ep = false, bool resident = false);
+// resident: the fp8-resident kernels, whose stages hold a 16 KB weight unit. groups: 128-row groups
+// of weight rows (a unit each per stage).
+int hopper_stages(int bm, int stage, bool ep = false, bool resident = false, int groups = 1);
+int hopper_smem(int bm, int stage, bool ep = false, bool resident = false, int groups = 1);
 int hopper_static_smem(int bm, int stage, bool ep = false);
 inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
 

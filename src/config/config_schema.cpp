@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/path_requirements.hpp"
+#include "interface/kernel_constants.cuh"
 #include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
 
@@ -164,13 +165,17 @@ QuantFormats read_quant(ObjectReader r) {
 // Bucket entries: `bucket_defaults` and each `buckets.N` may set any subset of the fields;
 // a bucket's values are the defaults with its own entry merged over them.
 void check_tile(ObjectReader r) {
-  r.also_known({"token_tile"});
+  r.also_known({"token_tile", "weight_tile"});
   r.removed({{"bm", "renamed token_tile (the tokens a block takes at once)"},
              {"bn", "the tile along the weight rows is each kernel path's own (128 rows on the tensor-core and Hopper "
                     "paths, 64 on the portable one); remove the field"}});
   if (r.has("token_tile")) {
     std::int64_t v = r.integer("token_tile", 16, 256);
     if (v % 16) r.fail(r.at("token_tile"), std::to_string(v), "a multiple of 16 in [16, 256]");
+  }
+  if (r.has("weight_tile")) {
+    std::int64_t v = r.integer("weight_tile", 128, 256);
+    if (v != 128 && v != 256) r.fail(r.at("weight_tile"), std::to_string(v), "128 or 256");
   }
   r.no_unknown_fields();
 }
@@ -214,7 +219,7 @@ BucketConfig read_merged_bucket(const json& merged, int bucket, const std::strin
   auto tile = [&](const char* stage) {
     if (!merged.contains(stage)) throw missing(stage);
     const json& t = merged.at(stage);
-    return TileShape{get(t, "token_tile", stage).get<int>()};
+    return TileShape{get(t, "token_tile", stage).get<int>(), t.value("weight_tile", 128)};  // weight_tile optional
   };
   BucketConfig b;
   b.bucket = bucket;
@@ -234,6 +239,35 @@ BucketConfig read_merged_bucket(const json& merged, int bucket, const std::strin
   return b;
 }
 
+// A 256-row weight tile (the Hopper kernels' four consumer warpgroups): only where its stage sums
+// with no promotion (the registers of a promotion's partial sums are not there), from MXFP4
+// weights (a stage of two 16 KB fp8-resident units leaves too few stages), on token tiles up to
+// kHopperMaxBmWide (the sums and two sets of fragments in 112 registers), and on a stage whose
+// weight rows it divides.
+void check_weight_tiles(const BucketConfig& b, const ModelShape& m, const std::string& path, const std::string& file) {
+  for (int stage : {1, 2}) {
+    const TileShape& t = stage == 1 ? b.stage1 : b.stage2;
+    if (t.weight_tile == 128) continue;
+    const std::string at = fmt::format("{}.stage{}.weight_tile", path, stage);
+    const std::string value = std::to_string(t.weight_tile);
+    const bool promotes = stage == 1 ? b.x_scale != XScale::per_row : b.h_scale != HScale::static_bound;
+    if (promotes)
+      throw ConfigError(file, at, value,
+                        stage == 1 ? "128 (256 weight rows need Stage1 unpromoted: x_scale \"row\")"
+                                   : "128 (256 weight rows need Stage2 unpromoted: h_scale \"static\")");
+    if (b.weights == WeightSource::fp8_resident)
+      throw ConfigError(file, at, value, "128 (the fp8-resident weights take 128-row tiles)");
+    if (t.token_tile > kHopperMaxBmWide)
+      throw ConfigError(file, at, value,
+                        fmt::format("128, or a stage{}.token_tile of at most {} (this bucket's is {})", stage,
+                                    int(kHopperMaxBmWide), t.token_tile));
+    const int rows = stage == 1 ? 2 * m.inter_dim : m.model_dim;
+    if (rows % t.weight_tile)
+      throw ConfigError(file, at, value,
+                        fmt::format("128: Stage{}'s {} weight rows ({}) are no multiple of {}", stage, rows,
+                                    stage == 1 ? "2 x inter_dim" : "model_dim", t.weight_tile));
+  }
+}
 
 }  // namespace
 
@@ -295,6 +329,7 @@ Config parse_config(std::string_view json_text, const std::string& source) {
       throw ConfigError(source, path + ".h_scale", "\"static\"",
                         fmt::format("\"block\": a static h scale needs a bounded activation, and {} has no bound",
                                     to_string(c.activation.kind)));
+    check_weight_tiles(c.buckets[i], c.model, path, source);
   }
   if (v1) top.fail("$.schema", fmt::format("\"{}\"", kSchemaV1), fmt::format("\"{}\" ({})", kSchema, kV2Changes));
   return c;
@@ -307,6 +342,8 @@ Config with_buckets_of(const Config& model, const Config& buckets) {
         throw Error(fmt::format("megamoe: config {}'s bucket {} takes a static h scale, which {}'s activation ({}) has no "
                                 "bound for: its table cannot serve that model",
                                 buckets.name, b.bucket, model.name, to_string(model.activation.kind)));
+  for (const BucketConfig& b : buckets.buckets)  // its weight tiles must divide this model's weight rows
+    check_weight_tiles(b, model.model, fmt::format("$.buckets.{}", b.bucket), buckets.source);
   Config c = model;
   c.name = model.name + "_with_" + buckets.name + "_buckets";
   c.source = model.source + " with the buckets of " + buckets.source;

@@ -123,7 +123,7 @@ void launch_ep_call(const EpCall& c) {
               [](const EpCall& cc, auto& s1, auto& s2) { by_row_args(cc, KernelPath::tensor_core, s1, s2); });
         else
           launch_stages<L, Stage1HopperEpArgs, Stage2HopperEpArgs, Stage1HopperArgs, Stage2HopperArgs>(
-              c, path, 2 * m.inter_dim / rows_per_block, m.model_dim / rows_per_block, true,
+              c, path, 2 * m.inter_dim / c.bucket.stage1.weight_tile, m.model_dim / c.bucket.stage2.weight_tile, true,
               [](const EpCall& cc, auto& s1, auto& s2) { hopper_args(cc, s1, s2); });
       },
       k.path);

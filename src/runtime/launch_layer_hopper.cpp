@@ -36,11 +36,12 @@ void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
   Stage1HopperArgs a1{};
   Stage2HopperArgs a2{};
   layer_stage_args(c, weight_form(KernelPath::hopper, c.kernels.bucket->weights), a1, a2);
+  const BucketConfig& b = *c.kernels.bucket;
   c.launch(k.stage1,
-           c.tile_grid(c.kernels.bm1, 2 * m.inter_dim / kWeightRowsPerBlock, k.stage1.planned_per_sm(), k.stage1.cluster),
+           c.tile_grid(c.kernels.bm1, 2 * m.inter_dim / b.stage1.weight_tile, k.stage1.planned_per_sm(), k.stage1.cluster),
            a1, true);
   c.mark(StageMark::stage1_done);
-  c.launch(k.stage2, c.tile_grid(c.kernels.bm2, m.model_dim / kWeightRowsPerBlock, k.stage2.planned_per_sm()), a2, true);
+  c.launch(k.stage2, c.tile_grid(c.kernels.bm2, m.model_dim / b.stage2.weight_tile, k.stage2.planned_per_sm()), a2, true);
 }
 
 }  // namespace megamoe

@@ -11,15 +11,16 @@
 
 namespace megamoe {
 
-template <class Act, int BM, int kStages, int kBlocksPerSM, int kXBlock, bool kHStatic, int kHExponent,
+template <class Act, int BM, int kStages, int kBlocksPerSM, int kGroups, int kXBlock, bool kHStatic, int kHExponent,
           int kSharedBytes, bool kCheck, bool kResident>
 MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
-  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, hopper_x_scale_chunks(kXBlock), kResident>;
-  static_assert(1023 + Gemm::kPipelineBytes + BM * kStage1RegionLd * 4 <= kSharedBytes,
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, hopper_x_scale_chunks(kXBlock), kGroups, kResident>;
+  constexpr bool kPaired = !kHStatic && kGroups == 1;
+  static_assert(1023 + Gemm::kPipelineBytes + BM * hopper_region_ld(1, kGroups) * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
   __shared__ Stage1PairShared<BM> pair;
-  u8* smem = pair.template init<Gemm, !kHStatic>(smem_raw);
+  u8* smem = pair.template init<Gemm, kPaired>(smem_raw);
   mm_wait_prior_grid();
   mm_release_dependents();
   const int dispatchers = a.dispatch.blocks, block = int(blockIdx.x);
@@ -34,14 +35,14 @@ MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
         },
         EpRowsGate{a.ep});
   }
-  Stage1PairShared<BM>::template finish<!kHStatic>();
+  Stage1PairShared<BM>::template finish<kPaired>();
 }
 
-template <int BM, int kStages, int kBlocksPerSM, bool kHStatic, int kHExponent, int kSharedBytes, int kWire,
-          bool kCheck, bool kResident>
+template <int BM, int kStages, int kBlocksPerSM, int kGroups, bool kHStatic, int kHExponent, int kSharedBytes,
+          int kWire, bool kCheck, bool kResident>
 MM_DEVICE void stage2_hopper_ep(const Stage2HopperEpArgs& a) {
-  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, kHStatic ? int(kScaleStatic) : 1, kResident>;
-  static_assert(1023 + Gemm::kPipelineBytes + BM * kStage2RegionLd * 4 <= kSharedBytes,
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, kHStatic ? int(kScaleStatic) : 1, kGroups, kResident>;
+  static_assert(1023 + Gemm::kPipelineBytes + BM * hopper_region_ld(2, kGroups) * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
   u8* smem = Gemm::align(smem_raw);

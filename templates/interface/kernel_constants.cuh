@@ -113,28 +113,36 @@ MM_SHARED_FN int tensor_core_smem_bytes(int bn, int stages, int k, int epilogue_
   return pipeline > epilogue ? pipeline : epilogue;
 }
 
-// The Hopper kernels (moe/hopper_pipeline.cuh): a producer warpgroup and two consumer warpgroups;
-// shared memory from a 1024-aligned base: the barriers (512 bytes) and kHopperTileInfos
-// TileInfo<BM> entries, then the stages, each 1024-aligned, of [activations BM x 128 B][the
-// unit: layout v3's, or the fp8-resident copy's with `resident`][activation scales BM x 16 B], then the epilogue region [BM][ld] floats, ld
-// kStage1RegionLd (h's 64 columns and 4 of padding) or kStage2RegionLd (128 output columns and 4).
-enum : int { kHopperThreads = 384, kHopperTileInfos = 4, kHopperBarrierBytes = 512 };
-enum : int { kStage1RegionLd = 68, kStage2RegionLd = 132 };
+// The Hopper kernels (moe/hopper_pipeline.cuh): a producer warpgroup and two consumer warpgroups
+// per group of 128 weight rows (kGroups groups, 1 or 2: the block's weight tile is 128 or 256 rows,
+// 64 rows a consumer warpgroup); shared memory from a 1024-aligned base: the barriers (512 bytes)
+// and kHopperTileInfos TileInfo<BM> entries, then the stages, each 1024-aligned, of [activations
+// BM x 128 B][a unit per group: layout v3's, or the fp8-resident copy's with `resident`]
+// [activation scales BM x 16 B], then the epilogue region [BM][ld] floats, ld
+// hopper_region_ld: Stage1 h's 64 columns a group and 4 of padding, Stage2 128 output columns a
+// group and 4 (the padding keeps the consumers' writes and the storers' 16-byte reads free of bank
+// conflicts).
+enum : int { kHopperTileInfos = 4, kHopperBarrierBytes = 512, kHopperMaxGroups = 2 };
+// The widest token tile: with 128 weight rows (two sets of fragments beside the sums and a set of
+// partial sums in 232 registers), and with 256 (the sums and two sets of fragments in 112).
+enum : int { kHopperMaxBm = 176, kHopperMaxBmWide = 96 };
+MM_SHARED_FN int hopper_threads(int groups) { return 128 + 256 * groups; }
+MM_SHARED_FN int hopper_region_ld(int stage, int groups) { return (stage == 1 ? 64 : 128) * groups + 4; }
 MM_SHARED_FN int round_up_1024(int bytes) { return (bytes + 1023) / 1024 * 1024; }
 MM_SHARED_FN int hopper_tile_info_bytes(int bn) { return 3 * 4 + bn * 8; }  // expert, col_tile, rows; out, weight
 MM_SHARED_FN int hopper_head_bytes(int bn) {
   return round_up_1024(kHopperBarrierBytes + kHopperTileInfos * hopper_tile_info_bytes(bn));
 }
-MM_SHARED_FN int hopper_stage_bytes(int bn, bool resident = false) {
-  return round_up_1024(bn * 128 + (resident ? int(kFp8ResidentUnitBytes) : int(kLayoutV3UnitBytes)) + bn * 16);
+MM_SHARED_FN int hopper_stage_bytes(int bn, bool resident = false, int groups = 1) {
+  return round_up_1024(bn * 128 + groups * (resident ? int(kFp8ResidentUnitBytes) : int(kLayoutV3UnitBytes)) + bn * 16);
 }
-MM_SHARED_FN int hopper_pipeline_bytes(int bn, int stages, bool resident = false) {
-  return hopper_head_bytes(bn) + stages * hopper_stage_bytes(bn, resident);
+MM_SHARED_FN int hopper_pipeline_bytes(int bn, int stages, bool resident = false, int groups = 1) {
+  return hopper_head_bytes(bn) + stages * hopper_stage_bytes(bn, resident, groups);
 }
 // The dynamic shared memory a Hopper kernel is launched with: 1023 bytes of alignment slack, the
 // pipeline and the region.
-MM_SHARED_FN int hopper_dynamic_smem_bytes(int bn, int stages, int region_ld, bool resident = false) {
-  return 1024 + hopper_pipeline_bytes(bn, stages, resident) + bn * region_ld * 4;
+MM_SHARED_FN int hopper_dynamic_smem_bytes(int bn, int stages, int region_ld, bool resident = false, int groups = 1) {
+  return 1024 + hopper_pipeline_bytes(bn, stages, resident, groups) + bn * region_ld * 4;
 }
 // Stage1's static shared memory (moe/stage1_hopper.cuh's Stage1PairShared): its rows' maxima, its
 // own and its cluster peer's two, and two barriers.

@@ -32,9 +32,12 @@ struct IssueTurns {
 // swizzle atom, see HopperPipeline's layout), so the consumers only issue, promote and stash.
 // Each issues a whole scale block's chunks and waits once; the two warpgroups issue in turn
 // (IssueTurns), so one promotes or stashes while the other's wgmma run.
-template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks>
+template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, int kGroups>
 struct HopperFp8SsLoop {
-  using Pipe = HopperPipeline<BM, kStages, kBlocksPerSM, kScaleChunks, HopperFp8SsLoop>;
+  using Pipe = HopperPipeline<BM, kStages, kBlocksPerSM, kScaleChunks, kGroups, HopperFp8SsLoop>;
+  // Two consumer warpgroups take turns (IssueTurns); a stage of 256 rows' 16 KB units would leave
+  // too few stages beside the region (the config refuses it).
+  static_assert(kGroups == 1, "fp8-resident weights in 128-row blocks");
   static constexpr bool kResident = true;
   static constexpr int kUnitBytes = kFp8ResidentUnitBytes, kWordBytes = kUnitBytes, kExpBytes = 0;
   static constexpr int NT = BM / 8;

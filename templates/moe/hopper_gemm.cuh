@@ -7,26 +7,27 @@
 
 namespace megamoe {
 
-// BM: the token tile (wgmma's N: the weights are the A operand, 128 rows a block). MainLoop:
-// HopperMxfp4Loop or HopperFp8SsLoop.
-template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, template <int, int, int, int> class MainLoop>
-using HopperGemm =
-    HopperPipeline<BM, kStages, kBlocksPerSM, kScaleChunks, MainLoop<BM, kStages, kBlocksPerSM, kScaleChunks>>;
+// BM: the token tile (wgmma's N: the weights are the A operand, 128 x kGroups rows a block).
+// MainLoop: HopperMxfp4Loop or HopperFp8SsLoop.
+template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, int kGroups,
+          template <int, int, int, int, int> class MainLoop>
+using HopperGemm = HopperPipeline<BM, kStages, kBlocksPerSM, kScaleChunks, kGroups,
+                                  MainLoop<BM, kStages, kBlocksPerSM, kScaleChunks, kGroups>>;
 
 // The loop by the kernels' flag for their weights (the host renders it; name part fp8res):
 // fp8-resident weights read from shared memory, or MXFP4 converted in registers.
 template <bool kResident>
 struct HopperLoopOf {
-  template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks>
-  using Loop = HopperMxfp4Loop<BM, kStages, kBlocksPerSM, kScaleChunks>;
+  template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, int kGroups>
+  using Loop = HopperMxfp4Loop<BM, kStages, kBlocksPerSM, kScaleChunks, kGroups>;
 };
 template <>
 struct HopperLoopOf<true> {
-  template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks>
-  using Loop = HopperFp8SsLoop<BM, kStages, kBlocksPerSM, kScaleChunks>;
+  template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, int kGroups>
+  using Loop = HopperFp8SsLoop<BM, kStages, kBlocksPerSM, kScaleChunks, kGroups>;
 };
-template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, bool kResident>
+template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, int kGroups, bool kResident>
 using HopperGemmOf =
-    HopperGemm<BM, kStages, kBlocksPerSM, kScaleChunks, HopperLoopOf<kResident>::template Loop>;
+    HopperGemm<BM, kStages, kBlocksPerSM, kScaleChunks, kGroups, HopperLoopOf<kResident>::template Loop>;
 
 }  // namespace megamoe

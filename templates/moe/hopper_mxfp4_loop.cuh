@@ -11,9 +11,9 @@ namespace megamoe {
 // consumers read the next chunk's words while the wgmma of one chunk run and turn them into e4m3
 // fragments in registers (two byte permutes per 8 values, block exponent folded in), the A
 // operand of register-sourced wgmma.
-template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks>
+template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, int kGroups>
 struct HopperMxfp4Loop {
-  using Pipe = HopperPipeline<BM, kStages, kBlocksPerSM, kScaleChunks, HopperMxfp4Loop>;
+  using Pipe = HopperPipeline<BM, kStages, kBlocksPerSM, kScaleChunks, kGroups, HopperMxfp4Loop>;
   static constexpr bool kResident = false;
   static constexpr int kUnitBytes = kLayoutV3UnitBytes, kWordBytes = kSlabGroup * kSlabWordBytes,
                        kExpBytes = kSlabGroup * kSlabExpBytes;
@@ -34,12 +34,14 @@ struct HopperMxfp4Loop {
     return layout_v3_unit(units, group, chunk, chunks);
   }
 
-  // The e4m3 fragments of the warp's slab for the four 32-k steps of a stage.
+  // The e4m3 fragments of the warp's slab (warp % 8 of its group's unit) for the four 32-k steps
+  // of a stage.
   MM_DEVICE static void load_fragments(const u8* st, int warp, int lane, u32 (&a)[4][4]) {
-    const int g = lane >> 2;
-    const uint4* wq = reinterpret_cast<const uint4*>(st + Pipe::kWordsAt + warp * 1024 + lane * 32);
+    const int g = lane >> 2, slab = warp & 7;
+    const u8* unit = st + Pipe::unit_at(warp);
+    const uint4* wq = reinterpret_cast<const uint4*>(unit + slab * kSlabWordBytes + lane * 32);
     const uint4 w_lo = wq[0], w_hi = wq[1];
-    const u32* eq = reinterpret_cast<const u32*>(st + Pipe::kExpsAt + warp * 64);
+    const u32* eq = reinterpret_cast<const u32*>(unit + kWordBytes + slab * kSlabExpBytes);
     const u32 e_lo = eq[g], e_hi = eq[g + 8];
     const u32 lo[4] = {w_lo.x, w_lo.y, w_lo.z, w_lo.w}, hi[4] = {w_hi.x, w_hi.y, w_hi.z, w_hi.w};
     for (int kb = 0; kb < 4; ++kb) {

@@ -51,13 +51,14 @@ struct TileInfo {
   float weight[BM];  // Stage2: the route weight
 };
 
-// Warp-specialised, wgmma on fp8, weights as the A operand (swap AB: 128 weight rows per block,
-// the routed tokens on N). Warpgroup 0 produces and stores. Per tile its first warp works out the
-// rows' destinations (a four-entry TileInfo ring); per 128-k chunk one thread starts the bulk
-// copies of a stage on its `full` mbarrier: the block's weight unit of the chunk (Loop's) and the
-// tile's activations and their scales (routed layout, moe/routed_rows.cuh: BM x 128 B already in
-// the 128-byte swizzle, and BM x 16 B). Warpgroups 1 and 2 consume: each owns 64 weight rows (four
-// slabs) and runs Loop's main loop over the chunks, whose partial sums of an activation scale
+// Warp-specialised, wgmma on fp8, weights as the A operand (swap AB: 128 x kGroups weight rows per
+// block, the routed tokens on N). Warpgroup 0 produces and stores. Per tile its first warp works
+// out the rows' destinations (a four-entry TileInfo ring); per 128-k chunk one thread starts the
+// bulk copies of a stage on its `full` mbarrier: the block's weight units of the chunk (Loop's, one
+// per group of 128 rows) and the tile's activations and their scales (routed layout,
+// moe/routed_rows.cuh: BM x 128 B already in the 128-byte swizzle, and BM x 16 B). The other
+// warpgroups (2 x kGroups) consume: each owns 64 weight rows (four slabs; consumer warp w the
+// slab w % 8 of group w / 8) and runs Loop's main loop over the chunks, whose partial sums of an activation scale
 // block (one chunk for h, kScaleChunks chunks for x) are scaled by the activations' scales and
 // added to the accumulators (promote; the weights' row scales are left to the epilogue); `empty`
 // barriers hand the stages back. At the end of a tile the consumers stash their sums (scaled;
@@ -72,46 +73,60 @@ struct TileInfo {
 // of weights, then kExpBytes of exponents; kResident, how the host's sizes name it; expert_bytes,
 // unit), its per-thread State across tiles (finish() after the last) and consume_at<N>.
 // kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
-// the latencies of a chunk, with the registers and shared memory halved. kScaleChunks: chunks of
+// the latencies of a chunk, with the registers and shared memory halved. kGroups 2 (256 weight
+// rows): four consumer warpgroups, as many consumer warps with the registers halved, each tile's
+// activations read once for twice the weight rows (no promotion only: the partial sums of a
+// promotion do not fit the halved registers). kScaleChunks: chunks of
 // 128 k per activation scale block (1, or an even count: the wgmma of a block's chunks sum into
 // one set of partial sums, promoted once per block), or with no promotion at all
 // (interface/kernel_constants.cuh): kScaleWholeK, every chunk's wgmma into the accumulators and
 // the row's scale applied once at the end (scale_columns); kScaleStatic, no scales copied (the
 // stash applies the one constant).
-template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, class Loop>
+template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, int kGroups, class Loop>
 struct HopperPipeline {
-  static constexpr int kThreads = kHopperThreads, kProducers = 128, kConsumers = 256, kRows = kWeightRowsPerBlock;
+  static constexpr int kThreads = hopper_threads(kGroups), kProducers = 128, kConsumers = 256 * kGroups,
+                       kRows = kWeightRowsPerBlock * kGroups;
   static constexpr int kBM = BM;
+  static_assert(kGroups == 1 || kGroups == 2, "128 or 256 weight rows a block");
+  static_assert(kGroups == 1 || kBlocksPerSM == 1, "256 weight rows take the SM");
   static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
   // TileInfo entries: the filler (and so the producer's copies) runs up to three tiles ahead of
   // the storers, so that the consumers never wait for a tile's first chunks.
   static constexpr int kInfos = kHopperTileInfos;
-  // 128 x kProducerRegs + 256 x kConsumerRegs <= 384 x the launch bound's registers (168 or 80):
-  // setmaxnreg.inc takes from what .dec gave back.
-  static constexpr int kProducerRegs = kBlocksPerSM == 1 ? 40 : 32;
-  static constexpr int kConsumerRegs = kBlocksPerSM == 1 ? 232 : 104;
+  // setmaxnreg.inc takes only from what .dec gave back within the block: 128 x kProducerRegs +
+  // kConsumers x kConsumerRegs must not exceed kThreads x the launch bound's registers (168, 80,
+  // or 96 for 640 threads), or the consumers wait for registers forever. 112 hold a 96-token
+  // tile's sums and two sets of fragments without spills (kHopperMaxBmWide).
+  static constexpr int kLaunchRegs = 65536 / (kThreads * kBlocksPerSM) / 8 * 8;
+  static constexpr int kProducerRegs = kBlocksPerSM == 1 && kGroups == 1 ? 40 : 32;
+  static constexpr int kConsumerRegs = kGroups == 2 ? 112 : kBlocksPerSM == 1 ? 232 : 104;
+  static_assert(128 * kProducerRegs + kConsumers * kConsumerRegs <= kThreads * kLaunchRegs,
+                "the consumers' registers come from what the producers give back");
   static constexpr int NT = BM / 8;
   static constexpr bool kPromotes = kScaleChunks > 0;
   static_assert(!kPromotes || kScaleChunks == 1 || kScaleChunks % 2 == 0,
                 "scale blocks of one chunk or of an even count");
+  static_assert(!kPromotes || kGroups == 1, "256 weight rows with no promotion only");
   static_assert(kPromotes || kScaleChunks == kScaleWholeK || kScaleChunks == kScaleStatic, "a scale form");
   // Two sets of fragments beside the sums and one set of partial sums fit 232 registers up to
-  // 176 tokens.
-  static_assert(BM % 16 == 0 && BM >= 16 && BM <= 176, "BM: a multiple of 16 tokens up to 176");
+  // 176 tokens; the sums and two sets of fragments, 112 registers up to kHopperMaxBmWide.
+  static_assert(BM % 16 == 0 && BM >= 16 && BM <= (kGroups == 1 ? kHopperMaxBm : kHopperMaxBmWide),
+                "BM: a multiple of 16 tokens up to the weight tile's limit");
 
   // Shared memory (from a 1024-aligned base): the barriers (512 bytes) and the TileInfo ring, then kStages
-  // stages of [activations BM x 128 B, swizzled][the unit: weights, then exponents]
+  // stages of [activations BM x 128 B, swizzled][a unit per group: weights, then exponents]
   // [activation scales BM x 4 f32 (2 used)], each stage 1024-aligned as the swizzle needs, then the
   // epilogue region (interface/kernel_constants.cuh: the host sizes the launch from the same functions).
   // The weights sit at a 1024-aligned offset (BM x 128 bytes in), the swizzle's atom, as a shared
-  // memory descriptor of them needs.
+  // memory descriptor of them needs (the fp8-resident units are 16 KB: every group's is aligned).
   static constexpr int kUnitBytes = Loop::kUnitBytes;
   static constexpr int kActBytes = BM * 128, kWordBytes = Loop::kWordBytes, kExpBytes = Loop::kExpBytes,
                        kScaleBytes = BM * 16;
-  static constexpr int kWordsAt = kActBytes, kExpsAt = kWordsAt + kWordBytes, kScalesAt = kExpsAt + kExpBytes;
-  static constexpr int kStageBytes = hopper_stage_bytes(BM, Loop::kResident);
+  static constexpr int kWordsAt = kActBytes, kExpsAt = kWordsAt + kWordBytes,
+                       kScalesAt = kWordsAt + kGroups * kUnitBytes;
+  static constexpr int kStageBytes = hopper_stage_bytes(BM, Loop::kResident, kGroups);
   static constexpr int kHeadBytes = hopper_head_bytes(BM);
-  static constexpr int kPipelineBytes = hopper_pipeline_bytes(BM, kStages, Loop::kResident);
+  static constexpr int kPipelineBytes = hopper_pipeline_bytes(BM, kStages, Loop::kResident, kGroups);
   static_assert(kStageBytes == round_up_1024(kScalesAt + kScaleBytes), "a stage's parts, 1024-aligned");
   static_assert(int(sizeof(TileInfo<BM>)) == hopper_tile_info_bytes(BM), "the TileInfo ring's size");
   static_assert(2 * kStages + 2 * kInfos + 2 <= kHopperBarrierBytes / 8, "barriers fit their 512 bytes");
@@ -163,9 +178,12 @@ struct HopperPipeline {
     else return chunk % kScaleChunks == kScaleChunks - 1;
   }
 
+  // Where consumer warp `warp`'s group of 128 weight rows has its unit in a stage (its slab: warp % 8).
+  MM_DEVICE static constexpr int unit_at(int warp) { return kWordsAt + (warp >> 3) * kUnitBytes; }
+
   // One producer thread: stages the K / 128 chunks of a tile whose rows start at routed row p0.
   // a_q / a_scales: the routed activations (rows_pad rows per chunk); units: the expert's weights
-  // (Loop's form), group the block's group of 8 slabs (its weight tile).
+  // (Loop's form), group the block's first group of 8 slabs (col_tile x kGroups: its weight tile).
   // Only the tile's routed rows, rounded up to
   // the 8-row swizzle atom, are copied: an expert's rows rarely fill a tile at small batch, and
   // the columns past them are computed from stale shared memory and never stored. With `early`
@@ -185,8 +203,9 @@ struct HopperPipeline {
       // the unit's weights, then their exponents, as the stage keeps them
       static_assert(kExpsAt == kWordsAt + kWordBytes && kWordBytes + kExpBytes == kUnitBytes,
                     "a unit lands in one copy");
-      mbar_arrive_expect_tx(bar, kUnitBytes + act_bytes + (has_scales(chunk, chunks) ? scale_bytes : 0u));
-      bulk_copy_g2s(st + kWordsAt, Loop::unit(units, group, chunk, chunks), kUnitBytes, bar);
+      mbar_arrive_expect_tx(bar, kGroups * kUnitBytes + act_bytes + (has_scales(chunk, chunks) ? scale_bytes : 0u));
+      for (int i = 0; i < kGroups; ++i)
+        bulk_copy_g2s(st + kWordsAt + i * kUnitBytes, Loop::unit(units, group + i, chunk, chunks), kUnitBytes, bar);
     };
     int requested = 0;
     if (early) {
@@ -250,8 +269,8 @@ struct HopperPipeline {
     if (lane == 0) mbar_arrive(empty(smem, s));
   }
 
-  // Consumer thread ctid (0..255): warp ctid / 32 owns slab slab0 + ctid / 32 (rows 16 w .. 16 w
-  // + 15 of the block). acc: as TensorCoreGemm's, rows g and g + 8 of the warp's slab against columns
+  // Consumer thread ctid (0..kConsumers - 1): warp w = ctid / 32 owns rows 16 w .. 16 w + 15 of
+  // the block (slab w % 8 of group w / 8). acc: as TensorCoreGemm's, rows g and g + 8 of the warp's slab against columns
   // 8j + 2t, 8j + 2t + 1. The wgmma span the narrowest multiple of 16 token columns that holds
   // the tile's `rows` (an expert's last tile is rarely full, and the wgmma's time and the
   // promotion's grow with the width); the columns past it stay zero.
@@ -279,7 +298,7 @@ struct HopperPipeline {
   MM_DEVICE static void stash_rows(const float (&acc)[NT][4], const float* row_scale, int col_tile, float* o, int ld,
                                    int ctid, Col col) {
     const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
-    const float* rs = row_scale + (col_tile * 8 + warp) * 16;
+    const float* rs = row_scale + (col_tile * 8 * kGroups + warp) * 16;
     const float s_lo = rs[g], s_hi = rs[g + 8];
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 2; ++c) {
@@ -317,7 +336,7 @@ struct HopperPipeline {
         mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
         if (ptid == 0) {
           const int rows = min(rt.p_end - rt.p0, BM);
-          produce(smem, a_q, a_scales, rows_pad, rt.p0, rows, K, units + rt.expert * expert_bytes, rt.col_tile, ps,
+          produce(smem, a_q, a_scales, rows_pad, rt.p0, rows, K, units + rt.expert * expert_bytes, rt.col_tile * kGroups, ps,
                   gate.early(first), [&] { gate.wait(rt, rows, first); });
         }
         __syncwarp();
@@ -333,7 +352,7 @@ struct HopperPipeline {
     }
   }
 
-  // The consumer warpgroups (threads 128..383): per tile, the main loop, then, once the storers
+  // The consumer warpgroups (threads 128 and up): per tile, the main loop, then, once the storers
   // are done with the region, stash(info, acc, ctid, region) and on to the next tile.
   template <class Stash>
   MM_DEVICE static void run_consumers(u8* smem, const TileWalk& walk, int K, Stash stash) {

@@ -1,5 +1,5 @@
-// Stage2 on Hopper (wgmma, warp-specialised; moe/hopper_gemm.cuh): per expert token tile and 128
-// rows of W2 (128 columns of model_dim), o = W2 h with the rows' scales, times the route weight,
+// Stage2 on Hopper (wgmma, warp-specialised; moe/hopper_gemm.cuh): per expert token tile and
+// 128 x kGroups rows of W2 (as many columns of model_dim), o = W2 h with the rows' scales, times the route weight,
 // onto the combine wire at the row's slot: bf16 (kWire 0) or fp8 1x32 blocks (kWire 1). h comes
 // routed from Stage1 (moe/routed_rows.cuh): in blocks of 128 (one promotion per chunk) or, with
 // kHStatic, in the one scale 2^kHExponent (the whole K summed with no promotion, the constant
@@ -12,11 +12,10 @@
 
 namespace megamoe {
 
-// Stage2's storers (warpgroup 0's warps 1 to 3) for one tile: the region's rows (the tile's 128
+// Stage2's storers (warpgroup 0's warps 1 to 3) for one tile: the region's rows (the tile's kCols
 // output columns, kLd floats apart) onto the wire row of each row's code (wire.row()).
-template <int BM, int kStorers, int kLd, int kWire, class Wire>
+template <int BM, int kCols, int kStorers, int kLd, int kWire, class Wire>
 MM_DEVICE void stage2_store(const TileInfo<BM>& ti, const float* o, int stid, const Wire& wire) {
-  constexpr int kCols = 128;
   const int col0 = ti.col_tile * kCols;
   if (kWire == kWireBf16) {  // four values per thread and step: one 16-byte load, one 8-byte store
     for (int i = stid; i < ti.rows * (kCols / 4); i += kStorers) {
@@ -34,12 +33,12 @@ MM_DEVICE void stage2_store(const TileInfo<BM>& ti, const float* o, int stid, co
 }
 
 // The tiles of a grid-wide walk, rows onto `wire`; every thread returns here. The region:
-// [BM][kStage2RegionLd] floats, the tile's rows with the weight rows' scales and the route weights
-// applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8): the consumers' writes fall
-// in 32 different banks, and the storers read 16-byte pieces.
+// [BM][hopper_region_ld(2, kGroups)] floats, the tile's rows with the weight rows' scales and the
+// route weights applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8): the
+// consumers' writes fall in 32 different banks, and the storers read 16-byte pieces.
 template <class Gemm, bool kHStatic, int kHExponent, int kWire, bool kCheck, class Wire>
 MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wire& wire) {
-  constexpr int BM = Gemm::kBM, kLd = kStage2RegionLd;
+  constexpr int BM = Gemm::kBM, kLd = hopper_region_ld(2, Gemm::kRows / kWeightRowsPerBlock);
   const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
   const i64 rows_e = model_dim;
   const TileWalk walk{a.rows.tile_offsets[a.w2.experts] * (model_dim / Gemm::kRows),
@@ -58,7 +57,7 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
                                                        ti->weight, lane);
         },
         [=](const TileInfo<BM>& ti, const float* o, int stid) {
-          stage2_store<BM, Gemm::kStorers, kLd, kWire>(ti, o, stid, wire);
+          stage2_store<BM, Gemm::kRows, Gemm::kStorers, kLd, kWire>(ti, o, stid, wire);
         });
   } else {
     Gemm::run_consumers(smem, walk, inter_dim,
@@ -70,13 +69,13 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
 }
 
 // kSharedBytes: the dynamic shared memory the launch gives (hopper_dynamic_smem_bytes), checked
-// here against what the pipeline and the region take. kResident: a.w2.data is the fp8-resident
-// copy, read by moe/hopper_fp8_ss_loop.cuh.
-template <int BM, int kStages, int kBlocksPerSM, bool kHStatic, int kHExponent, int kSharedBytes, int kWire,
-          bool kCheck, bool kResident>
+// here against what the pipeline and the region take. kGroups: 128-row groups of weight rows a
+// block. kResident: a.w2.data is the fp8-resident copy, read by moe/hopper_fp8_ss_loop.cuh.
+template <int BM, int kStages, int kBlocksPerSM, int kGroups, bool kHStatic, int kHExponent, int kSharedBytes,
+          int kWire, bool kCheck, bool kResident>
 MM_DEVICE void stage2_hopper(const Stage2HopperArgs& a) {
-  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, kHStatic ? int(kScaleStatic) : 1, kResident>;
-  static_assert(1023 + Gemm::kPipelineBytes + BM * kStage2RegionLd * 4 <= kSharedBytes,
+  using Gemm = HopperGemmOf<BM, kStages, kBlocksPerSM, kHStatic ? int(kScaleStatic) : 1, kGroups, kResident>;
+  static_assert(1023 + Gemm::kPipelineBytes + BM * hopper_region_ld(2, kGroups) * 4 <= kSharedBytes,
                 "the launch's shared memory holds the alignment slack, the stages and the region");
   extern __shared__ u8 smem_raw[];
   u8* smem = Gemm::align(smem_raw);

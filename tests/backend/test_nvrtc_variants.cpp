@@ -52,7 +52,7 @@ void compile_activation(Activation act) {
     // the Hopper token tiles' ends, x in blocks of one and of two chunks and per row; h per 128
     // and, where the activation is bounded, static
     const bool bounded = std::isfinite(activation_bound(act));
-    for (int bm : {16, kHopperMaxBm})
+    for (int bm : {16, int(kHopperMaxBm)})
       for (int x_block : {128, 256, int(kXPerRow)})
         for (bool h_static : {false, true}) {
           if (h_static && !bounded) continue;
@@ -90,19 +90,31 @@ TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asy
   std::vector<KernelSpec> specs;
   const HopperScales x256{256}, x128{128}, none_promoted{kXPerRow, true, -2};  // x per row, h static
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, x256, false));
-  for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_hopper_spec(act, bm, x128, false));  // x per chunk
+  for (int bm : {16, 64, int(kHopperMaxBm)}) specs.push_back(stage1_hopper_spec(act, bm, x128, false));  // x per chunk
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, x256, false));
   // With no promotion: every width of the MXFP4 kernels.
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, none_promoted, false));
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16)
     specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, none_promoted, false));
+  // 256 weight rows a block (four consumer warpgroups, no promotion) at every width up to
+  // kHopperMaxBmWide; Stage1 also with h per 128 (a tile's own row maxima).
+  const HopperScales x_row{kXPerRow};
+  for (int bm = 16; bm <= kHopperMaxBmWide; bm += 16) {
+    specs.push_back(stage1_hopper_spec(act, bm, none_promoted, false, false, WeightSource::mxfp4, 2));
+    specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, none_promoted, false, false, WeightSource::mxfp4, 2));
+  }
+  for (int bm : {16, int(kHopperMaxBmWide)}) {
+    specs.push_back(stage1_hopper_spec(act, bm, x_row, false, false, WeightSource::mxfp4, 2));
+    specs.push_back(stage2_hopper_spec(bm, CombineWire::fp8_blockwise_1x32, none_promoted, false, false,
+                                       WeightSource::mxfp4, 2));
+  }
   // The fp8-resident kernels (both operands from shared memory) at every width.
   const WeightSource res = WeightSource::fp8_resident;
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, x256, false, false, res));
-  for (int bm : {16, 64, kHopperMaxBm}) specs.push_back(stage1_hopper_spec(act, bm, x128, false, false, res));
+  for (int bm : {16, 64, int(kHopperMaxBm)}) specs.push_back(stage1_hopper_spec(act, bm, x128, false, false, res));
   for (int bm = 16; bm <= kHopperMaxBm; bm += 16)
     specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, x256, false, false, res));
-  for (int bm : {16, 64, 160, kHopperMaxBm}) {
+  for (int bm : {16, 64, 160, int(kHopperMaxBm)}) {
     specs.push_back(stage1_hopper_spec(act, bm, none_promoted, false, false, res));
     specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, none_promoted, false, false, res));
   }

@@ -2,6 +2,8 @@
 // parameters exactly; every included template header is collected.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include "codegen/kernel_paths.hpp"
 #include "codegen/layer_kernels.hpp"
 #include "codegen/tile_sizes.hpp"
@@ -104,8 +106,11 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
         std::vector<std::string>{"megamoe_route_count", "megamoe_route", "megamoe_dispatch_rows_fp8xrowf_bc0",
                                  "megamoe_stage1_hopper_situv2_bm16_bw128_s9_b2_xrow_hsm2_bc0",
                                  "megamoe_stage2_hopper_bm16_bw128_s9_b2_hsm2_bf16_bc0", "megamoe_combine_bf16"});
-  // Kimi-K3 (h in its static scale) and generic_a8w4 (SiLU: h per 128).
-  for (const Config* c : {&k, &g}) {
+  // Kimi-K3 (h in its static scale), generic_a8w4 (SiLU: h per 128, Stage1 over 256 weight rows)
+  // and generic_a8w4 over 128 rows.
+  Config g128 = g;
+  for (BucketConfig& b : g128.buckets) b.stage1.weight_tile = 128;
+  for (const Config* c : {&k, &g, &g128}) {
     for (int b : {8, 4096}) {
       for (auto& spec : kernels_for_bucket(*c, c->bucket(b), KernelPath::hopper)) {
         INFO(spec.name());
@@ -113,16 +118,21 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
         // All blocks an SM is to hold fit its 228 KB, with their static shared memory (Stage1: three
         // arrays of floats per token row and two barriers; 1 KB of ptxas's own in both, as the cubins
         // list it) and the 1 KB per block the system keeps.
-        CHECK(spec.threads == 384);
-        CHECK(spec.min_blocks == hopper_blocks_per_sm(hopper_bm(c->bucket(b).stage1.token_tile)));
+        const TileShape& tile = spec.family == "stage1_hopper" ? c->bucket(b).stage1 : c->bucket(b).stage2;
+        CHECK(spec.threads == (tile.weight_tile == 256 ? 640 : 384));
+        CHECK(spec.name().find(fmt::format("_bw{}_", tile.weight_tile)) != std::string::npos);
+        CHECK(spec.min_blocks == hopper_blocks_per_sm(hopper_bm(tile.token_tile), tile.weight_tile / 128));
         const int static_bytes = 1024 + (spec.family == "stage1_hopper" ? 3 * kHopperMaxBm * 4 + 16 : 0);
         CHECK(spec.min_blocks * (spec.shared_bytes + static_bytes + 1024) <= 233472);
-        // Stage1 with h per 128 runs in pairs of blocks (a 128-column block of h spans two tiles),
-        // declared in the entry point so that every launch makes them; with h static, no pairs.
-        const bool pairs = spec.family == "stage1_hopper" && c->bucket(b).h_scale == HScale::per_block;
+        // Stage1 with h per 128 over 128 weight rows runs in pairs of blocks (a 128-column block
+        // of h spans two tiles), declared in the entry point so that every launch makes them; with
+        // h static or 256 rows, no pairs.
+        const bool pairs = spec.family == "stage1_hopper" && c->bucket(b).h_scale == HScale::per_block &&
+                           tile.weight_tile == 128;
         CHECK(spec.cluster == (pairs ? 2 : 0));
-        CHECK((render(spec).source.find("__launch_bounds__(384, " + std::to_string(spec.min_blocks) +
-                                        ") __cluster_dims__(2, 1, 1)\n") != std::string::npos) == pairs);
+        CHECK((render(spec).source.find("__launch_bounds__(" + std::to_string(spec.threads) + ", " +
+                                        std::to_string(spec.min_blocks) + ") __cluster_dims__(2, 1, 1)\n") !=
+               std::string::npos) == pairs);
         CHECK((render(spec).source.find("__cluster_dims__") != std::string::npos) == pairs);
       }
     }
@@ -134,8 +144,8 @@ TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM t
   for (int bm = 16; bm <= 256; bm += 16) {
     INFO("config bm " << bm);
     const int bm1 = hopper_bm(bm), bm2 = hopper_bm(bm);
-    CHECK(bm1 == std::min(bm, kHopperMaxBm));
-    CHECK(bm2 == std::min(bm, kHopperMaxBm));
+    CHECK(bm1 == std::min<int>(bm, kHopperMaxBm));
+    CHECK(bm2 == std::min<int>(bm, kHopperMaxBm));
     for (const KernelSpec& spec : std::vector<KernelSpec>{stage1_hopper_spec(act, bm1, HopperScales{512}, false),
                                                          stage2_hopper_spec(bm2, CombineWire::bf16, {}, true)}) {
       INFO(spec.name());
@@ -147,6 +157,27 @@ TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM t
       CHECK(spec.shared_bytes + static_bytes <= kHopperSharedLimit);
       CHECK(spec.min_blocks * (spec.shared_bytes + static_bytes + 1024) <= 233472);
       CHECK(hopper_stages(tile, spec.family == "stage1_hopper" ? 1 : 2) >= 3);  // a chunk in use, one landing, one queued
+    }
+    // 256 weight rows a block: four consumer warpgroups (640 threads) at one block per SM, up to
+    // kHopperMaxBmWide tokens; h static and x per row (no promotion), no clusters.
+    if (bm <= kHopperMaxBmWide) {
+      const HopperScales none{kXPerRow, true, -2};
+      for (const KernelSpec& spec :
+           std::vector<KernelSpec>{stage1_hopper_spec(act, bm, none, false, false, WeightSource::mxfp4, 2),
+                                   stage2_hopper_spec(bm, CombineWire::bf16, none, false, false, WeightSource::mxfp4, 2)}) {
+        INFO(spec.name());
+        const int stage = spec.family == "stage1_hopper" ? 1 : 2;
+        CHECK(spec.threads == 640);
+        CHECK(spec.min_blocks == 1);
+        CHECK(spec.cluster == 0);
+        CHECK(spec.name().find("_bw256_") != std::string::npos);
+        const int static_bytes = 1024 + (stage == 1 ? 3 * bm * 4 + 16 : 0);
+        CHECK(spec.shared_bytes + static_bytes <= kHopperSharedLimit);
+        CHECK(spec.shared_bytes == hopper_dynamic_smem_bytes(bm, hopper_stages(bm, stage, false, false, 2),
+                                                             hopper_region_ld(stage, 2), false, 2));
+        CHECK(hopper_stages(bm, stage, false, false, 2) >= 3);
+        CHECK(render(spec).source.find("__launch_bounds__(640, 1)\n") != std::string::npos);
+      }
     }
     // The other paths' tiles are powers of two: the config's BM rounded up, capped.
     const int tc = tensor_core_bm(bm), pb = portable_bm(bm);

@@ -98,6 +98,55 @@ TEST_CASE("a static h scale needs a bounded activation: a SiLU config that asks 
   CHECK_NOTHROW(with_buckets_of(table, silu));
 }
 
+// A stage's weight_tile (the Hopper kernels' weight rows a block): 128 unless set; 256 only where
+// the stage sums with no promotion, from MXFP4 weights, on token tiles up to kHopperMaxBmWide and
+// weight rows it divides; each refusal names the field, its value and why.
+TEST_CASE("a 256-row weight tile is taken where its stage can run it, refused with the reason elsewhere", "[config]") {
+  json doc = valid();  // model_dim 256, inter_dim 128: 256 and 256 weight rows
+  doc["bucket_defaults"]["x_scale"] = "row";
+  doc["bucket_defaults"]["h_scale"] = "static";
+  doc["buckets"]["8"]["stage1"]["weight_tile"] = 256;
+  doc["buckets"]["8"]["stage2"] = {{"token_tile", 96}, {"weight_tile", 256}};
+  const Config c = parse_config(doc.dump(), "cfg/t.json");
+  CHECK(c.bucket(8).stage1.weight_tile == 256);
+  CHECK(c.bucket(8).stage2.weight_tile == 256);
+  CHECK(c.bucket(16).stage1.weight_tile == 128);  // unset: 128
+  CHECK(c.bucket(8).stage2.token_tile == 96);
+
+  auto refused = [&](auto mutate) {
+    json d = doc;
+    mutate(d);
+    return rejection(d);
+  };
+  ConfigError v = refused([](json& d) { d["buckets"]["8"]["stage1"]["weight_tile"] = 192; });
+  CHECK(v.json_path == "$.buckets.8.stage1.weight_tile");
+  CHECK(v.value == "192");
+  CHECK_THAT(v.expected, Catch::Contains("128 or 256"));
+  ConfigError px = refused([](json& d) { d["buckets"]["8"]["x_scale"] = "block"; });
+  CHECK(px.json_path == "$.buckets.8.stage1.weight_tile");
+  CHECK(px.value == "256");
+  CHECK_THAT(px.expected, Catch::Contains("x_scale") && Catch::Contains("row"));
+  ConfigError ph = refused([](json& d) { d["buckets"]["8"]["h_scale"] = "block"; });
+  CHECK(ph.json_path == "$.buckets.8.stage2.weight_tile");
+  CHECK_THAT(ph.expected, Catch::Contains("h_scale") && Catch::Contains("static"));
+  ConfigError res = refused([](json& d) { d["buckets"]["8"]["weights"] = "fp8_resident"; });
+  CHECK(res.json_path == "$.buckets.8.stage1.weight_tile");
+  CHECK_THAT(res.expected, Catch::Contains("fp8-resident"));
+  ConfigError wide = refused([](json& d) { d["buckets"]["8"]["stage2"]["token_tile"] = 112; });
+  CHECK(wide.json_path == "$.buckets.8.stage2.weight_tile");
+  CHECK_THAT(wide.expected, Catch::Contains("token_tile of at most 96") && Catch::Contains("112"));
+  ConfigError rows = refused([](json& d) { d["model"]["model_dim"] = 384; });
+  CHECK(rows.json_path == "$.buckets.8.stage2.weight_tile");
+  CHECK_THAT(rows.expected, Catch::Contains("384") && Catch::Contains("model_dim") && Catch::Contains("256"));
+
+  // A table of 256-row tiles cannot serve a model whose weight rows they do not divide.
+  json odd = valid();
+  odd["model"]["model_dim"] = 384;
+  const Config odd_model = parse_config(odd.dump(), "cfg/t.json");
+  CHECK_THROWS_AS(with_buckets_of(odd_model, c), ConfigError);
+  CHECK_NOTHROW(with_buckets_of(c, odd_model));
+}
+
 TEST_CASE("the built-in configs load", "[config]") {
   test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
   test::ScopedEnv no_bc("MEGAMOE_BOUNDS_CHECK", std::nullopt);

@@ -8,6 +8,22 @@
 
 namespace megamoe::test {
 
+namespace {
+// Kimi-K3's buckets with token tiles of at most 96 (kHopperMaxBmWide) and the scale modes of no
+// promotion, over 256 weight rows a block or 128.
+std::string kimi_wide(int weight_tile) {
+  std::string buckets;
+  const int tiles[] = {16, 16, 16, 16, 16, 16, 16, 32, 48, 96, 80, 96, 96, 96, 96, 96};
+  for (int i = 0; i < 16; ++i)
+    buckets += (i ? ", " : "") + std::string("\"") + std::to_string(1 << i) + "\": {\"stage1\": {\"token_tile\": " +
+               std::to_string(tiles[i]) + ", \"weight_tile\": " + std::to_string(weight_tile) +
+               "}, \"stage2\": {\"token_tile\": " + std::to_string(tiles[i]) +
+               ", \"weight_tile\": " + std::to_string(weight_tile) + "}, \"weights\": \"mxfp4\"}";
+  return R"({"bucket_defaults": {"x_scale": "row", "h_scale": "static"}, "buckets": {)" + buckets + "}}";
+}
+const std::string kKimiWide256 = kimi_wide(256), kKimiWide128 = kimi_wide(128);
+}  // namespace
+
 const std::vector<ConfigVariant>& config_variants() {
   static const std::vector<ConfigVariant> v = {
       {"kimi_silu", "kimi_k3_a8w4",
@@ -18,12 +34,16 @@ const std::vector<ConfigVariant>& config_variants() {
       {"kimi_checked", "kimi_k3_a8w4", R"({"bucket_defaults": {"bounds_check": true}})"},
       // Each scale mode at every bucket (docs/layer.md, "Scale modes"), whatever the built-in
       // table takes.
-      {"kimi_x_block_h_block", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "block", "h_scale": "block"}})"},
+      // x per block promotes in Stage1: bucket 512's Stage1 over 128 weight rows there.
+      {"kimi_x_block_h_block", "kimi_k3_a8w4",
+       R"({"bucket_defaults": {"x_scale": "block", "h_scale": "block"}, "buckets": {"512": {"stage1": {"weight_tile": 128}}}})"},
       {"kimi_x_row_h_block", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "row", "h_scale": "block"}})"},
-      {"kimi_x_block_h_static", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "block", "h_scale": "static"}})"},
+      {"kimi_x_block_h_static", "kimi_k3_a8w4",
+       R"({"bucket_defaults": {"x_scale": "block", "h_scale": "static"}, "buckets": {"512": {"stage1": {"weight_tile": 128}}}})"},
       {"kimi_x_row_h_static", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "row", "h_scale": "static"}})"},
       {"kimi_fp8res_x_row_h_static", "kimi_k3_a8w4",
-       R"({"bucket_defaults": {"weights": "fp8_resident", "x_scale": "row", "h_scale": "static"}})"},
+       R"({"bucket_defaults": {"weights": "fp8_resident", "x_scale": "row", "h_scale": "static"},
+           "buckets": {"512": {"stage1": {"weight_tile": 128}}}})"},
       // No promotion over odd chunk counts (K / 128 = 3 and 5), both weight sources.
       {"small_odd_x_row_h_static", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
@@ -33,28 +53,46 @@ const std::vector<ConfigVariant>& config_variants() {
       {"small_odd_fp8res_x_row_h_static", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
            "activation": {"kind": "situv2", "beta": 4.0, "linear_beta": 25.0},
-           "bucket_defaults": {"weights": "fp8_resident", "x_scale": "row", "h_scale": "static"},
+           "bucket_defaults": {"weights": "fp8_resident", "x_scale": "row", "h_scale": "static",
+                               "stage1": {"weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // Odd chunk counts (K / 128 = 3 and 5) for main loops that take chunks in pairs (Stage1's
-      // 64-token tiles on Hopper).
+      // 64-token tiles on Hopper, x per chunk over 128 weight rows).
       {"small_odd_chunks", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+           "bucket_defaults": {"x_scale": "block", "stage1": {"weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // model_dim 768: six chunks, x in blocks of 256 on Hopper, so the dispatch's second group
       // of four chunks holds one block and two chunks past the row.
       {"small_x256_partial", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
+           "bucket_defaults": {"x_scale": "block", "stage1": {"weight_tile": 128}},
+           "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
+      // 256 weight rows a block (four consumer warpgroups) in both stages at every bucket, token
+      // tiles of 16 to 96, and the same token tiles over 128 rows: the two give the same bits.
+      {"kimi_w256", "kimi_k3_a8w4", kKimiWide256},
+      {"kimi_w256_as_w128", "kimi_k3_a8w4", kKimiWide128},
+      // Stage1 over 256 rows with h per 128 (SiLU: a tile holds its blocks of h, no clusters) and
+      // over 128 (clusters of two exchanging the rows' maxima); odd chunk counts (K 384, 3 chunks).
+      {"small_odd_silu_w256", "generic_a8w4",
+       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+           "bucket_defaults": {"x_scale": "row", "stage1": {"token_tile": 48, "weight_tile": 256}},
+           "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
+      {"small_odd_silu_w128", "generic_a8w4",
+       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+           "bucket_defaults": {"x_scale": "row", "stage1": {"token_tile": 48, "weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // The fp8-resident kernels: Kimi-K3 at every bucket; x per 128 with odd chunk counts; x per
       // 256 over six chunks.
-      {"kimi_fp8res", "kimi_k3_a8w4", R"({"bucket_defaults": {"weights": "fp8_resident"}})"},
+      {"kimi_fp8res", "kimi_k3_a8w4",
+       R"({"bucket_defaults": {"weights": "fp8_resident"}, "buckets": {"512": {"stage1": {"weight_tile": 128}}}})"},
       {"small_odd_fp8res", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
-           "bucket_defaults": {"weights": "fp8_resident"},
+           "bucket_defaults": {"weights": "fp8_resident", "x_scale": "block", "stage1": {"weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       {"small_x256_fp8res", "generic_a8w4",
        R"({"model": {"experts_per_rank": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
-           "bucket_defaults": {"weights": "fp8_resident"},
+           "bucket_defaults": {"weights": "fp8_resident", "x_scale": "block", "stage1": {"weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
   };
   return v;

@@ -185,8 +185,8 @@ TEST_CASE("EP loopback, Kimi-K3: W = 2, 4, 8 at 1 to 8192 tokens a rank", "[gpu]
   }
 }
 
-TEST_CASE("EP loopback: every activation, the fp8 wire, the checked build, fp8-resident weights, the portable and "
-          "tensor-core paths",
+TEST_CASE("EP loopback: every activation, the fp8 wire, the checked build, fp8-resident weights, 256-row weight "
+          "tiles, the portable and tensor-core paths",
           "[gpu][ep]") {
   std::mt19937_64 rng(22);
   struct V {
@@ -195,7 +195,7 @@ TEST_CASE("EP loopback: every activation, the fp8 wire, the checked build, fp8-r
   };
   for (const V& v : {V{variant("kimi_silu"), KernelPath::automatic}, V{variant("kimi_swiglu"), KernelPath::automatic},
                      V{variant("kimi_fp8wire"), KernelPath::automatic}, V{variant("kimi_checked"), KernelPath::automatic},
-                     V{variant("kimi_fp8res"), KernelPath::automatic},
+                     V{variant("kimi_fp8res"), KernelPath::automatic}, V{variant("kimi_w256"), KernelPath::automatic},
                      V{"kimi_k3_a8w4", KernelPath::portable}, V{"kimi_k3_a8w4", KernelPath::tensor_core},
                      V{"generic_a8w4", KernelPath::automatic}}) {
     LoopbackGroup g(v.config, 2, 512, v.path);

@@ -145,6 +145,15 @@ TEST_CASE("no promotion over odd chunk counts: model_dim 384 and inter_dim 640, 
   run_cases(variant("small_odd_fp8res_x_row_h_static"), {{1}, {64}, {1000}});
 }
 
+// 256 weight rows a block (four consumer warpgroups) at every bucket's token tile, against both
+// references on each workload; every tile width (ramp routings).
+TEST_CASE("Kimi-K3 shape, 256-row weight tiles", "[gpu][situv2][w256]") {
+  using workload::InputKind;
+  run_cases(variant("kimi_w256"), {{1}, {128}, {.tokens = 512, .inputs = InputKind::outliers}, {784, "ramp", 784},
+                                   {.tokens = 2048, .inputs = InputKind::massive}});
+  run_cases(variant("small_odd_silu_w256"), {{1}, {64}, {1000}});
+}
+
 TEST_CASE("Kimi-K3 shape, situv2, portable kernels", "[gpu][situv2][portable]") {
   run_cases("kimi_k3_a8w4", {{1}, {128}, {1024}}, KernelPath::portable);
 }

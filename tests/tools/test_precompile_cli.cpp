@@ -99,11 +99,12 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   std::string out;
   REQUIRE(test::run_command("'" MEGAMOE_GPU_TESTS_EXE "' --write-configs '" + dir.path().string() + "/cfg'", out) == 0);
   INFO(out);
-  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 16);
+  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 20);
   for (const char* name : {"kimi_silu", "kimi_swiglu", "kimi_fp8wire", "kimi_checked", "small_odd_chunks",
                            "small_x256_partial", "kimi_fp8res", "small_odd_fp8res", "small_x256_fp8res",
                            "kimi_x_block_h_block", "kimi_x_row_h_block", "kimi_x_block_h_static", "kimi_x_row_h_static",
-                           "kimi_fp8res_x_row_h_static", "small_odd_x_row_h_static", "small_odd_fp8res_x_row_h_static"}) {
+                           "kimi_fp8res_x_row_h_static", "small_odd_x_row_h_static", "small_odd_fp8res_x_row_h_static",
+                           "kimi_w256", "kimi_w256_as_w128", "small_odd_silu_w256", "small_odd_silu_w128"}) {
     const std::string path = dir.path().string() + "/cfg/" + name + ".json";
     Result list = precompile(dir.path().string(), "--config '" + path + "' --all --list --path hopper");
     INFO(list.out);
@@ -123,4 +124,11 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   Result partial = precompile(dir.path().string(),
                               "--config '" + dir.path().string() + "/cfg/small_x256_partial.json' --bucket 1 --list");
   CHECK_THAT(partial.out, Catch::Contains("megamoe_dispatch_rows_fp8x256f_bc0"));
+  // 256 weight rows a block: its kernels' names say so, and its 128-row twin's say 128.
+  Result wide = precompile(dir.path().string(), "--config '" + dir.path().string() + "/cfg/kimi_w256.json' --bucket 512 --list");
+  CHECK_THAT(wide.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm96_bw256_s") &&
+                           Catch::Contains("megamoe_stage2_hopper_bm96_bw256_s"));
+  Result narrow =
+      precompile(dir.path().string(), "--config '" + dir.path().string() + "/cfg/kimi_w256_as_w128.json' --bucket 512 --list");
+  CHECK_THAT(narrow.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm96_bw128_s"));
 }
