@@ -12,34 +12,13 @@
 
 #include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
+#include "runtime/layer_outputs.hpp"
 #include "runtime/test_config_variants.hpp"
 #include "support/test_support.hpp"
 
 using namespace megamoe;
 
 namespace {
-
-struct Call {
-  DeviceBuffer x, ids, w, y;
-};
-
-// The call's outputs (bf16 bits) from `rt` with `weights`, its output poisoned first.
-std::vector<std::uint16_t> run(Runtime& rt, const PreparedWeights& weights, const workload::Routing& r,
-                               const std::vector<std::uint16_t>& x, std::int64_t tokens) {
-  Device& dev = rt.device();
-  const std::size_t bytes = std::max<std::size_t>(64, x.size() * 2);
-  Call c{DeviceBuffer(dev, bytes), DeviceBuffer(dev, r.ids.size() * 4 + 4), DeviceBuffer(dev, r.weights.size() * 4 + 4),
-         DeviceBuffer(dev, bytes)};
-  dev.copy_to_device(c.x.get(), x.data(), x.size() * 2);
-  dev.copy_to_device(c.ids.get(), r.ids.data(), r.ids.size() * 4);
-  dev.copy_to_device(c.w.get(), r.weights.data(), r.weights.size() * 4);
-  dev.fill_bytes(c.y.get(), 0xFF, c.y.bytes());
-  rt.forward(weights, c.x.get(), static_cast<int*>(c.ids.get()), static_cast<float*>(c.w.get()), c.y.get(), tokens);
-  CHECK_FALSE(rt.take_errors().any());
-  std::vector<std::uint16_t> y(x.size());
-  dev.copy_to_host(y.data(), c.y.get(), y.size() * 2);
-  return y;
-}
 
 struct Size {
   std::int64_t tokens;
@@ -76,15 +55,14 @@ void same_bits(const std::string& config, const std::vector<Size>& sizes) {
   for (const auto& [tokens, route] : sizes) {
     const workload::Routing r = workload::make_routing(route, tokens, m.topk, m.experts_per_rank, rng);
     const std::vector<std::uint16_t> x = workload::random_bf16(tokens, m.model_dim, rng);
-    const std::vector<std::uint16_t> a = run(*resident, *w_resident, r, x, tokens);
-    const std::vector<std::uint16_t> b = run(*mxfp4, *w_mxfp4, r, x, tokens);
-    std::size_t differ = 0, nan = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i], nan += (a[i] & 0x7fff) > 0x7f80;
+    const std::vector<std::uint16_t> a = test::layer_outputs(*resident, *w_resident, r, x, tokens);
+    const std::vector<std::uint16_t> b = test::layer_outputs(*mxfp4, *w_mxfp4, r, x, tokens);
+    const test::BitsDiff d = test::diff_bits(a, b);
     fmt::print("  {}: {} tokens, {} (bucket {}): {} of {} outputs differ from the mxfp4 kernels'\n", config, tokens,
-               route, resident->config().bucket_for_tokens(tokens).bucket, differ, a.size());
+               route, resident->config().bucket_for_tokens(tokens).bucket, d.differ, a.size());
     INFO(config << ", " << tokens << " tokens, " << route);
-    CHECK(nan == 0);
-    CHECK(differ == 0);
+    CHECK(d.nan == 0);
+    CHECK(d.differ == 0);
   }
 }
 
@@ -127,7 +105,8 @@ TEST_CASE("weights without the fp8-resident copy are refused by a runtime whose 
   std::mt19937_64 rng(1);
   const workload::Routing r = workload::make_routing("uniform", 4, m.topk, m.experts_per_rank, rng);
   const std::vector<std::uint16_t> x = workload::random_bf16(4, m.model_dim, rng);
-  CHECK_THROWS_WITH(run(*resident, *w, r, x, 4),
+  CHECK_THROWS_WITH(test::layer_outputs(*resident, *w, r, x, 4),
                     Catch::Contains("fp8-resident") && Catch::Contains("fp8_resident_weights"));
-  CHECK(run(*mxfp4, *w, r, x, 4).size() == x.size());  // the same weights serve the runtime that refused the copy
+  // The same weights serve the runtime that refused the copy.
+  CHECK(test::layer_outputs(*mxfp4, *w, r, x, 4).size() == x.size());
 }

@@ -11,29 +11,13 @@
 
 #include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
+#include "runtime/layer_outputs.hpp"
 #include "runtime/test_config_variants.hpp"
 #include "support/test_support.hpp"
 
 using namespace megamoe;
 
 namespace {
-
-// The call's outputs (bf16 bits) from `rt`, its output poisoned first.
-std::vector<std::uint16_t> run(Runtime& rt, const PreparedWeights& weights, const workload::Routing& r,
-                               const std::vector<std::uint16_t>& x, std::int64_t tokens) {
-  Device& dev = rt.device();
-  const std::size_t bytes = std::max<std::size_t>(64, x.size() * 2);
-  DeviceBuffer d_x(dev, bytes), d_ids(dev, r.ids.size() * 4 + 4), d_w(dev, r.weights.size() * 4 + 4), d_y(dev, bytes);
-  dev.copy_to_device(d_x.get(), x.data(), x.size() * 2);
-  dev.copy_to_device(d_ids.get(), r.ids.data(), r.ids.size() * 4);
-  dev.copy_to_device(d_w.get(), r.weights.data(), r.weights.size() * 4);
-  dev.fill_bytes(d_y.get(), 0xFF, d_y.bytes());
-  rt.forward(weights, d_x.get(), static_cast<int*>(d_ids.get()), static_cast<float*>(d_w.get()), d_y.get(), tokens);
-  CHECK_FALSE(rt.take_errors().any());
-  std::vector<std::uint16_t> y(x.size());
-  dev.copy_to_host(y.data(), d_y.get(), y.size() * 2);
-  return y;
-}
 
 struct Size {
   std::int64_t tokens;
@@ -65,17 +49,16 @@ void same_bits(const std::string& wide, const std::string& narrow, const std::ve
   for (const auto& [tokens, route] : sizes) {
     const workload::Routing r = workload::make_routing(route, tokens, m.topk, m.experts_per_rank, rng);
     const std::vector<std::uint16_t> x = workload::random_bf16(tokens, m.model_dim, rng);
-    const std::vector<std::uint16_t> a = run(*a_rt, *w_a, r, x, tokens);
-    const std::vector<std::uint16_t> b = run(*b_rt, *w_b, r, x, tokens);
-    std::size_t differ = 0, nan = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i], nan += (a[i] & 0x7fff) > 0x7f80;
+    const std::vector<std::uint16_t> a = test::layer_outputs(*a_rt, *w_a, r, x, tokens);
+    const std::vector<std::uint16_t> b = test::layer_outputs(*b_rt, *w_b, r, x, tokens);
+    const test::BitsDiff d = test::diff_bits(a, b);
     const BucketConfig& bucket = a_rt->config().bucket_for_tokens(tokens);
     fmt::print("  {}: {} tokens, {} (bucket {}, weight tiles {} and {}): {} of {} outputs differ from {}'s\n", wide,
-               tokens, route, bucket.bucket, bucket.stage1.weight_tile, bucket.stage2.weight_tile, differ, a.size(),
+               tokens, route, bucket.bucket, bucket.stage1.weight_tile, bucket.stage2.weight_tile, d.differ, a.size(),
                narrow);
     INFO(wide << ", " << tokens << " tokens, " << route);
-    CHECK(nan == 0);
-    CHECK(differ == 0);
+    CHECK(d.nan == 0);
+    CHECK(d.differ == 0);
   }
 }
 
