@@ -3,8 +3,6 @@
 // before they wait (docs/layer.md).
 #include "runtime/launch_layer.hpp"
 
-#include "codegen/tile_sizes.hpp"
-
 namespace megamoe {
 
 void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
@@ -26,8 +24,7 @@ void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
       .errors = error_words(ws),
   };
   // A warp per task: a token, or a token's kDispatchChunks chunks of 128 values.
-  const int x_block = c.kernels.bucket->x_scale == XScale::per_row ? int(kXPerRow) : hopper_x_block(m.model_dim);
-  const long long tasks = dispatch_rows_tasks(x_block, c.tokens, m.model_dim);
+  const long long tasks = dispatch_rows_tasks(c.kernels.bucket->x_scale == XScale::per_row, c.tokens, m.model_dim);
   const int warps = kDispatchThreads / 32;
   c.launch(k.dispatch, unsigned(std::min<long long>((tasks + warps - 1) / warps, 16LL * c.device.multiprocessors())), d,
            true);

@@ -76,9 +76,10 @@ MM_SHARED_FN int hopper_x_scale_chunks(int x_block) { return x_block == kXPerRow
 // maximum), below that a group of chunks too (each warp taking the row's maximum itself, so that a
 // call of few tokens is spread over several warps).
 enum : int { kDispatchRowTokens = 1024 };
-MM_SHARED_FN long long dispatch_rows_tasks(int x_block, int tokens, int model_dim) {
+MM_SHARED_FN bool dispatch_whole_rows(bool x_per_row, int tokens) { return x_per_row && tokens >= kDispatchRowTokens; }
+MM_SHARED_FN long long dispatch_rows_tasks(bool x_per_row, int tokens, int model_dim) {
   const long long groups = (model_dim / 128 + kDispatchChunks - 1) / kDispatchChunks;
-  return x_block == kXPerRow && tokens >= kDispatchRowTokens ? (long long)tokens : (long long)tokens * groups;
+  return dispatch_whole_rows(x_per_row, tokens) ? (long long)tokens : (long long)tokens * groups;
 }
 
 // Combine wire codes (the kWire template argument).
@@ -122,7 +123,7 @@ MM_SHARED_FN int tensor_core_smem_bytes(int bn, int stages, int k, int epilogue_
 // hopper_region_ld: Stage1 h's 64 columns a group and 4 of padding, Stage2 128 output columns a
 // group and 4 (the padding keeps the consumers' writes and the storers' 16-byte reads free of bank
 // conflicts).
-enum : int { kHopperTileInfos = 4, kHopperBarrierBytes = 512, kHopperMaxGroups = 2 };
+enum : int { kHopperTileInfos = 4, kHopperBarrierBytes = 512 };
 // The widest token tile: with 128 weight rows (two sets of fragments beside the sums and a set of
 // partial sums in 232 registers), and with 256 (the sums and two sets of fragments in 112).
 enum : int { kHopperMaxBm = 176, kHopperMaxBmWide = 96 };

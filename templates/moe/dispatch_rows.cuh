@@ -44,8 +44,8 @@ MM_DEVICE void dispatch_rows(const DispatchRowsArgs& a) {
   const int chunks = model_dim / 128, groups = (chunks + kDispatchChunks - 1) / kDispatchChunks;
   const int lane = threadIdx.x & 31, warps = kDispatchThreads / 32, piece = lane & 7;
   constexpr bool kPerRow = kXBlock == kXPerRow;
-  const i64 tasks = dispatch_rows_tasks(kXBlock, tokens, model_dim);
-  const bool whole_rows = tasks == tokens && groups > 1;  // a warp per token (kPerRow only)
+  const i64 tasks = dispatch_rows_tasks(kPerRow, tokens, model_dim);
+  const bool whole_rows = dispatch_whole_rows(kPerRow, tokens);  // a warp per token
   bool waited = false;
   // x is the caller's: it is read and quantized while route (launched before, Device::launch's
   // early_start) may still run; its rows are needed from the first store on.

@@ -86,7 +86,7 @@ template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, int kGroups, 
 struct HopperPipeline {
   static constexpr int kThreads = hopper_threads(kGroups), kProducers = 128, kConsumers = 256 * kGroups,
                        kRows = kWeightRowsPerBlock * kGroups;
-  static constexpr int kBM = BM;
+  static constexpr int kBM = BM, kWeightGroups = kGroups;
   static_assert(kGroups == 1 || kGroups == 2, "128 or 256 weight rows a block");
   static_assert(kGroups == 1 || kBlocksPerSM == 1, "256 weight rows take the SM");
   static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
@@ -298,7 +298,7 @@ struct HopperPipeline {
   MM_DEVICE static void stash_rows(const float (&acc)[NT][4], const float* row_scale, int col_tile, float* o, int ld,
                                    int ctid, Col col) {
     const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
-    const float* rs = row_scale + (col_tile * 8 * kGroups + warp) * 16;
+    const float* rs = row_scale + col_tile * kRows + warp * 16;
     const float s_lo = rs[g], s_hi = rs[g + 8];
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 2; ++c) {

@@ -133,7 +133,7 @@ template <class Act, class Gemm, int kLd>
 MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBM>& ti, const float (&acc)[Gemm::NT][4], int ctid, float* o,
                             const float* w1_row_scale, i64 rows_e) {
   const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
-  const float* rs = w1_row_scale + ti.expert * rows_e + (ti.col_tile * (Gemm::kRows / 16) + warp) * 16;
+  const float* rs = w1_row_scale + ti.expert * rows_e + ti.col_tile * Gemm::kRows + warp * 16;
   const float s_gate = rs[g], s_up = rs[g + 8];
 #pragma unroll  // acc stays in registers
   for (int j = 0; j < Gemm::NT; ++j) {
@@ -149,7 +149,7 @@ MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBM>& ti, const float (&acc)[Ge
 template <class Act, class Gemm, bool kHStatic, int kHExponent, bool kCheck, class Fill, class Gate>
 MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1PairShared<Gemm::kBM>* sh,
                                   const TileWalk& walk, Fill fill, Gate gate) {
-  constexpr int BM = Gemm::kBM, kGroups = Gemm::kRows / kWeightRowsPerBlock, kLd = hopper_region_ld(1, kGroups);
+  constexpr int BM = Gemm::kBM, kGroups = Gemm::kWeightGroups, kLd = hopper_region_ld(1, kGroups);
   using Storer = Stage1Storer<BM, Gemm::kStorers, kLd, kHStatic, kHExponent, kGroups>;
   const int rank = Storer::kPaired ? cluster_rank() : 0, peer = rank ^ 1;
   const i64 rows_e = 2LL * a.w1.inter_dim;

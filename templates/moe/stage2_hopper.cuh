@@ -38,7 +38,7 @@ MM_DEVICE void stage2_store(const TileInfo<BM>& ti, const float* o, int stid, co
 // consumers' writes fall in 32 different banks, and the storers read 16-byte pieces.
 template <class Gemm, bool kHStatic, int kHExponent, int kWire, bool kCheck, class Wire>
 MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wire& wire) {
-  constexpr int BM = Gemm::kBM, kLd = hopper_region_ld(2, Gemm::kRows / kWeightRowsPerBlock);
+  constexpr int BM = Gemm::kBM, kLd = hopper_region_ld(2, Gemm::kWeightGroups);
   const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
   const i64 rows_e = model_dim;
   const TileWalk walk{a.rows.tile_offsets[a.w2.experts] * (model_dim / Gemm::kRows),

@@ -12,14 +12,13 @@ namespace {
 // Kimi-K3's buckets with token tiles of at most 96 (kHopperMaxBmWide) and the scale modes of no
 // promotion, over 256 weight rows a block or 128.
 std::string kimi_wide(int weight_tile) {
-  std::string buckets;
   const int tiles[] = {16, 16, 16, 16, 16, 16, 16, 32, 48, 96, 80, 96, 96, 96, 96, 96};
-  for (int i = 0; i < 16; ++i)
-    buckets += (i ? ", " : "") + std::string("\"") + std::to_string(1 << i) + "\": {\"stage1\": {\"token_tile\": " +
-               std::to_string(tiles[i]) + ", \"weight_tile\": " + std::to_string(weight_tile) +
-               "}, \"stage2\": {\"token_tile\": " + std::to_string(tiles[i]) +
-               ", \"weight_tile\": " + std::to_string(weight_tile) + "}, \"weights\": \"mxfp4\"}";
-  return R"({"bucket_defaults": {"x_scale": "row", "h_scale": "static"}, "buckets": {)" + buckets + "}}";
+  nlohmann::json patch = {{"bucket_defaults", {{"x_scale", "row"}, {"h_scale", "static"}}}};
+  for (int i = 0; i < 16; ++i) {
+    const nlohmann::json tile = {{"token_tile", tiles[i]}, {"weight_tile", weight_tile}};
+    patch["buckets"][std::to_string(1 << i)] = {{"stage1", tile}, {"stage2", tile}, {"weights", "mxfp4"}};
+  }
+  return patch.dump();
 }
 const std::string kKimiWide256 = kimi_wide(256), kKimiWide128 = kimi_wide(128);
 }  // namespace
