@@ -22,7 +22,7 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
   k.route = route_spec();
   k.combine = combine_spec(b.combine_wire);
   if (path == KernelPath::hopper) {
-    k.bm1 = hopper_bm(b.stage1.token_tile), k.bm2 = hopper_bm(b.stage2.token_tile);
+    k.bm1 = hopper_bm(b, 1), k.bm2 = hopper_bm(b, 2);
     HopperKernels h;
     const HopperScales scales = hopper_scales(config, b);
     h.dispatch = dispatch_rows_spec(scales.x_block, b.bounds_check);
@@ -64,7 +64,7 @@ EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, Ker
   if (path == KernelPath::hopper) {
     const HopperScales scales = hopper_scales(config, b);
     k.dispatch = dispatch_ep_spec(scales.x_block, true, b.bounds_check);
-    k.bm1 = hopper_bm(b.stage1.token_tile), k.bm2 = hopper_bm(b.stage2.token_tile);
+    k.bm1 = hopper_bm(b, 1), k.bm2 = hopper_bm(b, 2);
     k.path = HopperEpKernels{
         stage1_hopper_ep_spec(config.activation, k.bm1, scales, b.bounds_check, b.weights, hopper_groups(b.stage1)),
         stage2_hopper_ep_spec(k.bm2, b.combine_wire, scales, b.bounds_check, b.weights, hopper_groups(b.stage2)),

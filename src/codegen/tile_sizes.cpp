@@ -49,26 +49,32 @@ HopperScales hopper_scales(const Config& c, const BucketConfig& b) {
   return s;
 }
 
-int hopper_bm(int config_bm) { return std::min(config_bm, int(kHopperMaxBm)); }
+bool hopper_stage_promotes(const BucketConfig& b, int stage) {
+  return stage == 1 ? b.x_scale != XScale::per_row : b.h_scale != HScale::static_bound;
+}
+
+int hopper_bm(const BucketConfig& b, int stage) {
+  const TileShape& tile = stage == 1 ? b.stage1 : b.stage2;
+  const int limit = hopper_max_bm(stage, hopper_stage_promotes(b, stage), b.weights == WeightSource::fp8_resident,
+                                  hopper_groups(tile));
+  if (tile.token_tile > limit)  // parse_config refuses it first (config_schema.cpp); a config built in code may not
+    throw Error(fmt::format("megamoe: bucket {}: stage{}.token_tile {} is wider than the Hopper kernels take here "
+                            "(at most {}: docs/configs.md, \"Token tiles\")",
+                            b.bucket, stage, tile.token_tile, limit));
+  return tile.token_tile;
+}
 
 int hopper_groups(const TileShape& tile) { return tile.weight_tile / kWeightRowsPerBlock; }
 
 int hopper_blocks_per_sm(int bm, int groups) { return groups == 1 && bm <= 48 ? 2 : 1; }
 
-// Stage1's static shared memory is Stage1PairShared; Stage2 has none. Each counted with the 1 KB
-// that the cubins list in every sm_90 kernel using shared memory (the driver's own reservation
-// per block is apart from the 227 KB a block may have).
-int hopper_static_smem(int bm, int stage, bool ep) {
-  return 1024 + (stage == 1 ? hopper_pair_shared_bytes(bm) : 0) + (ep ? 64 : 0);
-}
+int hopper_static_smem(int bm, int stage, bool ep) { return hopper_static_smem_bytes(bm, stage, ep); }
 
 // As many stages as fit beside the head and the region, 2 to 12: an SM's 228 KB, less 1 KB the
 // system keeps per block, shared by its blocks.
 int hopper_stages(int bm, int stage, bool ep, bool resident, int groups) {
   const int limit = hopper_blocks_per_sm(bm, groups) == 1 ? kHopperSharedLimit : 233472 / 2 - 1024;
-  const int room = limit - hopper_static_smem(bm, stage, ep) -
-                   hopper_dynamic_smem_bytes(bm, 0, hopper_region_ld(stage, groups), resident, groups);
-  return std::clamp(room / hopper_stage_bytes(bm, resident, groups), 2, 12);
+  return std::clamp(hopper_stages_that_fit(bm, stage, ep, resident, groups, limit), 2, 12);
 }
 
 int hopper_smem(int bm, int stage, bool ep, bool resident, int groups) {

@@ -29,9 +29,11 @@ struct HopperScales {
   int h_exponent = 0;
 };
 HopperScales hopper_scales(const Config& config, const BucketConfig& bucket);
-// The token tile: the config's (a multiple of 16), capped at kHopperMaxBm (the config refuses
-// more than kHopperMaxBmWide with a 256-row weight tile; both in interface/kernel_constants.cuh).
-int hopper_bm(int config_bm);
+// Whether a bucket's Stage1 (x per block) or Stage2 (h per 128) promotes partial sums.
+bool hopper_stage_promotes(const BucketConfig& b, int stage);
+// A stage's token tile (wgmma's N), the config's: a multiple of 16 up to hopper_max_bm of the
+// stage's form (interface/kernel_constants.cuh); throws megamoe::Error past it.
+int hopper_bm(const BucketConfig& b, int stage);
 // 128-row groups of weight rows a block takes: a stage's weight_tile / 128.
 int hopper_groups(const TileShape& tile);
 // Blocks per SM: 2 for token tiles up to 48 (more warps to hide a chunk's latencies) with 128
@@ -44,7 +46,6 @@ int hopper_blocks_per_sm(int bm, int groups = 1);
 int hopper_stages(int bm, int stage, bool ep = false, bool resident = false, int groups = 1);
 int hopper_smem(int bm, int stage, bool ep = false, bool resident = false, int groups = 1);
 int hopper_static_smem(int bm, int stage, bool ep = false);
-inline constexpr int kHopperSharedLimit = 232448;  // dynamic shared memory an sm_90 block may have
 
 // The largest token tile of any path (the routed layout's overhang past its last row).
 inline constexpr int kMaxTokenTile = kHopperMaxBm;

@@ -239,33 +239,44 @@ BucketConfig read_merged_bucket(const json& merged, int bucket, const std::strin
   return b;
 }
 
-// A 256-row weight tile (the Hopper kernels' four consumer warpgroups): only where its stage sums
-// with no promotion (the registers of a promotion's partial sums are not there), from MXFP4
-// weights (a stage of two 16 KB fp8-resident units leaves too few stages), on token tiles up to
-// kHopperMaxBmWide (the sums and two sets of fragments in 112 registers), and on a stage whose
-// weight rows it divides.
-void check_weight_tiles(const BucketConfig& b, const ModelShape& m, const std::string& path, const std::string& file) {
+// A stage's tiles as the Hopper kernels take them. A 256-row weight tile (four consumer
+// warpgroups) only where its stage sums with no promotion (the registers of a promotion's partial
+// sums are not there), from MXFP4 weights (a stage of two 16 KB fp8-resident units leaves too few
+// stages), and on a stage whose weight rows it divides. A token tile up to hopper_max_bm of the
+// stage's form (interface/kernel_constants.cuh): the registers (176 promoting, 256 not, 96 over
+// 256 rows) and kHopperMinStages stages beside the region.
+void check_tiles(const BucketConfig& b, const ModelShape& m, const std::string& path, const std::string& file) {
   for (int stage : {1, 2}) {
     const TileShape& t = stage == 1 ? b.stage1 : b.stage2;
-    if (t.weight_tile == 128) continue;
-    const std::string at = fmt::format("{}.stage{}.weight_tile", path, stage);
-    const std::string value = std::to_string(t.weight_tile);
     const bool promotes = stage == 1 ? b.x_scale != XScale::per_row : b.h_scale != HScale::static_bound;
-    if (promotes)
-      throw ConfigError(file, at, value,
-                        stage == 1 ? "128 (256 weight rows need Stage1 unpromoted: x_scale \"row\")"
-                                   : "128 (256 weight rows need Stage2 unpromoted: h_scale \"static\")");
-    if (b.weights == WeightSource::fp8_resident)
-      throw ConfigError(file, at, value, "128 (the fp8-resident weights take 128-row tiles)");
-    if (t.token_tile > kHopperMaxBmWide)
-      throw ConfigError(file, at, value,
-                        fmt::format("128, or a stage{}.token_tile of at most {} (this bucket's is {})", stage,
-                                    int(kHopperMaxBmWide), t.token_tile));
-    const int rows = stage == 1 ? 2 * m.inter_dim : m.model_dim;
-    if (rows % t.weight_tile)
-      throw ConfigError(file, at, value,
-                        fmt::format("128: Stage{}'s {} weight rows ({}) are no multiple of {}", stage, rows,
-                                    stage == 1 ? "2 x inter_dim" : "model_dim", t.weight_tile));
+    const bool resident = b.weights == WeightSource::fp8_resident;
+    if (t.weight_tile != 128) {
+      const std::string at = fmt::format("{}.stage{}.weight_tile", path, stage);
+      const std::string value = std::to_string(t.weight_tile);
+      if (promotes)
+        throw ConfigError(file, at, value,
+                          stage == 1 ? "128 (256 weight rows need Stage1 unpromoted: x_scale \"row\")"
+                                     : "128 (256 weight rows need Stage2 unpromoted: h_scale \"static\")");
+      if (resident) throw ConfigError(file, at, value, "128 (the fp8-resident weights take 128-row tiles)");
+      if (t.token_tile > kHopperMaxBmWide)
+        throw ConfigError(file, at, value,
+                          fmt::format("128, or a stage{}.token_tile of at most {} (this bucket's is {})", stage,
+                                      int(kHopperMaxBmWide), t.token_tile));
+      const int rows = stage == 1 ? 2 * m.inter_dim : m.model_dim;
+      if (rows % t.weight_tile)
+        throw ConfigError(file, at, value,
+                          fmt::format("128: Stage{}'s {} weight rows ({}) are no multiple of {}", stage, rows,
+                                      stage == 1 ? "2 x inter_dim" : "model_dim", t.weight_tile));
+    }
+    const int limit = hopper_max_bm(stage, promotes, resident, t.weight_tile / kWeightRowsPerBlock);
+    if (t.token_tile > limit) {
+      const char* why = promotes ? (stage == 1 ? " (Stage1 promotes with x_scale \"block\"; \"row\" allows up to 256)"
+                                               : " (Stage2 promotes with h_scale \"block\"; \"static\" allows more)")
+                        : stage == 2 ? " (Stage2's output region leaves too few pipeline stages past it)"
+                                     : " (the pipeline stages' shared memory)";
+      throw ConfigError(file, fmt::format("{}.stage{}.token_tile", path, stage), std::to_string(t.token_tile),
+                        fmt::format("a multiple of 16 up to {} here{}", limit, why));
+    }
   }
 }
 
@@ -329,7 +340,7 @@ Config parse_config(std::string_view json_text, const std::string& source) {
       throw ConfigError(source, path + ".h_scale", "\"static\"",
                         fmt::format("\"block\": a static h scale needs a bounded activation, and {} has no bound",
                                     to_string(c.activation.kind)));
-    check_weight_tiles(c.buckets[i], c.model, path, source);
+    check_tiles(c.buckets[i], c.model, path, source);
   }
   if (v1) top.fail("$.schema", fmt::format("\"{}\"", kSchemaV1), fmt::format("\"{}\" ({})", kSchema, kV2Changes));
   return c;
@@ -343,7 +354,7 @@ Config with_buckets_of(const Config& model, const Config& buckets) {
                                 "bound for: its table cannot serve that model",
                                 buckets.name, b.bucket, model.name, to_string(model.activation.kind)));
   for (const BucketConfig& b : buckets.buckets)  // its weight tiles must divide this model's weight rows
-    check_weight_tiles(b, model.model, fmt::format("$.buckets.{}", b.bucket), buckets.source);
+    check_tiles(b, model.model, fmt::format("$.buckets.{}", b.bucket), buckets.source);
   Config c = model;
   c.name = model.name + "_with_" + buckets.name + "_buckets";
   c.source = model.source + " with the buckets of " + buckets.source;

@@ -124,9 +124,11 @@ MM_SHARED_FN int tensor_core_smem_bytes(int bn, int stages, int k, int epilogue_
 // group and 4 (the padding keeps the consumers' writes and the storers' 16-byte reads free of bank
 // conflicts).
 enum : int { kHopperTileInfos = 4, kHopperBarrierBytes = 512 };
-// The widest token tile: with 128 weight rows (two sets of fragments beside the sums and a set of
-// partial sums in 232 registers), and with 256 (the sums and two sets of fragments in 112).
-enum : int { kHopperMaxBm = 176, kHopperMaxBmWide = 96 };
+// The widest token tile the registers allow: with 128 weight rows, 176 where a stage promotes (two
+// sets of fragments beside the sums and a set of partial sums in 232 registers) and 256 (wgmma's
+// widest N) where it sums with no promotion; with 256 weight rows, 96 (the sums and two sets of
+// fragments in 112). hopper_max_bm also asks for kHopperMinStages stages in shared memory.
+enum : int { kHopperMaxBmPromoted = 176, kHopperMaxBm = 256, kHopperMaxBmWide = 96, kHopperMinStages = 3 };
 MM_SHARED_FN int hopper_threads(int groups) { return 128 + 256 * groups; }
 MM_SHARED_FN int hopper_region_ld(int stage, int groups) { return (stage == 1 ? 64 : 128) * groups + 4; }
 MM_SHARED_FN int round_up_1024(int bytes) { return (bytes + 1023) / 1024 * 1024; }
@@ -148,5 +150,27 @@ MM_SHARED_FN int hopper_dynamic_smem_bytes(int bn, int stages, int region_ld, bo
 // Stage1's static shared memory (moe/stage1_hopper.cuh's Stage1PairShared): its rows' maxima, its
 // own and its cluster peer's two, and two barriers.
 MM_SHARED_FN int hopper_pair_shared_bytes(int bn) { return 3 * bn * 4 + 2 * 8; }
+// A Hopper kernel's static shared memory, counted with the 1 KB that the cubins list in every sm_90
+// kernel using shared memory: Stage1's Stage1PairShared; over several ranks a few protocol words.
+MM_SHARED_FN int hopper_static_smem_bytes(int bn, int stage, bool ep) {
+  return 1024 + (stage == 1 ? hopper_pair_shared_bytes(bn) : 0) + (ep ? 64 : 0);
+}
+enum : int { kHopperSharedLimit = 232448 };  // the dynamic and static shared memory an sm_90 block may have
+// Pipeline stages that fit in `limit` bytes beside the static shared memory, the head and the region.
+MM_SHARED_FN int hopper_stages_that_fit(int bn, int stage, bool ep, bool resident, int groups, int limit) {
+  const int room = limit - hopper_static_smem_bytes(bn, stage, ep) -
+                   hopper_dynamic_smem_bytes(bn, 0, hopper_region_ld(stage, groups), resident, groups);
+  return room / hopper_stage_bytes(bn, resident, groups);
+}
+// The widest token tile of a Hopper stage: what its registers allow (a multiple of 16), narrowed
+// until kHopperMinStages stages fit beside its region in one block an SM (over several ranks too, so
+// that a config's tiles are the same at every world size). Stage2's region of 132 floats a token
+// stops it at 192 from MXFP4 weights.
+MM_SHARED_FN int hopper_max_bm(int stage, bool promotes, bool resident, int groups) {
+  int bn = groups == 2 ? int(kHopperMaxBmWide) : promotes ? int(kHopperMaxBmPromoted) : int(kHopperMaxBm);
+  while (bn > 16 && hopper_stages_that_fit(bn, stage, true, resident, groups, kHopperSharedLimit) < kHopperMinStages)
+    bn -= 16;
+  return bn;
+}
 
 }  // namespace megamoe

@@ -109,9 +109,10 @@ struct HopperPipeline {
   static_assert(!kPromotes || kGroups == 1, "256 weight rows with no promotion only");
   static_assert(kPromotes || kScaleChunks == kScaleWholeK || kScaleChunks == kScaleStatic, "a scale form");
   // Two sets of fragments beside the sums and one set of partial sums fit 232 registers up to
-  // 176 tokens; the sums and two sets of fragments, 112 registers up to kHopperMaxBmWide.
-  static_assert(BM % 16 == 0 && BM >= 16 && BM <= (kGroups == 1 ? kHopperMaxBm : kHopperMaxBmWide),
-                "BM: a multiple of 16 tokens up to the weight tile's limit");
+  // 176 tokens, without the partial sums up to 256; the sums and two sets of fragments, 112
+  // registers up to kHopperMaxBmWide.
+  static constexpr int kMaxBm = kGroups == 2 ? kHopperMaxBmWide : kPromotes ? kHopperMaxBmPromoted : kHopperMaxBm;
+  static_assert(BM % 16 == 0 && BM >= 16 && BM <= kMaxBm, "BM: a multiple of 16 tokens up to the registers' limit");
 
   // Shared memory (from a 1024-aligned base): the barriers (512 bytes) and the TileInfo ring, then kStages
   // stages of [activations BM x 128 B, swizzled][a unit per group: weights, then exponents]

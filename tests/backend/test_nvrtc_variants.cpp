@@ -52,8 +52,8 @@ void compile_activation(Activation act) {
     // the Hopper token tiles' ends, x in blocks of one and of two chunks and per row; h per 128
     // and, where the activation is bounded, static
     const bool bounded = std::isfinite(activation_bound(act));
-    for (int bm : {16, int(kHopperMaxBm)})
-      for (int x_block : {128, 256, int(kXPerRow)})
+    for (int x_block : {128, 256, int(kXPerRow)})
+      for (int bm : {16, hopper_max_bm(1, x_block != kXPerRow, false, 1)})
         for (bool h_static : {false, true}) {
           if (h_static && !bounded) continue;
           HopperScales scales{x_block, h_static, h_static ? -2 : 0};
@@ -81,21 +81,25 @@ TEST_CASE("NVRTC compiles the swiglu Stage1 kernels", "[nvrtc][swiglu]") {
 
 // ptxas serialises wgmma (each followed by a wait for all) when it finds accumulator registers
 // read while a wgmma group may be in flight (C7514) or too few registers for them (C7512), and
-// says so only as info: the kernels then run, correct and slow. Every width either stage can take,
-// mxfp4 and fp8-resident, is compiled with -v and checked.
+// says so only as info: the kernels then run, correct and slow. Every width either stage can take
+// (hopper_max_bm of its form), mxfp4 and fp8-resident, is compiled with -v and checked.
 TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asynchronous", "[nvrtc][hopper]") {
   std::shared_ptr<const Compiler> compiler = make_compiler(BackendKind::cuda);
   KernelBuilder b(compiler, "sm_90a", {});
   const Activation act{ActivationKind::situv2, 4.f, 25.f, 0.f};
   std::vector<KernelSpec> specs;
   const HopperScales x256{256}, x128{128}, none_promoted{kXPerRow, true, -2};  // x per row, h static
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, x256, false));
-  for (int bm : {16, 64, int(kHopperMaxBm)}) specs.push_back(stage1_hopper_spec(act, bm, x128, false));  // x per chunk
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, x256, false));
-  // With no promotion: every width of the MXFP4 kernels.
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, none_promoted, false));
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16)
+  constexpr int promoted = kHopperMaxBmPromoted;
+  for (int bm = 16; bm <= promoted; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, x256, false));
+  for (int bm : {16, 64, promoted}) specs.push_back(stage1_hopper_spec(act, bm, x128, false));  // x per chunk
+  for (int bm = 16; bm <= promoted; bm += 16) specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, x256, false));
+  // With no promotion: every width of the MXFP4 kernels, Stage1's up to 256 tokens; the fp8 wire
+  // at the widest.
+  for (int bm = 16; bm <= hopper_max_bm(1, false, false, 1); bm += 16)
+    specs.push_back(stage1_hopper_spec(act, bm, none_promoted, false));
+  for (int bm = 16; bm <= hopper_max_bm(2, false, false, 1); bm += 16)
     specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, none_promoted, false));
+  specs.push_back(stage2_hopper_spec(hopper_max_bm(2, false, false, 1), CombineWire::fp8_blockwise_1x32, none_promoted, false));
   // 256 weight rows a block (four consumer warpgroups, no promotion) at every width up to
   // kHopperMaxBmWide; Stage1 also with h per 128 (a tile's own row maxima).
   const HopperScales x_row{kXPerRow};
@@ -110,14 +114,14 @@ TEST_CASE("NVRTC compiles every Hopper token tile, and ptxas keeps the wgmma asy
   }
   // The fp8-resident kernels (both operands from shared memory) at every width.
   const WeightSource res = WeightSource::fp8_resident;
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, x256, false, false, res));
-  for (int bm : {16, 64, int(kHopperMaxBm)}) specs.push_back(stage1_hopper_spec(act, bm, x128, false, false, res));
-  for (int bm = 16; bm <= kHopperMaxBm; bm += 16)
+  for (int bm = 16; bm <= promoted; bm += 16) specs.push_back(stage1_hopper_spec(act, bm, x256, false, false, res));
+  for (int bm : {16, 64, promoted}) specs.push_back(stage1_hopper_spec(act, bm, x128, false, false, res));
+  for (int bm = 16; bm <= promoted; bm += 16)
     specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, x256, false, false, res));
-  for (int bm : {16, 64, 160, int(kHopperMaxBm)}) {
+  for (int bm : {16, 64, 160, hopper_max_bm(1, false, true, 1)})
     specs.push_back(stage1_hopper_spec(act, bm, none_promoted, false, false, res));
+  for (int bm : {16, 64, 160, hopper_max_bm(2, false, true, 1)})
     specs.push_back(stage2_hopper_spec(bm, CombineWire::bf16, none_promoted, false, false, res));
-  }
   for (const KernelSpec& spec : specs) {
     PlannedKernel p = b.plan(spec);
     CompileInput in{p.rendered.name, p.rendered.source, p.rendered.headers, p.options};

@@ -121,8 +121,10 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
         const TileShape& tile = spec.family == "stage1_hopper" ? c->bucket(b).stage1 : c->bucket(b).stage2;
         CHECK(spec.threads == (tile.weight_tile == 256 ? 640 : 384));
         CHECK(spec.name().find(fmt::format("_bw{}_", tile.weight_tile)) != std::string::npos);
-        CHECK(spec.min_blocks == hopper_blocks_per_sm(hopper_bm(tile.token_tile), tile.weight_tile / 128));
-        const int static_bytes = 1024 + (spec.family == "stage1_hopper" ? 3 * kHopperMaxBm * 4 + 16 : 0);
+        CHECK(spec.min_blocks ==
+              hopper_blocks_per_sm(hopper_bm(c->bucket(b), spec.family == "stage1_hopper" ? 1 : 2), tile.weight_tile / 128));
+        const int static_bytes =
+            1024 + (spec.family == "stage1_hopper" ? 3 * hopper_bm(c->bucket(b), 1) * 4 + 16 : 0);
         CHECK(spec.min_blocks * (spec.shared_bytes + static_bytes + 1024) <= 233472);
         // Stage1 with h per 128 over 128 weight rows runs in pairs of blocks (a 128-column block
         // of h spans two tiles), declared in the entry point so that every launch makes them; with
@@ -141,23 +143,49 @@ TEST_CASE("a bucket's kernels follow its config values", "[codegen]") {
 
 TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM to a tile it has", "[codegen]") {
   const Activation act{ActivationKind::situv2, 4.f, 25.f, 0.f};
+  // The widest token tile of each stage form over 128 weight rows: 176 where the stage promotes,
+  // 256 where it does not, less where kHopperMinStages stages would not fit beside the region
+  // (Stage2's 132-float rows; the fp8-resident weights' 16 KB units).
+  struct Form {
+    int stage;
+    bool promotes, resident;
+    int widest;
+  };
+  const Form forms[] = {{1, true, false, 176}, {2, true, false, 176}, {1, false, false, 256}, {2, false, false, 192},
+                        {1, true, true, 176},  {2, true, true, 176},  {1, false, true, 224}, {2, false, true, 176}};
+  for (const Form& f : forms) {
+    INFO("stage " << f.stage << " promotes " << f.promotes << " resident " << f.resident);
+    CHECK(hopper_max_bm(f.stage, f.promotes, f.resident, 1) == f.widest);
+    BucketConfig b;
+    b.x_scale = f.stage == 1 && !f.promotes ? XScale::per_row : XScale::per_block;
+    b.h_scale = f.stage == 2 && !f.promotes ? HScale::static_bound : HScale::per_block;
+    b.weights = f.resident ? WeightSource::fp8_resident : WeightSource::mxfp4;
+    b.stage1 = b.stage2 = TileShape{f.widest, 128};
+    CHECK(hopper_bm(b, f.stage) == f.widest);
+    b.stage1 = b.stage2 = TileShape{f.widest + 16, 128};
+    if (f.widest < 256) CHECK_THROWS_WITH(hopper_bm(b, f.stage), Catch::Contains("token_tile"));
+    const HopperScales scales{f.promotes ? 256 : int(kXPerRow), !f.promotes, -2};
+    const WeightSource w = b.weights;
+    for (int bm = 16; bm <= f.widest; bm += 16) {
+      INFO("bm " << bm);
+      for (bool ep : {false, true}) {
+        const KernelSpec spec = f.stage == 1 ? KernelSpec(stage1_hopper_spec(act, bm, scales, false, ep, w))
+                                             : KernelSpec(stage2_hopper_spec(bm, CombineWire::bf16, scales, true, ep, w));
+        INFO(spec.name());
+        CHECK(spec.min_blocks == (bm <= 48 ? 2 : 1));
+        // static shared memory as the cubins list it (Stage1's row maxima and barriers, 1 KB of
+        // ptxas's own; over several ranks a few words more), then the driver's 1 KB per block, out
+        // of the SM's 228 KB
+        const int static_bytes = 1024 + (f.stage == 1 ? 3 * bm * 4 + 16 : 0) + (ep ? 64 : 0);
+        CHECK(spec.shared_bytes + static_bytes <= kHopperSharedLimit);
+        CHECK(spec.min_blocks * (spec.shared_bytes + static_bytes + 1024) <= 233472);
+        // a chunk in use, one landing, one queued
+        CHECK(hopper_stages(bm, f.stage, ep, f.resident) >= kHopperMinStages);
+      }
+    }
+  }
   for (int bm = 16; bm <= 256; bm += 16) {
     INFO("config bm " << bm);
-    const int bm1 = hopper_bm(bm), bm2 = hopper_bm(bm);
-    CHECK(bm1 == std::min<int>(bm, kHopperMaxBm));
-    CHECK(bm2 == std::min<int>(bm, kHopperMaxBm));
-    for (const KernelSpec& spec : std::vector<KernelSpec>{stage1_hopper_spec(act, bm1, HopperScales{512}, false),
-                                                         stage2_hopper_spec(bm2, CombineWire::bf16, {}, true)}) {
-      INFO(spec.name());
-      const int tile = spec.family == "stage1_hopper" ? bm1 : bm2;
-      CHECK(spec.min_blocks == (tile <= 48 ? 2 : 1));
-      // static shared memory as the cubins list it (Stage1's row maxima and barriers, 1 KB of ptxas's
-      // own), then the driver's 1 KB per block, out of the SM's 228 KB
-      const int static_bytes = 1024 + (spec.family == "stage1_hopper" ? 3 * tile * 4 + 16 : 0);
-      CHECK(spec.shared_bytes + static_bytes <= kHopperSharedLimit);
-      CHECK(spec.min_blocks * (spec.shared_bytes + static_bytes + 1024) <= 233472);
-      CHECK(hopper_stages(tile, spec.family == "stage1_hopper" ? 1 : 2) >= 3);  // a chunk in use, one landing, one queued
-    }
     // 256 weight rows a block: four consumer warpgroups (640 threads) at one block per SM, up to
     // kHopperMaxBmWide tokens; h static and x per row (no promotion), no clusters.
     if (bm <= kHopperMaxBmWide) {

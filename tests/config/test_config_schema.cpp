@@ -147,6 +147,42 @@ TEST_CASE("a 256-row weight tile is taken where its stage can run it, refused wi
   CHECK_NOTHROW(with_buckets_of(c, odd_model));
 }
 
+// A token tile up to what the Hopper kernels of the stage's form take (hopper_max_bm): 176 where
+// the stage promotes, 256 where it does not, Stage2's 192 (its region); past it the config names
+// the field, the value, the limit and why.
+TEST_CASE("a token tile is taken up to its stage form's limit, refused with the reason past it", "[config]") {
+  json doc = valid();
+  doc["buckets"]["8"]["stage1"] = {{"token_tile", 176}};
+  doc["buckets"]["8"]["stage2"] = {{"token_tile", 176}};
+  CHECK(parse_config(doc.dump(), "cfg/t.json").bucket(8).stage1.token_tile == 176);
+  auto refusal = [&](json d, const char* stage, int tile) {
+    d["buckets"]["8"][stage] = {{"token_tile", tile}};
+    return rejection(d);
+  };
+  ConfigError p1 = refusal(doc, "stage1", 192);  // x per block promotes
+  CHECK(p1.json_path == "$.buckets.8.stage1.token_tile");
+  CHECK(p1.value == "192");
+  CHECK_THAT(p1.expected, Catch::Contains("up to 176") && Catch::Contains("x_scale") && Catch::Contains("256"));
+  ConfigError p2 = refusal(doc, "stage2", 192);  // h per 128 promotes
+  CHECK(p2.json_path == "$.buckets.8.stage2.token_tile");
+  CHECK_THAT(p2.expected, Catch::Contains("up to 176") && Catch::Contains("h_scale"));
+  json whole = doc;
+  whole["bucket_defaults"]["x_scale"] = "row";
+  whole["bucket_defaults"]["h_scale"] = "static";
+  whole["buckets"]["8"]["stage1"] = {{"token_tile", 256}};
+  whole["buckets"]["8"]["stage2"] = {{"token_tile", 192}};
+  const Config c = parse_config(whole.dump(), "cfg/t.json");
+  CHECK(c.bucket(8).stage1.token_tile == 256);
+  CHECK(c.bucket(8).stage2.token_tile == 192);
+  ConfigError s2 = refusal(whole, "stage2", 208);
+  CHECK(s2.json_path == "$.buckets.8.stage2.token_tile");
+  CHECK_THAT(s2.expected, Catch::Contains("up to 192") && Catch::Contains("region"));
+  whole["buckets"]["8"]["weights"] = "fp8_resident";  // its 16 KB units: fewer stages fit
+  ConfigError r1 = rejection(whole);
+  CHECK(r1.json_path == "$.buckets.8.stage1.token_tile");
+  CHECK_THAT(r1.expected, Catch::Contains("up to 224"));
+}
+
 TEST_CASE("the built-in configs load", "[config]") {
   test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
   test::ScopedEnv no_bc("MEGAMOE_BOUNDS_CHECK", std::nullopt);

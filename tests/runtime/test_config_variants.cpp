@@ -21,6 +21,16 @@ std::string kimi_wide(int weight_tile) {
   return patch.dump();
 }
 const std::string kKimiWide256 = kimi_wide(256), kKimiWide128 = kimi_wide(128);
+// Kimi-K3's buckets from 1024 tokens with token tiles past 176 (Stage1 / Stage2: 256 / 192 from
+// MXFP4 weights, 224 / 176 from the fp8-resident copy, each form's widest), or 160 / 160 from
+// MXFP4; no promotion, as the wide tiles need.
+std::string kimi_token_tiles(int stage1, int stage2, const char* weights) {
+  nlohmann::json patch = {{"bucket_defaults", {{"x_scale", "row"}, {"h_scale", "static"}}}};
+  for (int bucket = 1024; bucket <= 32768; bucket *= 2)
+    patch["buckets"][std::to_string(bucket)] = {
+        {"stage1", {{"token_tile", stage1}}}, {"stage2", {{"token_tile", stage2}}}, {"weights", weights}};
+  return patch.dump();
+}
 }  // namespace
 
 const std::vector<ConfigVariant>& config_variants() {
@@ -71,6 +81,10 @@ const std::vector<ConfigVariant>& config_variants() {
       // tiles of 16 to 96, and the same token tiles over 128 rows: the two give the same bits.
       {"kimi_w256", "kimi_k3_a8w4", kKimiWide256},
       {"kimi_w256_as_w128", "kimi_k3_a8w4", kKimiWide128},
+      // Token tiles past 176 (no promotion) at each weight source's widest, and the same layer at 160.
+      {"kimi_wide_tiles", "kimi_k3_a8w4", kimi_token_tiles(256, 192, "mxfp4")},
+      {"kimi_wide_tiles_fp8res", "kimi_k3_a8w4", kimi_token_tiles(224, 176, "fp8_resident")},
+      {"kimi_wide_as_160", "kimi_k3_a8w4", kimi_token_tiles(160, 160, "mxfp4")},
       // Stage1 over 256 rows with h per 128 (SiLU: a tile holds its blocks of h, no clusters) and
       // over 128 (clusters of two exchanging the rows' maxima); odd chunk counts (K 384, 3 chunks).
       {"small_odd_silu_w256", "generic_a8w4",

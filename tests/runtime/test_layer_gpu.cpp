@@ -154,6 +154,16 @@ TEST_CASE("Kimi-K3 shape, 256-row weight tiles", "[gpu][situv2][w256]") {
   run_cases(variant("small_odd_silu_w256"), {{1}, {64}, {1000}});
 }
 
+// Token tiles past 176 where the stages sum with no promotion (Stage1 256 and Stage2 192 from
+// MXFP4 weights; 224 and 176 from the fp8-resident copy), against both references on each
+// workload; every tile width (ramp routings).
+TEST_CASE("Kimi-K3 shape, token tiles past 176", "[gpu][situv2][wide]") {
+  using workload::InputKind;
+  run_cases(variant("kimi_wide_tiles"), {{1024}, {.tokens = 4096, .inputs = InputKind::outliers}, {3000, "ramp", 256},
+                                         {.tokens = 8192, .inputs = InputKind::massive}});
+  run_cases(variant("kimi_wide_tiles_fp8res"), {{1024}, {3000, "ramp", 256}, {.tokens = 8192, .inputs = InputKind::massive}});
+}
+
 TEST_CASE("Kimi-K3 shape, situv2, portable kernels", "[gpu][situv2][portable]") {
   run_cases("kimi_k3_a8w4", {{1}, {128}, {1024}}, KernelPath::portable);
 }
