@@ -12,16 +12,23 @@ namespace megamoe {
 enum class ActivationKind { silu, situv2, swiglu };
 std::string_view to_string(ActivationKind kind);
 
+// SwiGLU is one family: min(g, limit) x sigmoid(alpha x min(g, limit)) x (clamp(u, -limit, limit) +
+// up_offset). alpha 1 and up_offset 0 make the clamped SwiGLU; gpt-oss takes limit 7, alpha 1.702
+// and up_offset 1.
 struct Activation {
   ActivationKind kind = ActivationKind::silu;
   float beta = 0.f;         // situv2
   float linear_beta = 0.f;  // situv2
   float limit = 0.f;        // swiglu
+  float alpha = 1.f;        // swiglu
+  float up_offset = 0.f;    // swiglu
 };
 
 // A bound on |act(gate, up)| for every gate and up, or infinity where there is none (SiLU):
-// SiTUv2's two factors stay below beta and linear_beta, clamped SwiGLU's below limit each. A
-// static h scale (HScale::static_bound) takes its exponent from it.
+// SiTUv2's two factors stay below beta and linear_beta; SwiGLU's gate factor below max(limit x
+// sigmoid(alpha x limit), 0.2785 / alpha) (x sigmoid(alpha x) has its least value, -0.2785 / alpha,
+// at x = -1.2785 / alpha, and rises from there) and its up factor below limit + |up_offset|. A static h scale (HScale::static_bound) takes its
+// exponent from it.
 float activation_bound(const Activation& a);
 
 struct ModelShape {

@@ -51,6 +51,7 @@ nb::dict config_info(const std::string& name) {
   d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
   d["activation"] = std::string(to_string(c.activation.kind));
   d["beta"] = c.activation.beta, d["linear_beta"] = c.activation.linear_beta, d["limit"] = c.activation.limit;
+  d["alpha"] = c.activation.alpha, d["up_offset"] = c.activation.up_offset;
   d["activations_format"] = c.quant.activations, d["weights_format"] = c.quant.weights;
   nb::list buckets;
   for (const BucketConfig& b : c.buckets) buckets.append(b.bucket);

@@ -38,8 +38,10 @@ ActivationCode activation_code(const Activation& act) {
       c.type = "megamoe::SiTUv2<ActivationParams>";
       break;
     case ActivationKind::swiglu:
-      c.preamble = fmt::format("struct ActivationParams {{\n  static constexpr float limit = {};\n}};\n",
-                               float_literal(act.limit));
+      c.preamble = fmt::format(
+          "struct ActivationParams {{\n  static constexpr float limit = {};\n  static constexpr float alpha = {};\n"
+          "  static constexpr float up_offset = {};\n}};\n",
+          float_literal(act.limit), float_literal(act.alpha), float_literal(act.up_offset));
       c.type = "megamoe::SwiGLU<ActivationParams>";
       break;
   }

@@ -59,11 +59,17 @@ std::string_view to_string(CombineWire wire) {
 std::string_view to_string(XScale x) { return x == XScale::per_block ? "block" : "row"; }
 std::string_view to_string(HScale h) { return h == HScale::per_block ? "block" : "static"; }
 
+// |min over x of x sigmoid(x)| (0.278465 at x = -1.278465), rounded up.
+constexpr float kSiluLeast = 0.2785f;
+
 float activation_bound(const Activation& a) {
   switch (a.kind) {
     case ActivationKind::silu: return INFINITY;
     case ActivationKind::situv2: return a.beta * a.linear_beta;
-    case ActivationKind::swiglu: return a.limit * a.limit;
+    case ActivationKind::swiglu: {  // x sigmoid(alpha x) rises from its least value to min(g, limit) = limit
+      const double gate = std::fmax(a.limit / (1.0 + std::exp(-double(a.alpha) * a.limit)), kSiluLeast / a.alpha);
+      return float(gate * (a.limit + std::fabs(a.up_offset)) * (1 + 1e-6));  // reached at the clamp: fp32 rounds within ulps of it
+    }
   }
   return INFINITY;
 }

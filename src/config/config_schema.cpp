@@ -68,6 +68,11 @@ class ObjectReader {
       fail(at(key), show(v), "a finite number > 0");
     return v.get<double>();
   }
+  double finite_number(std::string_view key) {
+    const json& v = field(key);
+    if (!v.is_number() || !std::isfinite(v.get<double>())) fail(at(key), show(v), "a finite number");
+    return v.get<double>();
+  }
   bool boolean(std::string_view key) {
     const json& v = field(key);
     if (!v.is_boolean()) fail(at(key), show(v), "true or false");
@@ -146,6 +151,8 @@ Activation read_activation(ObjectReader r) {
   } else {
     a.kind = ActivationKind::swiglu;
     a.limit = float(r.positive_number("limit"));
+    if (r.has("alpha")) a.alpha = float(r.positive_number("alpha"));
+    if (r.has("up_offset")) a.up_offset = float(r.finite_number("up_offset"));
   }
   r.no_unknown_fields();
   return a;

@@ -51,14 +51,15 @@ struct SiTUv2 {
   }
 };
 
-// silu(min(g, L)) * clamp(u, -L, L)
+// min(g, L) * sigmoid(alpha * min(g, L)) * (clamp(u, -L, L) + up_offset): the clamped SwiGLU
+// (alpha 1, up_offset 0) and gpt-oss's (alpha 1.702, up_offset 1)
 template <class Params>
 struct SwiGLU {
   MM_DEVICE static float apply(float g, float u) {
     const float L = Params::limit;
     g = fminf(g, L);
     u = fminf(fmaxf(u, -L), L);
-    return g * mm_sigmoid(g) * u;
+    return g * mm_sigmoid(Params::alpha * g) * (u + Params::up_offset);
   }
 };
 

@@ -183,6 +183,35 @@ TEST_CASE("a token tile is taken up to its stage form's limit, refused with the 
   CHECK_THAT(r1.expected, Catch::Contains("up to 224"));
 }
 
+// SwiGLU's family: limit required, alpha (> 0) and up_offset optional (1 and 0); other kinds take
+// none of them, and a bad value is named.
+TEST_CASE("swiglu takes limit, alpha and up_offset; the bound follows them", "[config][swiglu]") {
+  json doc = valid();
+  doc["activation"] = {{"kind", "swiglu"}, {"limit", 7.0}};
+  Config c = parse_config(doc.dump(), "cfg/t.json");
+  CHECK(c.activation.limit == 7.f);
+  CHECK(c.activation.alpha == 1.f);
+  CHECK(c.activation.up_offset == 0.f);
+  CHECK(activation_bound(c.activation) == Approx(7 * 7 / (1 + std::exp(-7.0))).epsilon(2e-6));
+  doc["activation"]["alpha"] = 1.702;
+  doc["activation"]["up_offset"] = 1.0;
+  c = parse_config(doc.dump(), "cfg/t.json");
+  CHECK(c.activation.alpha == 1.702f);
+  CHECK(c.activation.up_offset == 1.f);
+  CHECK(activation_bound(c.activation) == Approx(7 * 8 / (1 + std::exp(-1.702 * 7))).epsilon(2e-6));
+  json bad = doc;
+  bad["activation"]["alpha"] = 0;
+  ConfigError a = rejection(bad);
+  CHECK(a.json_path == "$.activation.alpha");
+  CHECK_THAT(a.expected, Catch::Contains("> 0"));
+  bad = doc;
+  bad["activation"]["up_offset"] = "one";
+  CHECK(rejection(bad).json_path == "$.activation.up_offset");
+  json silu = valid();
+  silu["activation"] = {{"kind", "silu"}, {"alpha", 1.702}};
+  CHECK(rejection(silu).json_path == "$.activation.alpha");
+}
+
 TEST_CASE("the built-in configs load", "[config]") {
   test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
   test::ScopedEnv no_bc("MEGAMOE_BOUNDS_CHECK", std::nullopt);

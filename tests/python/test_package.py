@@ -36,6 +36,20 @@ def test_a_config_file_is_read_by_path():
     assert info["name"] == "small_a8w4" and info["experts_per_rank"] == 8 and info["source"] == SMALL_CONFIG
 
 
+def test_swiglu_parameters_are_read(tmp_path):
+    cfg = json.loads(pathlib.Path(SMALL_CONFIG).read_text())
+    cfg["activation"] = {"kind": "swiglu", "limit": 7.0, "alpha": 1.702, "up_offset": 1.0}
+    path = tmp_path / "oss.json"
+    path.write_text(json.dumps(cfg))
+    info = megamoe.config_info(str(path))
+    assert info["activation"] == "swiglu" and info["limit"] == 7.0 and info["up_offset"] == 1.0
+    assert info["alpha"] == pytest.approx(1.702)
+    del cfg["activation"]["alpha"], cfg["activation"]["up_offset"]  # the clamped SwiGLU's defaults
+    path.write_text(json.dumps(cfg))
+    info = megamoe.config_info(str(path))
+    assert info["alpha"] == 1.0 and info["up_offset"] == 0.0
+
+
 def test_an_unknown_config_is_named_with_the_builtin_ones():
     with pytest.raises(megamoe.Error) as e:
         megamoe.config_info("no_such_config")

@@ -39,6 +39,10 @@ const std::vector<ConfigVariant>& config_variants() {
        R"({"activation": {"kind": "silu", "beta": null, "linear_beta": null}, "bucket_defaults": {"h_scale": "block"}})"},
       {"kimi_swiglu", "kimi_k3_a8w4",
        R"({"activation": {"kind": "swiglu", "limit": 7.0, "beta": null, "linear_beta": null}})"},
+      // gpt-oss's SwiGLU (alpha 1.702, up + 1): its bound, 7 x 8, sets the static h scale.
+      {"kimi_swiglu_oss", "kimi_k3_a8w4",
+       R"({"activation": {"kind": "swiglu", "limit": 7.0, "alpha": 1.702, "up_offset": 1.0, "beta": null,
+                          "linear_beta": null}})"},
       {"kimi_fp8wire", "kimi_k3_a8w4", R"({"bucket_defaults": {"combine_wire": "fp8_blockwise_1x32"}})"},
       {"kimi_checked", "kimi_k3_a8w4", R"({"bucket_defaults": {"bounds_check": true}})"},
       // Each scale mode at every bucket (docs/layer.md, "Scale modes"), whatever the built-in

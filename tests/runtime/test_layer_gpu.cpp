@@ -233,6 +233,12 @@ TEST_CASE("Kimi-K3 shape, swiglu (limit 7)", "[gpu][swiglu]") {
   run_cases(variant("kimi_swiglu"), kKimiSizes);
 }
 
+TEST_CASE("Kimi-K3 shape, gpt-oss's swiglu (limit 7, alpha 1.702, up + 1)", "[gpu][swiglu]") {
+  using workload::InputKind;
+  run_cases(variant("kimi_swiglu_oss"), {{1}, {128}, {.tokens = 1024, .inputs = InputKind::outliers},
+                                         {.tokens = 8192, .inputs = InputKind::massive}});
+}
+
 TEST_CASE("Kimi-K3 shape, fp8-resident weights (every bucket)", "[gpu][situv2][fp8res]") {
   run_cases(variant("kimi_fp8res"), {{1}, {128}, {1024}, {8192}, {784, "ramp", 784}});
 }

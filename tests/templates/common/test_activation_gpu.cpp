@@ -90,4 +90,6 @@ TEST_CASE("SiLU and SwiGLU on the device are the fp32 reference's to a few ulp",
   check_activation(a);
   a.kind = ActivationKind::swiglu, a.limit = 7.f;
   check_activation(a);
+  a.alpha = 1.702f, a.up_offset = 1.f;  // gpt-oss's
+  check_activation(a);
 }
