@@ -28,7 +28,7 @@ TEST_CASE("a config hands out its bucket's values", "[config][buckets]") {
   CHECK(k.bucket_for_tokens(5).bucket == 8);
   CHECK(k.bucket_for_tokens(5).stage1.token_tile == 16);
   CHECK(k.bucket_for_tokens(5).dispatch.cus == 32);
-  CHECK(k.bucket_for_tokens(3000).stage1.token_tile == 160);
+  CHECK(k.bucket_for_tokens(3000).stage1.token_tile == 208);  // bucket 4096's
   CHECK(k.bucket_for_tokens(3000).dispatch.cus == 96);
   CHECK_THROWS_WITH(k.bucket(3), Catch::Contains("no bucket 3"));
 }
