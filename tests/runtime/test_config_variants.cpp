@@ -47,12 +47,15 @@ const std::vector<ConfigVariant>& config_variants() {
       {"kimi_checked", "kimi_k3_a8w4", R"({"bucket_defaults": {"bounds_check": true}})"},
       // Each scale mode at every bucket (docs/layer.md, "Scale modes"), whatever the built-in
       // table takes.
-      // x per block promotes in Stage1: bucket 512's Stage1 over 128 weight rows there.
+      // x per block promotes in Stage1: bucket 512's Stage1 over 128 weight rows there, and
+      // 4096's over token tiles of 160 (176 at most where Stage1 promotes).
       {"kimi_x_block_h_block", "kimi_k3_a8w4",
-       R"({"bucket_defaults": {"x_scale": "block", "h_scale": "block"}, "buckets": {"512": {"stage1": {"weight_tile": 128}}}})"},
+       R"({"bucket_defaults": {"x_scale": "block", "h_scale": "block"},
+           "buckets": {"512": {"stage1": {"weight_tile": 128}}, "4096": {"stage1": {"token_tile": 160}}}})"},
       {"kimi_x_row_h_block", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "row", "h_scale": "block"}})"},
       {"kimi_x_block_h_static", "kimi_k3_a8w4",
-       R"({"bucket_defaults": {"x_scale": "block", "h_scale": "static"}, "buckets": {"512": {"stage1": {"weight_tile": 128}}}})"},
+       R"({"bucket_defaults": {"x_scale": "block", "h_scale": "static"},
+           "buckets": {"512": {"stage1": {"weight_tile": 128}}, "4096": {"stage1": {"token_tile": 160}}}})"},
       {"kimi_x_row_h_static", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "row", "h_scale": "static"}})"},
       {"kimi_fp8res_x_row_h_static", "kimi_k3_a8w4",
        R"({"bucket_defaults": {"weights": "fp8_resident", "x_scale": "row", "h_scale": "static"},

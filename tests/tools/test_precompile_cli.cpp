@@ -58,10 +58,10 @@ TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
   CHECK(count(list.out, "\nmegamoe_") == 10);  // route_count, route, quantize, 3 x stage1, 3 x stage2, combine
   Result dry = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --dry-run");
   CHECK(dry.status == 0);
-  // sm_90a: the Hopper path, 6 + 5 token tiles, and the fp8-resident Stage1 and Stage2 of 8192 on
-  CHECK(count(dry.out, "would compile") == 17);
+  // sm_90a: the Hopper path, 7 + 5 token tiles, and the fp8-resident Stage1 and Stage2 of 8192 on
+  CHECK(count(dry.out, "would compile") == 18);
   Result both = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path all");
-  CHECK(count(both.out, "\nmegamoe_") == 33);  // route_count, route, combine shared; 3 quantizers, 6 + 8 + 13 stages
+  CHECK(count(both.out, "\nmegamoe_") == 34);  // route_count, route, combine shared; 3 quantizers, 6 + 8 + 14 stages
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_tensor_core_situv2_bm128_bw128_s4_bc0"));
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm160_bw128_s5_b1_xrow_hsm2_bc0"));
   CHECK(precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path fast").status == 2);
@@ -99,8 +99,9 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   std::string out;
   REQUIRE(test::run_command("'" MEGAMOE_GPU_TESTS_EXE "' --write-configs '" + dir.path().string() + "/cfg'", out) == 0);
   INFO(out);
-  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 20);
-  for (const char* name : {"kimi_silu", "kimi_swiglu", "kimi_fp8wire", "kimi_checked", "small_odd_chunks",
+  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 24);
+  for (const char* name : {"kimi_silu", "kimi_swiglu", "kimi_swiglu_oss", "kimi_wide_tiles", "kimi_wide_tiles_fp8res",
+                           "kimi_wide_as_160", "kimi_fp8wire", "kimi_checked", "small_odd_chunks",
                            "small_x256_partial", "kimi_fp8res", "small_odd_fp8res", "small_x256_fp8res",
                            "kimi_x_block_h_block", "kimi_x_row_h_block", "kimi_x_block_h_static", "kimi_x_row_h_static",
                            "kimi_fp8res_x_row_h_static", "small_odd_x_row_h_static", "small_odd_fp8res_x_row_h_static",
