@@ -39,7 +39,7 @@ def test_a_config_file_is_read_by_path():
 def test_swiglu_parameters_are_read(tmp_path):
     cfg = json.loads(pathlib.Path(SMALL_CONFIG).read_text())
     cfg["activation"] = {"kind": "swiglu", "limit": 7.0, "alpha": 1.702, "up_offset": 1.0}
-    path = tmp_path / "oss.json"
+    path = tmp_path / "small_a8w4.json"  # a config file is named as its name
     path.write_text(json.dumps(cfg))
     info = megamoe.config_info(str(path))
     assert info["activation"] == "swiglu" and info["limit"] == 7.0 and info["up_offset"] == 1.0
