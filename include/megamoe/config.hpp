@@ -125,6 +125,9 @@ struct BucketConfig {
   bool bounds_check = false;
 };
 
+// Whether a bucket's Hopper Stage1 (x per block) or Stage2 (h per 128) promotes partial sums.
+bool stage_promotes(const BucketConfig& b, int stage);
+
 inline constexpr int kMinBucket = 1;
 inline constexpr int kMaxBucket = 32768;
 inline constexpr int kBucketCount = 16;  // 1, 2, 4, ..., 32768

@@ -49,13 +49,9 @@ HopperScales hopper_scales(const Config& c, const BucketConfig& b) {
   return s;
 }
 
-bool hopper_stage_promotes(const BucketConfig& b, int stage) {
-  return stage == 1 ? b.x_scale != XScale::per_row : b.h_scale != HScale::static_bound;
-}
-
 int hopper_bm(const BucketConfig& b, int stage) {
   const TileShape& tile = stage == 1 ? b.stage1 : b.stage2;
-  const int limit = hopper_max_bm(stage, hopper_stage_promotes(b, stage), b.weights == WeightSource::fp8_resident,
+  const int limit = hopper_max_bm(stage, stage_promotes(b, stage), b.weights == WeightSource::fp8_resident,
                                   hopper_groups(tile));
   if (tile.token_tile > limit)  // parse_config refuses it first (config_schema.cpp); a config built in code may not
     throw Error(fmt::format("megamoe: bucket {}: stage{}.token_tile {} is wider than the Hopper kernels take here "

@@ -29,8 +29,6 @@ struct HopperScales {
   int h_exponent = 0;
 };
 HopperScales hopper_scales(const Config& config, const BucketConfig& bucket);
-// Whether a bucket's Stage1 (x per block) or Stage2 (h per 128) promotes partial sums.
-bool hopper_stage_promotes(const BucketConfig& b, int stage);
 // A stage's token tile (wgmma's N), the config's: a multiple of 16 up to hopper_max_bm of the
 // stage's form (interface/kernel_constants.cuh); throws megamoe::Error past it.
 int hopper_bm(const BucketConfig& b, int stage);

@@ -62,6 +62,10 @@ std::string_view to_string(HScale h) { return h == HScale::per_block ? "block" :
 // |min over x of x sigmoid(x)| (0.278465 at x = -1.278465), rounded up.
 constexpr float kSiluLeast = 0.2785f;
 
+bool stage_promotes(const BucketConfig& b, int stage) {
+  return stage == 1 ? b.x_scale != XScale::per_row : b.h_scale != HScale::static_bound;
+}
+
 float activation_bound(const Activation& a) {
   switch (a.kind) {
     case ActivationKind::silu: return INFINITY;

@@ -255,7 +255,7 @@ BucketConfig read_merged_bucket(const json& merged, int bucket, const std::strin
 void check_tiles(const BucketConfig& b, const ModelShape& m, const std::string& path, const std::string& file) {
   for (int stage : {1, 2}) {
     const TileShape& t = stage == 1 ? b.stage1 : b.stage2;
-    const bool promotes = stage == 1 ? b.x_scale != XScale::per_row : b.h_scale != HScale::static_bound;
+    const bool promotes = stage_promotes(b, stage);
     const bool resident = b.weights == WeightSource::fp8_resident;
     if (t.weight_tile != 128) {
       const std::string at = fmt::format("{}.stage{}.weight_tile", path, stage);
