@@ -2,7 +2,10 @@
 renormalised weights, and megamoe.Layer for the experts; beside it the same block in plain PyTorch
 fp32 (the reference it is checked against).
 
-    python examples/moe_block.py [--config kimi_k3_a8w4] [--tokens 1,8,128] [--compile]
+    python examples/moe_block.py [--config kimi_k3_a8w4] [--experts-per-rank 112] [--tokens 1,8,128] [--compile]
+
+--experts-per-rank cuts the model to that many experts (one rank's share of a wider group:
+Kimi-K3's 896 experts take 118 GB of fp32 weights in the plain-PyTorch twin; 112 is a rank of EP8).
 
 Prints relL2 of the megamoe block against the fp32 block per token count and PASS/FAIL against
 the bar of the C++ check (0.06 against the exact reference). Needs a GPU and PyTorch.
@@ -105,6 +108,7 @@ def rel_l2(a, b):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="kimi_k3_a8w4")
+    parser.add_argument("--experts-per-rank", type=int, default=None)
     parser.add_argument("--tokens", default="1,8,128")
     parser.add_argument("--compile", action="store_true", help="run the block under torch.compile(fullgraph=True)")
     parser.add_argument("--seed", type=int, default=1)
@@ -113,7 +117,7 @@ def main():
 
     device = torch.device("cuda", 0)
     gen = torch.Generator(device=device).manual_seed(args.seed)
-    layer = megamoe.Layer(args.config, max_tokens=max(tokens), device=0)
+    layer = megamoe.Layer(args.config, max_tokens=max(tokens), device=0, experts_per_rank=args.experts_per_rank)
     info = megamoe.config_info(args.config)
     w1, w1s, w2, w2s = random_mxfp4(info, layer.experts_per_rank, device, gen)
     layer.load_weights(w1, w2, w1s, w2s)

@@ -48,7 +48,7 @@ step() {  # bound in seconds, then the command
     step 150 ./build/tests/megamoe_gpu_tests "EP loopback: every activation*" --durations yes
     step 240 ./build/megamoe-run --config build/test-configs/kimi_fp8res.json --check --ref-tokens 64 \
       --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
-    step 140 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --crossover --reps 10 \
+    step 140 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --experts-per-rank 112 --crossover --reps 10 \
       --bs 256,512,1024,2048,4096,8192 --json "$out/bench_crossover.json"
     echo "gpu_session status $status (fp8res)"
     exit $status
@@ -65,7 +65,7 @@ step() {  # bound in seconds, then the command
     step 120 python3 -m pip install -q --no-deps --no-index --target build/gpu-python build/wheels/megamoe-*.whl
     export PYTHONPATH="$PWD/build/gpu-python"
     step 400 python3 -m pytest tests/python -q -rs -m gpu -p no:cacheprovider
-    step 200 python3 examples/moe_block.py --config kimi_k3_a8w4 --tokens 1,8,128,1024
+    step 200 python3 examples/moe_block.py --config kimi_k3_a8w4 --experts-per-rank 112 --tokens 1,8,128,1024
     echo "gpu_session status $status (python)"
     exit $status
   fi
@@ -79,8 +79,8 @@ step() {  # bound in seconds, then the command
         step 90 ./build/megamoe-run --config "$c" --world "$w" --transport "$t" --check --bs 1,8,128,1024,8192 --ref-tokens 16
       done
     done
-    step 60 ./build/megamoe-run --config kimi_k3_a8w4 --world "$w" --transport peer --serial --check --bs 1,128,1024 --ref-tokens 16
-    step 170 ./build/megamoe-bench --world "$w" --transport peer --config kimi_k3_a8w4 --bs 1,8,32,64,128,256,512,1024,2048,4096,8192 --reps 10 --json "$out/bench_ep$w.json"
+    step 60 ./build/megamoe-run --config kimi_k3_a8w4 --experts-per-rank 112 --world "$w" --transport peer --serial --check --bs 1,128,1024 --ref-tokens 16
+    step 170 ./build/megamoe-bench --world "$w" --transport peer --config kimi_k3_a8w4 --experts-per-rank 112 --bs 1,8,32,64,128,256,512,1024,2048,4096,8192 --reps 10 --json "$out/bench_ep$w.json"
     echo "gpu_session status $status (multi, W = $w)"
     exit $status
   fi
@@ -91,29 +91,30 @@ step() {  # bound in seconds, then the command
   fi
   if [ "$mode" = ep-tools ]; then
     for w in 2 8; do
-      step 150 ./build/megamoe-run --config kimi_k3_a8w4 --world "$w" --check --bs 1,8,128,1024,8192 --ref-tokens 16
+      step 150 ./build/megamoe-run --config kimi_k3_a8w4 --experts-per-rank 112 --world "$w" --check --bs 1,8,128,1024,8192 --ref-tokens 16
     done
-    step 100 ./build/megamoe-run --config kimi_k3_a8w4 --world 4 --serial --check --bs 1,128,1024 --ref-tokens 16
-    step 150 ./build/megamoe-bench --world 4 --config kimi_k3_a8w4 --bs 1,8,128,1024,8192 --reps 5 --json "$out/bench_ep4.json"
+    step 100 ./build/megamoe-run --config kimi_k3_a8w4 --experts-per-rank 112 --world 4 --serial --check --bs 1,128,1024 --ref-tokens 16
+    step 200 ./build/megamoe-run --config kimi_k3_a8w4 --world 16 --check --bs 1,8,128,1024 --ref-tokens 8  # the model at EP16
+    step 150 ./build/megamoe-bench --world 4 --config kimi_k3_a8w4 --experts-per-rank 112 --bs 1,8,128,1024,8192 --reps 5 --json "$out/bench_ep4.json"
     echo "gpu_session status $status (ep-tools)"
     exit $status
   fi
   step 420 ./build/tests/megamoe_gpu_tests "~[ep]" --durations yes
-  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
-  step 200 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --json "$out/bench_kimi.json"
+  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --experts-per-rank 112 --check --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
+  step 200 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --experts-per-rank 112 --json "$out/bench_kimi.json"
   step 60 python3 tools/bench/plot.py "$out/bench_kimi.json"  # the picture beside the JSON
   if [ "$mode" = quick ]; then echo "gpu_session status $status (quick)"; exit $status; fi
-  step 300 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --against generic_a8w4 --reps 10 --json "$out/bench_against.json"
+  step 300 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --experts-per-rank 112 --against generic_a8w4 --reps 10 --json "$out/bench_against.json"
   step 60 python3 tools/bench/plot.py "$out/bench_against.json"
-  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --path portable --bs 1,128,8192
+  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --experts-per-rank 112 --check --path portable --bs 1,128,8192
   step 200 ./build/megamoe-run --config generic_a8w4 --check --bs 1,64,4096
   echo "== resources of the expert-GEMM kernels"
   for f in .megamoe-cache/v1/megamoe_stage*_bm1*/kernel.cubin; do
     echo "$f"; cuobjdump -res-usage "$f" 2>&1 | grep -E "REG|STACK|SHARED" | head -2
     cuobjdump -sass "$f" 2>&1 | grep -oE "\b(QGMMA|HGMMA|QMMA|HMMA|UTMALDG|UBLKCP|LDL|STL|PRMT|FFMA)\b" | sort | uniq -c | tr '\n' ' '; echo
   done
-  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --route holes --bs 1000 --save-routing "$out/holes.routing"
-  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --check --routing-file "$out/holes.routing"
+  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --experts-per-rank 112 --check --route holes --bs 1000 --save-routing "$out/holes.routing"
+  step 200 ./build/megamoe-run --config kimi_k3_a8w4 --experts-per-rank 112 --check --routing-file "$out/holes.routing"
   echo "== cold compile, then cache hit (-j 1, fresh cache folder)"
   rm -rf /tmp/megamoe-cold
   MEGAMOE_CACHE_DIR=/tmp/megamoe-cold step 300 ./build/megamoe-precompile --config kimi_k3_a8w4 --all -j 1

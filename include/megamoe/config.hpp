@@ -31,8 +31,12 @@ struct Activation {
 // exponent from it.
 float activation_bound(const Activation& a);
 
+// experts is the model's; a rank of a `world`-rank group holds experts / world of them, rank r
+// global experts [r x experts_per_rank, (r + 1) x experts_per_rank). config_for_world sets
+// experts_per_rank (a parsed config is world 1's: experts_per_rank = experts).
 struct ModelShape {
-  int experts_per_rank = 0;
+  int experts = 0;           // global
+  int experts_per_rank = 0;  // experts / world
   int model_dim = 0;
   int inter_dim = 0;  // per expert; GEMM1 has 2 * inter_dim outputs (gate and up)
   int topk = 0;
@@ -136,15 +140,25 @@ inline constexpr int kBucketCount = 16;  // 1, 2, 4, ..., 32768
 // Throws megamoe::Error for a negative count or one above kMaxBucket.
 int bucket_for_tokens(std::int64_t tokens);
 
+// The bucket table's keys count tokens per rank where a rank holds keys_experts_per_rank experts
+// (the config's bucket_keys, by default all of them: world 1). A call of T tokens on a rank of
+// experts_per_rank experts takes the entry of T x keys_experts_per_rank / experts_per_rank tokens,
+// rounded up to a bucket: the entry tuned for the same mean rows per expert (T x topk / experts
+// per rank), which is what the tiles follow. So one table serves every world size.
 struct Config {
   std::string name;
   std::string source;  // file path or "<builtin>/NAME.json"
   ModelShape model;
   Activation activation;
   QuantFormats quant;
+  int world = 1;                  // the group size this config is resolved for (config_for_world)
+  int keys_experts_per_rank = 0;  // experts a rank holds where the bucket keys count tokens
   std::array<BucketConfig, kBucketCount> buckets;  // ascending
 
-  const BucketConfig& bucket(int bucket_size) const;  // exact bucket size
+  const BucketConfig& bucket(int bucket_size) const;  // exact bucket size (a table key)
+  // The table key a call of `tokens` tokens a rank takes, and its entry (see above). Throws
+  // megamoe::Error for a negative count or one above kMaxBucket.
+  int table_key(std::int64_t tokens) const;
   const BucketConfig& bucket_for_tokens(std::int64_t tokens) const;
 };
 
@@ -156,6 +170,18 @@ Config parse_config(std::string_view json_text, const std::string& source);
 Config load_config(std::string_view name_or_path);
 
 std::vector<std::string> builtin_config_names();
+
+// `config` as a rank of a `world`-rank group runs it: model.experts_per_rank = experts / world.
+// An Error names the model's experts and the world sizes that divide it where `world` does not,
+// and the rank's count where it passes kMaxExpertsPerRank.
+inline constexpr int kMaxExpertsPerRank = 1024;
+Config config_for_world(Config config, int world);
+
+// `config` with `experts` experts in all instead of model.experts (the same layer shape): one rank's
+// share of a wider group run on its own, such as Kimi-K3's 112 experts of EP8 at world 1. Named
+// "<name>_<experts>_experts", resolved for world 1 as a parsed config is; the bucket keys stay
+// where they were.
+Config with_experts(Config config, int experts);
 
 // `model`'s layer (shape, activation, formats) with `buckets`'s bucket table (tiles, dispatch,
 // combine wire, ...), named "<model>_with_<buckets>_buckets": the same model tuned another way, for

@@ -68,7 +68,7 @@ struct StageTimes {
 
 // What the kernels found wrong in the calls since the last take_errors().
 struct CallErrors {
-  long long bad_ids = 0;            // ids outside [-1, world x experts_per_rank): skipped, never sent
+  long long bad_ids = 0;            // ids outside [-1, model.experts): skipped, never sent
   long long first_bad_slot = -1;    // t * topk + k of the first of them, in the call that had it
   long long bounds_violations = 0;  // only counted by the checked build (bounds_check)
   long long dropped_rows = 0;       // several ranks: routed rows past routed_rows_capacity, dropped
@@ -82,11 +82,14 @@ class Runtime {
   // maps the peers' memory, loads the kernels of every bucket up to max_tokens (compiling what
   // the cache lacks, with a line of progress each), and returns once every rank has.
   static std::unique_ptr<Runtime> create(std::string_view config_name, RuntimeOptions options = {});
-  // The same from a config already loaded (load_config, with_buckets_of).
+  // The same from a config already loaded (load_config, with_buckets_of, with_experts). The
+  // runtime holds it resolved for options.world (config_for_world): each rank holds
+  // model.experts / world experts, and a world that does not divide them is an Error.
   static std::unique_ptr<Runtime> create(Config config, RuntimeOptions options = {});
   // Every rank of a group in this process (transport loopback or peer), each with its own
   // workspace; with the kernels of every bucket up to max_tokens loaded.
   static std::vector<std::unique_ptr<Runtime>> create_ranks(std::string_view config_name, RuntimeOptions options);
+  static std::vector<std::unique_ptr<Runtime>> create_ranks(Config config, RuntimeOptions options);
   ~Runtime();
 
   const Config& config() const { return config_; }
@@ -108,7 +111,7 @@ class Runtime {
 
   // y[t] = sum_k weights[t,k] * FFN_{ids[t,k]}(x[t]) for t < tokens, on `stream`. Device pointers:
   // x and y bf16 [tokens][model_dim], 16-byte aligned; ids int32 and weights fp32 [tokens][topk].
-  // An id of -1 is an empty slot; other ids outside [0, world x experts_per_rank) are skipped and
+  // An id of -1 is an empty slot; other ids outside [0, model.experts) are skipped and
   // reported by take_errors(). With several ranks ids are global, every rank calls forward() for
   // each call (tokens may differ between ranks, and may be 0), and a call's kernels wait for the
   // other ranks' (each wait bounded by timeout_ms).

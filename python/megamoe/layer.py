@@ -22,7 +22,7 @@ _torch_call = None
 class CallErrors:
     """What the kernels found wrong in the calls since the last take_errors()."""
 
-    bad_ids: int = 0            # ids outside [-1, world * experts_per_rank): skipped
+    bad_ids: int = 0            # ids outside [-1, experts): skipped
     first_bad_slot: int = -1    # t * topk + k of the first of them
     bounds_violations: int = 0  # counted by the checked build only (MEGAMOE_BOUNDS_CHECK=1)
     dropped_rows: int = 0       # several ranks: routed rows past the rank's capacity
@@ -61,7 +61,8 @@ class Layer:
     group=<torch.distributed process group> it is this process's rank of an expert-parallel
     group over the group's ranks (one process per GPU, memory shared through CUDA IPC): every rank
     creates its Layer together (the ranks meet through the group), rank r owns the global experts
-    [r * experts_per_rank, (r + 1) * experts_per_rank), and every rank calls the layer for each
+    [r * experts_per_rank, (r + 1) * experts_per_rank) with experts_per_rank = the config's
+    model.experts / world (a world that does not divide them raises), and every rank calls the layer for each
     step, with its own tokens (0 allowed). With an NCCL group, call torch.cuda.set_device(device)
     first (the ranks meet through all_gather_object on the group).
 
@@ -74,10 +75,13 @@ class Layer:
     fp8_resident_weights: where a bucket of the config reads an e4m3 copy of the weights (Hopper;
     twice the MXFP4 bytes, made by load_weights), False refuses the copy and runs those buckets on
     the MXFP4 kernels (docs/configs.md, "weights"); fp8_resident_bytes says what the copy takes.
+    experts_per_rank: each rank holds this many experts, the model cut to experts_per_rank * world
+    (one rank's share of a wider group run on fewer GPUs, for measuring: Kimi-K3 with 112 is a rank
+    of EP8); None: model.experts / world.
     """
 
     def __init__(self, config="kimi_k3_a8w4", max_tokens=8192, device=0, *, path="auto", group=None,
-                 timeout_ms=5000, routed_rows_capacity=0, fp8_resident_weights=True):
+                 timeout_ms=5000, routed_rows_capacity=0, fp8_resident_weights=True, experts_per_rank=None):
         world, rank, transport, all_gather = 1, 0, "loopback", None
         if group is not None:
             import torch.distributed as dist
@@ -87,7 +91,7 @@ class Layer:
         self._device = _device_index(device)
         self._runtime = _megamoe.Runtime(str(config), int(max_tokens), self._device, path, world, rank, transport,
                                          int(timeout_ms), all_gather, int(routed_rows_capacity),
-                                         bool(fp8_resident_weights))
+                                         bool(fp8_resident_weights), int(experts_per_rank or 0))
         self._info = self._runtime.info()
         self.handle = next(_handles)
         _layers[self.handle] = self
@@ -101,7 +105,8 @@ class Layer:
     rank = property(lambda self: self._info["rank"])
     device = property(lambda self: self._device)
     max_tokens = property(lambda self: self._info["max_tokens"])
-    experts_per_rank = property(lambda self: self._info["experts_per_rank"])
+    experts = property(lambda self: self._info["experts"], doc="the model's experts, over every rank")
+    experts_per_rank = property(lambda self: self._info["experts_per_rank"], doc="this rank's: experts / world")
     model_dim = property(lambda self: self._info["model_dim"])
     inter_dim = property(lambda self: self._info["inter_dim"])
     topk = property(lambda self: self._info["topk"])

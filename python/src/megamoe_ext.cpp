@@ -47,8 +47,8 @@ nb::dict config_info(const std::string& name) {
   const Config c = load_config(name);
   nb::dict d;
   d["name"] = c.name, d["source"] = c.source;
-  d["experts_per_rank"] = c.model.experts_per_rank, d["model_dim"] = c.model.model_dim;
-  d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
+  d["experts"] = c.model.experts, d["bucket_keys_experts_per_rank"] = c.keys_experts_per_rank;
+  d["model_dim"] = c.model.model_dim, d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
   d["activation"] = std::string(to_string(c.activation.kind));
   d["beta"] = c.activation.beta, d["linear_beta"] = c.activation.linear_beta, d["limit"] = c.activation.limit;
   d["alpha"] = c.activation.alpha, d["up_offset"] = c.activation.up_offset;
@@ -138,7 +138,7 @@ class PyRuntime {
  public:
   PyRuntime(const std::string& config, int max_tokens, int device, const std::string& path, int world, int rank,
             const std::string& transport, int timeout_ms, nb::object all_gather, long long routed_rows_capacity,
-            bool fp8_resident_weights) {
+            bool fp8_resident_weights, int experts_per_rank) {
     RuntimeOptions o;
     o.device = device, o.max_tokens = max_tokens, o.path = path_from_name(path);
     o.world = world, o.rank = rank, o.transport = transport_from_name(transport), o.timeout_ms = timeout_ms;
@@ -153,8 +153,10 @@ class PyRuntime {
         return std::vector<std::uint8_t>(p, p + got.size());
       };
     }
+    Config c = load_config(config);
+    if (experts_per_rank > 0) c = with_experts(std::move(c), experts_per_rank * world);
     nb::gil_scoped_release unlocked;
-    runtime_ = Runtime::create(config, o);
+    runtime_ = Runtime::create(std::move(c), o);
   }
 
   // MXFP4 checkpoint tensors of this rank's experts, as host bytes.
@@ -218,8 +220,8 @@ class PyRuntime {
     d["path_note"] = runtime_->path_choice().note;
     d["world"] = runtime_->world(), d["rank"] = runtime_->rank();
     d["max_tokens"] = runtime_->options().max_tokens, d["device"] = runtime_->options().device;
-    d["experts_per_rank"] = c.model.experts_per_rank, d["model_dim"] = c.model.model_dim;
-    d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
+    d["experts"] = c.model.experts, d["experts_per_rank"] = c.model.experts_per_rank;
+    d["model_dim"] = c.model.model_dim, d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
     return d;
   }
 
@@ -279,9 +281,9 @@ NB_MODULE(_megamoe, m) {
 
   nb::class_<PyRuntime>(m, "Runtime")
       .def(nb::init<const std::string&, int, int, const std::string&, int, int, const std::string&, int, nb::object,
-                    long long, bool>(),
+                    long long, bool, int>(),
            "config"_a, "max_tokens"_a, "device"_a, "path"_a, "world"_a, "rank"_a, "transport"_a, "timeout_ms"_a,
-           "all_gather"_a.none(), "routed_rows_capacity"_a, "fp8_resident_weights"_a)
+           "all_gather"_a.none(), "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a)
       .def("load_mxfp4", &PyRuntime::load_mxfp4)
       .def("load_fp32", &PyRuntime::load_fp32)
       .def("load_bf16", &PyRuntime::load_bf16)

@@ -1,4 +1,5 @@
 // Batch-size buckets: a call's token count rounded up to a power of two.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 
@@ -22,9 +23,15 @@ const BucketConfig& Config::bucket(int bucket_size) const {
                           name, bucket_size, kMinBucket, kMaxBucket));
 }
 
-const BucketConfig& Config::bucket_for_tokens(std::int64_t tokens) const {
-  return bucket(megamoe::bucket_for_tokens(tokens));
+int Config::table_key(std::int64_t tokens) const {
+  const int own = megamoe::bucket_for_tokens(tokens);  // checks the count
+  const std::int64_t keys = keys_experts_per_rank, held = model.experts_per_rank;
+  if (keys == held || keys <= 0 || held <= 0) return own;
+  const std::int64_t same_density = (tokens * keys + held - 1) / held;  // the same tokens x topk / experts per rank
+  return megamoe::bucket_for_tokens(std::min<std::int64_t>(same_density, kMaxBucket));
 }
+
+const BucketConfig& Config::bucket_for_tokens(std::int64_t tokens) const { return bucket(table_key(tokens)); }
 
 std::string_view to_string(ActivationKind kind) {
   switch (kind) {

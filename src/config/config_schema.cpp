@@ -1,5 +1,6 @@
 // The config schema: JSON -> megamoe::Config. Every mistake becomes a ConfigError naming the
 // file, the JSON path, the value and what was expected. docs/configs.md describes the schema.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -124,11 +125,19 @@ class ObjectReader {
 
 ModelShape read_model(ObjectReader r) {
   ModelShape m;
-  m.experts_per_rank = int(r.integer("experts_per_rank", 1, 1024));
+  if (r.has("experts_per_rank"))  // named before the field that replaced it is missed
+    r.fail(r.at("experts_per_rank"), show(r.field("experts_per_rank")),
+           fmt::format("no such field in {}: replaced by model.experts, the model's experts over every rank (a rank "
+                       "holds experts / world; docs/configs.md)",
+                       kSchema));
+  m.experts = int(r.integer("experts", 1, kMaxGlobalExperts));
+  m.experts_per_rank = m.experts;  // world 1's, until config_for_world
   m.model_dim = int(r.integer("model_dim", 64, 1 << 16));
   m.inter_dim = int(r.integer("inter_dim", 64, 1 << 16));
   m.topk = int(r.integer("topk", 1, 64));
   r.no_unknown_fields();
+  if (m.topk > m.experts)
+    r.fail(r.at("topk"), std::to_string(m.topk), fmt::format("at most model.experts = {}", m.experts));
   // The least of the paths' multiples (codegen/path_requirements.hpp): every config runs on one.
   const PathRequirements& least = least_requirements();
   for (auto [key, v] : {std::pair{"model_dim", m.model_dim}, std::pair{"inter_dim", m.inter_dim}})
@@ -299,7 +308,7 @@ Config parse_config(std::string_view json_text, const std::string& source) {
   ObjectReader top(doc, "$", source);
   Config c;
   c.source = source;
-  top.also_known({"description"});
+  top.also_known({"description", "bucket_keys"});
   const json& schema = top.field("schema");
   const bool v1 = schema == kSchemaV1;
   if (!v1 && schema != kSchema) top.fail("$.schema", show(schema), fmt::format("\"{}\"", kSchema));
@@ -313,6 +322,12 @@ Config parse_config(std::string_view json_text, const std::string& source) {
   c.model = read_model(top.object("model"));
   c.activation = read_activation(top.object("activation"));
   c.quant = read_quant(top.object("quant"));
+  c.keys_experts_per_rank = c.model.experts;
+  if (top.has("bucket_keys")) {
+    ObjectReader keys = top.object("bucket_keys");
+    c.keys_experts_per_rank = int(keys.integer("experts_per_rank", 1, std::min(c.model.experts, kMaxExpertsPerRank)));
+    keys.no_unknown_fields();
+  }
 
   const json& defaults = top.field("bucket_defaults");
   check_bucket_entry(ObjectReader(defaults, "$.bucket_defaults", source));
@@ -366,6 +381,7 @@ Config with_buckets_of(const Config& model, const Config& buckets) {
   c.name = model.name + "_with_" + buckets.name + "_buckets";
   c.source = model.source + " with the buckets of " + buckets.source;
   c.buckets = buckets.buckets;
+  c.keys_experts_per_rank = buckets.keys_experts_per_rank;
   return c;
 }
 

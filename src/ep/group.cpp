@@ -59,10 +59,9 @@ void check_group_options(const Config& c, const RuntimeOptions& o) {
                                 "computed in that rank's bucket, so every bucket needs the same",
                                 c.name, c.buckets[0].bucket, b.bucket, to_string(c.buckets[0].x_scale),
                                 to_string(c.buckets[0].h_scale), to_string(b.x_scale), to_string(b.h_scale)));
-  if ((long long)c.model.experts_per_rank * o.world >= (1 << 15) || o.max_tokens * (long long)c.model.topk >= (1 << 21))
-    throw Error(fmt::format("megamoe: world {} x {} experts, max_tokens {} x topk {}: the dispatch metadata holds "
-                            "fewer than 2^15 global experts and 2^21 slots a rank",
-                            o.world, c.model.experts_per_rank, o.max_tokens, c.model.topk));
+  if (o.max_tokens * (long long)c.model.topk >= (1 << 21))
+    throw Error(fmt::format("megamoe: max_tokens {} x topk {}: the dispatch metadata holds fewer than 2^21 slots a rank",
+                            o.max_tokens, c.model.topk));
 }
 
 std::shared_ptr<Group> make_ipc_group(const RuntimeOptions& options) {
@@ -97,12 +96,17 @@ std::unique_ptr<Runtime> Runtime::create_ipc_rank(Config config, RuntimeOptions 
 }
 
 std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(std::string_view config_name, RuntimeOptions options) {
+  return create_ranks(load_config(config_name), std::move(options));
+}
+
+std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(Config config, RuntimeOptions options) {
   if (options.world < 1 || options.world > kMaxWorld)
     throw Error(fmt::format("megamoe: RuntimeOptions.world = {}, expected 1..{}", options.world, int(kMaxWorld)));
   if (options.transport == Transport::ipc)
     throw Error("megamoe: Runtime::create_ranks makes the ranks of one process (transport loopback or peer); with "
                 "ipc, each process calls Runtime::create");
   const int world = options.world;
+  config = config_for_world(std::move(config), world);  // before a GPU is opened
   std::vector<int> devices = options.devices;
   if (options.transport == Transport::loopback) devices.assign(world, options.device);
   if (devices.empty())
@@ -116,7 +120,6 @@ std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(std::string_view con
           throw Error(fmt::format("megamoe: RuntimeOptions.devices names GPU {} for ranks {} and {}: the peer transport "
                                   "runs a rank per GPU (loopback runs every rank on one GPU)",
                                   devices[a], b, a));
-  Config config = load_config(config_name);
   auto group = std::make_shared<Group>();
   group->transport = options.transport;
   group->world = world;

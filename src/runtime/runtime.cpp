@@ -26,10 +26,16 @@ namespace {
 // launch of a loopback rank runs its blocks alone on their SMs (ep/group.hpp, loopback_share).
 constexpr int kLoopbackExclusiveSmem = 116 * 1024;
 
+Config config_for_options(Config config, const RuntimeOptions& o) {
+  if (o.world < 1 || o.world > kMaxWorld)
+    throw Error(fmt::format("megamoe: RuntimeOptions.world = {}, expected 1..{}", o.world, int(kMaxWorld)));
+  return config_for_world(std::move(config), o.world);
+}
+
 }  // namespace
 
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
-    : config_(std::move(config)), options_(std::move(options)), device_(std::move(device)) {
+    : config_(config_for_options(std::move(config), options)), options_(std::move(options)), device_(std::move(device)) {
   path_choice_ = choose_path(options_.path, config_, device_->kind(), device_->arch());
   path_ = path_choice_.path;
   announce_path_choice(path_choice_);
@@ -65,6 +71,7 @@ std::unique_ptr<Runtime> Runtime::create(std::string_view config_name, RuntimeOp
 }
 
 std::unique_ptr<Runtime> Runtime::create(Config config, RuntimeOptions options) {
+  config = config_for_options(std::move(config), options);  // before a GPU is opened
   if (options.world <= 1)
     return std::unique_ptr<Runtime>(
         new Runtime(std::move(config), options, open_device(options.backend, options.device)));
@@ -73,9 +80,10 @@ std::unique_ptr<Runtime> Runtime::create(Config config, RuntimeOptions options) 
 
 // Several ranks: every bucket's kernels up to max_tokens', so that no call compiles.
 void Runtime::load_every_bucket() {
-  const int last = bucket_for_tokens(options_.max_tokens);
-  for (const BucketConfig& b : config_.buckets)
-    if (b.bucket <= last) ep_kernels_for(b.bucket);
+  for (std::int64_t tokens = 1;; tokens *= 2) {
+    ep_kernels_for(std::min<std::int64_t>(tokens, options_.max_tokens));
+    if (tokens >= options_.max_tokens) break;
+  }
 }
 
 std::unique_ptr<PreparedWeights> Runtime::prepare_weights(const Mxfp4ExpertWeights& w) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -20,7 +21,7 @@ void settle_weight_sources(Config& config, KernelPath path, const RuntimeOptions
 }
 
 bool needs_fp8_resident_copy(const Config& config, int max_tokens) {
-  const int top = bucket_for_tokens(max_tokens);
+  const int top = config.table_key(max_tokens);
   return std::any_of(config.buckets.begin(), config.buckets.end(), [&](const BucketConfig& b) {
     return b.bucket <= top && b.weights == WeightSource::fp8_resident;
   });
@@ -32,12 +33,13 @@ std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& c
   const ModelShape& m = config.model;
   auto expect = [&](const char* field, int got, int want, const char* config_field) {
     if (got != want)
-      throw Error(fmt::format("megamoe: weights.{} = {}, expected {} (config {} model.{})", field, got, want,
-                              config.name, config_field));
+      throw Error(fmt::format("megamoe: weights.{} = {}, expected {} (config {} {})", field, got, want, config.name,
+                              config_field));
   };
-  expect("experts", w.experts, m.experts_per_rank, "experts_per_rank");
-  expect("model_dim", w.model_dim, m.model_dim, "model_dim");
-  expect("inter_dim", w.inter_dim, m.inter_dim, "inter_dim");
+  const std::string held = fmt::format("model.experts {} over world {}: a rank's", m.experts, config.world);
+  expect("experts", w.experts, m.experts_per_rank, held.c_str());
+  expect("model_dim", w.model_dim, m.model_dim, "model.model_dim");
+  expect("inter_dim", w.inter_dim, m.inter_dim, "model.inter_dim");
   require_dims(path, w.model_dim, w.inter_dim, "prepare_weights");  // the path's layout (shape contract)
   auto p = std::make_unique<PreparedWeights>();
   p->path = path;

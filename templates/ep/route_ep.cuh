@@ -180,7 +180,7 @@ MM_DEVICE void route_ep_layout(const RouteEpArgs& a, const RouteEpSpan& sp, u32 
 MM_DEVICE void route_ep(const RouteEpArgs& a) {
   const EpArgs& ep = a.ep;
   const int W = ep.world, E = ep.experts, G = W * E, K = ep.topk;
-  __shared__ int count[kMaxWorld * kMaxExperts];  // per global expert: this block's rows, then its cursor
+  __shared__ int count[kMaxGlobalExperts];  // per global expert: this block's rows, then its cursor
   __shared__ int dest_base[kMaxWorld];
   __shared__ int ok;  // block 0: every rank's counts have come
   mm_wait_prior_grid();  // a call's first launch: the previous call's kernels have finished

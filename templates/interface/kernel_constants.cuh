@@ -29,7 +29,9 @@ enum : int {
 enum : int { kNoBadSlot = 0x7fffffff };
 
 // --- expert parallelism (docs/ep.md) ---
-enum : int { kMaxWorld = 8 };
+// kMaxGlobalExperts: the experts of a group, over every rank (the routing's per-expert counts in
+// shared memory).
+enum : int { kMaxWorld = 16, kMaxGlobalExperts = 8192 };
 // The waits that can time out: a peer's counts, a source's rows, this rank's own layout of a
 // tile's rows, a peer's Stage2 outputs.
 enum : int { kEpPhaseCounts = 1, kEpPhaseRows = 2, kEpPhaseLayout = 3, kEpPhaseOutputs = 4 };

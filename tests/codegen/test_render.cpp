@@ -241,7 +241,7 @@ TEST_CASE("the kernel path follows the backend, the arch and the shape", "[codeg
   const Config kimi = load_config("kimi_k3_a8w4");
   Config odd = kimi;
   odd.name = "odd";
-  odd.model = ModelShape{4, 192, 64, 2};
+  odd.model = ModelShape{.experts = 4, .experts_per_rank = 4, .model_dim = 192, .inter_dim = 64, .topk = 2};
   CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_90a") == KernelPath::hopper);
   CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_100") == KernelPath::tensor_core);
   CHECK(resolve_path(KernelPath::tensor_core, kimi, BackendKind::cuda, "sm_90a") == KernelPath::tensor_core);
@@ -312,7 +312,7 @@ TEST_CASE("each path's arithmetic is what its kernels are rendered for", "[codeg
   const PathArithmetic portable = path_arithmetic(KernelPath::portable, k, b64);
   CHECK((portable.x == 32 && portable.h == 32 && portable.accumulation == Accumulation::exact));
   Config odd = k;
-  odd.model = ModelShape{4, 384, 640, 2};
+  odd.model = ModelShape{.experts = 4, .experts_per_rank = 4, .model_dim = 384, .inter_dim = 640, .topk = 2};
   CHECK(path_arithmetic(KernelPath::hopper, odd, odd.bucket(64)).x == 128);  // 384 is not a multiple of 256
   for (KernelPath p : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper}) {
     const LayerKernels lk = layer_kernels(k, b64, p);

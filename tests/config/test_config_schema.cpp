@@ -16,7 +16,7 @@ json valid() {
   return json::parse(R"({
     "schema": "megamoe-config/2",
     "name": "t",
-    "model": {"experts_per_rank": 8, "model_dim": 256, "inter_dim": 128, "topk": 2},
+    "model": {"experts": 8, "model_dim": 256, "inter_dim": 128, "topk": 2},
     "activation": {"kind": "situv2", "beta": 4.0, "linear_beta": 25.0},
     "quant": {"activations": "fp8_e4m3", "weights": "mxfp4"},
     "bucket_defaults": {
@@ -216,13 +216,17 @@ TEST_CASE("the built-in configs load", "[config]") {
   test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
   test::ScopedEnv no_bc("MEGAMOE_BOUNDS_CHECK", std::nullopt);
   Config k = load_config("kimi_k3_a8w4");
-  CHECK(k.model.experts_per_rank == 112);
+  CHECK(k.model.experts == 896);
+  CHECK(k.model.experts_per_rank == 896);  // world 1's until config_for_world
+  CHECK(k.keys_experts_per_rank == 112);   // the table is tuned where a rank holds EP8's share
+  CHECK(k.world == 1);
   CHECK(k.model.model_dim == 3584);
   CHECK(k.model.inter_dim == 3072);
   CHECK(k.model.topk == 16);
   CHECK(k.activation.kind == ActivationKind::situv2);
   Config g = load_config("generic_a8w4");
-  CHECK(g.model.experts_per_rank == 32);
+  CHECK(g.model.experts == 32);
+  CHECK(g.keys_experts_per_rank == 32);  // no bucket_keys: the model's experts
   CHECK(g.activation.kind == ActivationKind::silu);
   CHECK(g.bucket(1).dispatch.cus == 32);
   for (auto& b : k.buckets) CHECK_FALSE(b.bounds_check);

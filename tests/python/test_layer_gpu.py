@@ -265,7 +265,9 @@ def test_fp8_resident_weights_give_the_mxfp4_bits_and_can_be_refused(small, ex):
 def test_kimi_k3_layer_matches_plain_pytorch_fp32(ex):
     import torch
 
-    layer = megamoe.Layer("kimi_k3_a8w4", max_tokens=128, device=0)
+    # One rank's share of EP8 (112 of the 896 experts) at world 1: the per-rank work on one GPU.
+    layer = megamoe.Layer("kimi_k3_a8w4", max_tokens=128, device=0, experts_per_rank=112)
+    assert (layer.experts, layer.experts_per_rank) == (112, 112)
     info = megamoe.config_info("kimi_k3_a8w4")
     gen = torch.Generator(device="cuda").manual_seed(15)
     w1, w1s, w2, w2s = ex.random_mxfp4(info, layer.experts_per_rank, "cuda", gen)

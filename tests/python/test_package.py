@@ -25,7 +25,8 @@ def test_builtin_configs_are_listed():
 
 def test_kimi_config_matches_the_spec():
     info = megamoe.config_info("kimi_k3_a8w4")
-    assert (info["experts_per_rank"], info["model_dim"], info["inter_dim"], info["topk"]) == (112, 3584, 3072, 16)
+    assert (info["experts"], info["model_dim"], info["inter_dim"], info["topk"]) == (896, 3584, 3072, 16)
+    assert info["bucket_keys_experts_per_rank"] == 112  # the table is tuned where a rank holds EP8's share
     assert info["activation"] == "situv2" and info["beta"] == 4.0 and info["linear_beta"] == 25.0
     assert info["weights_format"] == "mxfp4" and info["activations_format"] == "fp8_e4m3"
     assert info["buckets"] == [2**i for i in range(16)]
@@ -33,7 +34,7 @@ def test_kimi_config_matches_the_spec():
 
 def test_a_config_file_is_read_by_path():
     info = megamoe.config_info(SMALL_CONFIG)
-    assert info["name"] == "small_a8w4" and info["experts_per_rank"] == 8 and info["source"] == SMALL_CONFIG
+    assert info["name"] == "small_a8w4" and info["experts"] == 8 and info["source"] == SMALL_CONFIG
 
 
 def test_swiglu_parameters_are_read(tmp_path):
@@ -58,15 +59,15 @@ def test_an_unknown_config_is_named_with_the_builtin_ones():
 
 def test_a_bad_field_is_named_with_its_value(tmp_path):
     cfg = json.loads(pathlib.Path(SMALL_CONFIG).read_text())
-    cfg["model"]["experts_per_rank"] = -3
+    cfg["model"]["experts"] = -3
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(cfg))
     with pytest.raises(megamoe.ConfigError) as e:
         megamoe.config_info(str(path))
     err = e.value
     assert err.file == str(path)
-    assert "experts_per_rank" in err.json_path and err.value == "-3" and err.expected
-    assert "experts_per_rank" in str(err) and "-3" in str(err)
+    assert err.json_path == "$.model.experts" and err.value == "-3" and err.expected
+    assert "experts" in str(err) and "-3" in str(err)
 
 
 def test_no_gpu_raises_no_gpu_error():

@@ -54,8 +54,7 @@ void check_workloads(const Config& cfg, const Mxfp4ExpertWeights& w, const Arith
 
 TEST_CASE("each path's arithmetic meets relL2 0.06 on normal, outlier and massive inputs (Kimi-K3, CPU model)",
           "[reference][accuracy]") {
-  Config cfg = load_config("kimi_k3_a8w4");
-  cfg.model.experts_per_rank = 16;  // every token meets every expert: the shape's GEMMs, fewer weights to dequantize
+  const Config cfg = with_experts(load_config("kimi_k3_a8w4"), 16);  // every token meets every expert: the shape's GEMMs, fewer weights to dequantize
   const Mxfp4ExpertWeights w = workload::random_weights(cfg.model, 21);
   for (KernelPath path : {KernelPath::hopper, KernelPath::portable}) {
     BucketConfig b = cfg.bucket(16);
@@ -67,8 +66,7 @@ TEST_CASE("each path's arithmetic meets relL2 0.06 on normal, outlier and massiv
 
 TEST_CASE("promotion-free forms on the fp8 MMA: x per row, h in a static scale (Kimi-K3, CPU model)",
           "[reference][accuracy]") {
-  Config cfg = load_config("kimi_k3_a8w4");
-  cfg.model.experts_per_rank = 16;
+  const Config cfg = with_experts(load_config("kimi_k3_a8w4"), 16);
   const Mxfp4ExpertWeights w = workload::random_weights(cfg.model, 21);
   for (XScale x : {XScale::per_block, XScale::per_row})
     for (HScale h : {HScale::per_block, HScale::static_bound}) {

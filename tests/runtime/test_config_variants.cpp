@@ -62,12 +62,12 @@ const std::vector<ConfigVariant>& config_variants() {
            "buckets": {"512": {"stage1": {"weight_tile": 128}}}})"},
       // No promotion over odd chunk counts (K / 128 = 3 and 5), both weight sources.
       {"small_odd_x_row_h_static", "generic_a8w4",
-       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+       R"({"model": {"experts": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
            "activation": {"kind": "situv2", "beta": 4.0, "linear_beta": 25.0},
            "bucket_defaults": {"x_scale": "row", "h_scale": "static"},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       {"small_odd_fp8res_x_row_h_static", "generic_a8w4",
-       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+       R"({"model": {"experts": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
            "activation": {"kind": "situv2", "beta": 4.0, "linear_beta": 25.0},
            "bucket_defaults": {"weights": "fp8_resident", "x_scale": "row", "h_scale": "static",
                                "stage1": {"weight_tile": 128}},
@@ -75,13 +75,13 @@ const std::vector<ConfigVariant>& config_variants() {
       // Odd chunk counts (K / 128 = 3 and 5) for main loops that take chunks in pairs (Stage1's
       // 64-token tiles on Hopper, x per chunk over 128 weight rows).
       {"small_odd_chunks", "generic_a8w4",
-       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+       R"({"model": {"experts": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
            "bucket_defaults": {"x_scale": "block", "stage1": {"weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // model_dim 768: six chunks, x in blocks of 256 on Hopper, so the dispatch's second group
       // of four chunks holds one block and two chunks past the row.
       {"small_x256_partial", "generic_a8w4",
-       R"({"model": {"experts_per_rank": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
+       R"({"model": {"experts": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
            "bucket_defaults": {"x_scale": "block", "stage1": {"weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // 256 weight rows a block (four consumer warpgroups) in both stages at every bucket, token
@@ -95,11 +95,11 @@ const std::vector<ConfigVariant>& config_variants() {
       // Stage1 over 256 rows with h per 128 (SiLU: a tile holds its blocks of h, no clusters) and
       // over 128 (clusters of two exchanging the rows' maxima); odd chunk counts (K 384, 3 chunks).
       {"small_odd_silu_w256", "generic_a8w4",
-       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+       R"({"model": {"experts": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
            "bucket_defaults": {"x_scale": "row", "stage1": {"token_tile": 48, "weight_tile": 256}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       {"small_odd_silu_w128", "generic_a8w4",
-       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+       R"({"model": {"experts": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
            "bucket_defaults": {"x_scale": "row", "stage1": {"token_tile": 48, "weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // The fp8-resident kernels: Kimi-K3 at every bucket; x per 128 with odd chunk counts; x per
@@ -107,11 +107,11 @@ const std::vector<ConfigVariant>& config_variants() {
       {"kimi_fp8res", "kimi_k3_a8w4",
        R"({"bucket_defaults": {"weights": "fp8_resident"}, "buckets": {"512": {"stage1": {"weight_tile": 128}}}})"},
       {"small_odd_fp8res", "generic_a8w4",
-       R"({"model": {"experts_per_rank": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
+       R"({"model": {"experts": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
            "bucket_defaults": {"weights": "fp8_resident", "x_scale": "block", "stage1": {"weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       {"small_x256_fp8res", "generic_a8w4",
-       R"({"model": {"experts_per_rank": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
+       R"({"model": {"experts": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
            "bucket_defaults": {"weights": "fp8_resident", "x_scale": "block", "stage1": {"weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
   };
@@ -126,6 +126,9 @@ std::string write_config_variant(const std::filesystem::path& dir, const std::st
         nlohmann::json doc = nlohmann::json::parse(f.text);
         doc.merge_patch(nlohmann::json::parse(v.json_patch));
         doc["name"] = v.name;
+        // Kimi-K3's variants hold one rank's share of EP8 (112 of its 896 experts): the per-rank
+        // work at world 1, and over W loopback ranks 112 / W experts a rank.
+        if (v.base == "kimi_k3_a8w4") doc["model"]["experts"] = 112;
         const auto path = dir / (v.name + ".json");
         write_text(path, doc.dump(2));
         return path.string();

@@ -25,17 +25,27 @@ using namespace megamoe;
 
 namespace {
 
-std::string variant(const std::string& name) {
+Config variant(const std::string& name) {
   static test::TempDir dir;
-  return test::write_config_variant(dir.path(), name);
+  return load_config(test::write_config_variant(dir.path(), name));
 }
 
-// Every expert of 8 ranks of a shape, made once per process (Kimi-K3's are 16 GB).
+// Kimi-K3 cut so that each of `world` ranks holds `per_rank` experts (the suites' per-rank work).
+Config kimi(int world, int per_rank = 112) { return test::rank_share("kimi_k3_a8w4", per_rank, world); }
+
+// Every expert of a group of a shape, at least the model's: made once per process for the most
+// experts asked so far (Kimi-K3's 896 are 16 GB). Each expert is drawn from the seed and its
+// global id alone, so a group of fewer experts takes the first of them.
 const Mxfp4ExpertWeights& group_weights(const ModelShape& m) {
-  static std::map<std::tuple<int, int, int>, Mxfp4ExpertWeights> cache;
-  auto key = std::make_tuple(m.experts_per_rank, m.model_dim, m.inter_dim);
+  static std::map<std::tuple<int, int>, Mxfp4ExpertWeights> cache;
+  auto key = std::make_tuple(m.model_dim, m.inter_dim);
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, workload::random_group_weights(m, 8, 42)).first;
+  if (it == cache.end() || it->second.experts < m.experts) {
+    if (it != cache.end()) cache.erase(it);
+    ModelShape all = m;
+    all.experts_per_rank = (std::max(m.experts, 8 * m.experts_per_rank) + 7) / 8;  // 8 ranks' worth, or the model
+    it = cache.emplace(key, workload::random_group_weights(all, 8, 42)).first;
+  }
   return it->second;
 }
 
@@ -68,7 +78,7 @@ struct LoopbackGroup {
   std::vector<StreamHandle> streams;
   const Mxfp4ExpertWeights* all = nullptr;
 
-  LoopbackGroup(const std::string& config, int world, int max_tokens, KernelPath path = KernelPath::automatic,
+  LoopbackGroup(const Config& config, int world, int max_tokens, KernelPath path = KernelPath::automatic,
                 int timeout_ms = 5000, long long capacity = 0) {
     RuntimeOptions o;
     o.world = world;
@@ -175,7 +185,7 @@ TEST_CASE("EP loopback, Kimi-K3: W = 2, 4, 8 at 1 to 8192 tokens a rank", "[gpu]
   for (int world : {2, 4, 8}) {
     // Uniform routing sends each rank about its own token count's rows: a capacity of 2x that
     // (checked: nothing dropped) keeps eight ranks' workspaces on one GPU.
-    LoopbackGroup g("kimi_k3_a8w4", world, 8192, KernelPath::automatic, 5000, 2LL * 8192 * 16);
+    LoopbackGroup g(kimi(world), world, 8192, KernelPath::automatic, 5000, 2LL * 8192 * 16);
     for (std::int64_t t : {1, 8, 128, 1024, 8192}) {
       auto in = g.inputs(same(world, t), "uniform", rng);
       g.launch(in);
@@ -185,19 +195,35 @@ TEST_CASE("EP loopback, Kimi-K3: W = 2, 4, 8 at 1 to 8192 tokens a rank", "[gpu]
   }
 }
 
+TEST_CASE("EP loopback, Kimi-K3 at EP16: its 896 experts, 56 a rank, on the tiles tuned for twice the tokens",
+          "[gpu][ep][ep16][situv2]") {
+  std::mt19937_64 rng(27);
+  // A capacity of 2x the mean routed rows (checked: nothing dropped) keeps 16 workspaces on one GPU.
+  LoopbackGroup g(load_config("kimi_k3_a8w4"), 16, 1024, KernelPath::automatic, 10000, 2LL * 1024 * 16);
+  REQUIRE(g.model().experts == 896);
+  REQUIRE(g.model().experts_per_rank == 56);
+  CHECK(g.ranks[0]->config().table_key(1000) == 2048);  // the bucket keys count tokens at 112 experts a rank
+  for (std::int64_t t : {1, 8, 128, 1000}) {
+    auto in = g.inputs(same(16, t), t == 128 ? "holes" : "uniform", rng);
+    g.launch(in);
+    g.sync();
+    g.check(in, 8, rng, fmt::format("W 16 {}", t == 128 ? "holes" : "uniform"));
+  }
+}
+
 TEST_CASE("EP loopback: every activation, the fp8 wire, the checked build, fp8-resident weights, 256-row weight "
           "tiles, the portable and tensor-core paths",
           "[gpu][ep]") {
   std::mt19937_64 rng(22);
   struct V {
-    std::string config;
+    Config config;
     KernelPath path;
   };
   for (const V& v : {V{variant("kimi_silu"), KernelPath::automatic}, V{variant("kimi_swiglu"), KernelPath::automatic},
                      V{variant("kimi_fp8wire"), KernelPath::automatic}, V{variant("kimi_checked"), KernelPath::automatic},
                      V{variant("kimi_fp8res"), KernelPath::automatic}, V{variant("kimi_w256"), KernelPath::automatic},
-                     V{"kimi_k3_a8w4", KernelPath::portable}, V{"kimi_k3_a8w4", KernelPath::tensor_core},
-                     V{"generic_a8w4", KernelPath::automatic}}) {
+                     V{kimi(2), KernelPath::portable}, V{kimi(2), KernelPath::tensor_core},
+                     V{test::rank_share("generic_a8w4", 32, 2), KernelPath::automatic}}) {
     LoopbackGroup g(v.config, 2, 512, v.path);
     for (std::int64_t t : {8, 300}) {
       auto in = g.inputs(same(2, t), "uniform", rng);
@@ -210,7 +236,7 @@ TEST_CASE("EP loopback: every activation, the fp8 wire, the checked build, fp8-r
 
 TEST_CASE("EP loopback: skewed, empty and bad routings, T = 0 and unequal T", "[gpu][ep][situv2]") {
   std::mt19937_64 rng(23);
-  LoopbackGroup g("kimi_k3_a8w4", 4, 1024);
+  LoopbackGroup g(kimi(4), 4, 1024);
   struct C {
     std::string route;
     std::vector<std::int64_t> tokens;
@@ -232,7 +258,7 @@ TEST_CASE("EP loopback: skewed, empty and bad routings, T = 0 and unequal T", "[
 TEST_CASE("EP loopback: a burst of calls without host sync gives the bits of calls made one at a time",
           "[gpu][ep][graph]") {
   std::mt19937_64 rng(24);
-  LoopbackGroup g("kimi_k3_a8w4", 2, 256);
+  LoopbackGroup g(kimi(2), 2, 256);
   const std::vector<std::int64_t> sizes = {1, 7, 64, 200, 33, 128, 0, 5};
   std::vector<std::vector<RankInput>> calls;
   std::vector<std::vector<std::vector<std::uint8_t>>> single;
@@ -261,7 +287,7 @@ TEST_CASE("EP loopback: a burst of calls without host sync gives the bits of cal
 
 TEST_CASE("EP loopback: captured calls replay on new inputs with the bits of direct calls", "[gpu][ep][graph]") {
   std::mt19937_64 rng(25);
-  LoopbackGroup g("kimi_k3_a8w4", 2, 256);
+  LoopbackGroup g(kimi(2), 2, 256);
   auto in = g.inputs(same(2, 100), "uniform", rng);
   std::vector<GraphHandle> graphs;
   for (int r = 0; r < 2; ++r) {
@@ -299,7 +325,7 @@ TEST_CASE("EP loopback: captured calls replay on new inputs with the bits of dir
 TEST_CASE("EP loopback: the fused and the serial path give the same bits", "[gpu][ep]") {
   std::mt19937_64 rng(26);
   for (int world : {2, 4}) {
-    LoopbackGroup g("kimi_k3_a8w4", world, 1024);
+    LoopbackGroup g(kimi(world), world, 1024);
     for (std::int64_t t : {1, 128, 1000}) {
       auto in = g.inputs(same(world, t), t == 128 ? "holes" : "uniform", rng);
       g.launch(in);
@@ -323,7 +349,7 @@ TEST_CASE("EP loopback: a rank that never calls ends the others' calls in PeerTi
           "[gpu][ep]") {
   std::mt19937_64 rng(27);
   const int timeout_ms = 1000;
-  LoopbackGroup g("kimi_k3_a8w4", 4, 256, KernelPath::automatic, timeout_ms);
+  LoopbackGroup g(kimi(4), 4, 256, KernelPath::automatic, timeout_ms);
   auto in = g.inputs(same(4, 64), "uniform", rng);
   const auto t0 = std::chrono::steady_clock::now();
   g.launch(in, {0, 1, 2});  // rank 3 never calls
@@ -356,7 +382,7 @@ TEST_CASE("EP loopback: rows past a rank's capacity are dropped and counted as t
           "[gpu][ep]") {
   std::mt19937_64 rng(28);
   const long long capacity = 300;  // routed rows a rank holds; uniform routing of 100 tokens sends each about 800
-  LoopbackGroup g("kimi_k3_a8w4", 2, 128, KernelPath::automatic, 5000, capacity);
+  LoopbackGroup g(kimi(2), 2, 128, KernelPath::automatic, 5000, capacity);
   auto in = g.inputs(same(2, 100), "uniform", rng);
   g.launch(in);
   g.sync();

@@ -98,8 +98,8 @@ TEST_CASE("ipc: two processes on GPU 0 run the layer as a group of two, fused an
   for (const char* serial : {"", " --serial"}) {
     std::string out;
     const int status = test::run_command("'" + run.string() +
-                                             "' --config kimi_k3_a8w4 --world 2 --transport ipc --devices 0,0 --check "
-                                             "--taper --bs 1,40,200 --ref-tokens 24" + serial,
+                                             "' --config kimi_k3_a8w4 --experts-per-rank 112 --world 2 --transport ipc --devices 0,0 "
+                                             "--check --taper --bs 1,40,200 --ref-tokens 24" + serial,
                                          out);
     INFO(out);
     CHECK(status == 0);

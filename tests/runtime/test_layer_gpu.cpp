@@ -24,11 +24,14 @@ using namespace megamoe;
 
 namespace {
 
-// One of runtime/test_config_variants.hpp's configs, written to a folder of the run; its path.
-std::string variant(const std::string& name) {
+// One of runtime/test_config_variants.hpp's configs, written to a folder of the run.
+Config variant(const std::string& name) {
   static test::TempDir dir;
-  return test::write_config_variant(dir.path(), name);
+  return load_config(test::write_config_variant(dir.path(), name));
 }
+
+// Kimi-K3 as one rank of EP8 holds it: 112 of its 896 experts, the per-rank work.
+Config kimi() { return test::rank_share("kimi_k3_a8w4", 112); }
 
 // Weights are generated once per shape (Kimi-K3's are 2 GB).
 const Mxfp4ExpertWeights& weights_for(const ModelShape& m) {
@@ -47,7 +50,7 @@ struct Case {
 };
 
 // Runs each case on fresh random data with a poisoned output; checks all of it.
-void run_cases(const std::string& config, const std::vector<Case>& cases, KernelPath path = KernelPath::automatic,
+void run_cases(const Config& config, const std::vector<Case>& cases, KernelPath path = KernelPath::automatic,
                std::uint64_t seed = 5) {
   RuntimeOptions options;
   options.max_tokens = 8192;
@@ -106,7 +109,7 @@ const std::vector<Case> kKimiSizes = {{1}, {8}, {128}, {1024}, {8192}};
 
 }  // namespace
 
-TEST_CASE("Kimi-K3 shape, situv2 (kimi_k3_a8w4)", "[gpu][situv2]") { run_cases("kimi_k3_a8w4", kKimiSizes); }
+TEST_CASE("Kimi-K3 shape, situv2 (kimi_k3_a8w4)", "[gpu][situv2]") { run_cases(kimi(), kKimiSizes); }
 
 // The accuracy policy's LLM-like workloads (docs/layer.md, "Accuracy"): the same bars as N(0, 1).
 TEST_CASE("Kimi-K3 shape on LLM-like inputs: outlier channels, massive tokens", "[gpu][situv2][inputs]") {
@@ -114,8 +117,8 @@ TEST_CASE("Kimi-K3 shape on LLM-like inputs: outlier channels, massive tokens", 
   std::vector<Case> cases;
   for (InputKind k : {InputKind::outliers, InputKind::massive})
     for (std::int64_t t : {1, 128, 1024, 8192}) cases.push_back({.tokens = t, .inputs = k});
-  run_cases("kimi_k3_a8w4", cases);
-  run_cases("kimi_k3_a8w4", {{.tokens = 128, .inputs = InputKind::outliers}, {.tokens = 128, .inputs = InputKind::massive}},
+  run_cases(kimi(), cases);
+  run_cases(kimi(), {{.tokens = 128, .inputs = InputKind::outliers}, {.tokens = 128, .inputs = InputKind::massive}},
             KernelPath::portable);
 }
 
@@ -165,11 +168,11 @@ TEST_CASE("Kimi-K3 shape, token tiles past 176", "[gpu][situv2][wide]") {
 }
 
 TEST_CASE("Kimi-K3 shape, situv2, portable kernels", "[gpu][situv2][portable]") {
-  run_cases("kimi_k3_a8w4", {{1}, {128}, {1024}}, KernelPath::portable);
+  run_cases(kimi(), {{1}, {128}, {1024}}, KernelPath::portable);
 }
 
 TEST_CASE("Kimi-K3 shape, situv2, tensor-core (mma.sync) kernels", "[gpu][situv2][tensor_core]") {
-  run_cases("kimi_k3_a8w4", {{1}, {128}, {1024}}, KernelPath::tensor_core);
+  run_cases(kimi(), {{1}, {128}, {1024}}, KernelPath::tensor_core);
 }
 
 // Each path is held to the truth and to a model of its own arithmetic; two paths' arithmetics are
@@ -186,7 +189,7 @@ TEST_CASE("the portable, tensor-core and Hopper paths each meet both bars on the
     RuntimeOptions o;
     o.max_tokens = 512;
     o.path = path;
-    auto rt = Runtime::create("kimi_k3_a8w4", o);
+    auto rt = Runtime::create(kimi(), o);
     const ModelShape& m = rt->config().model;
     if (x.empty()) {
       r = workload::make_routing("uniform", tokens, m.topk, m.experts_per_rank, rng);
@@ -243,21 +246,21 @@ TEST_CASE("Kimi-K3 shape, fp8-resident weights (every bucket)", "[gpu][situv2][f
   run_cases(variant("kimi_fp8res"), {{1}, {128}, {1024}, {8192}, {784, "ramp", 784}});
 }
 
-TEST_CASE("generic_a8w4", "[gpu][silu]") { run_cases("generic_a8w4", {{1}, {64}, {4096}}); }
+TEST_CASE("generic_a8w4", "[gpu][silu]") { run_cases(load_config("generic_a8w4"), {{1}, {64}, {4096}}); }
 
 TEST_CASE("uneven routings: one expert, most experts empty, -1 slots, no tokens", "[gpu][situv2]") {
-  run_cases("kimi_k3_a8w4", {{256, "single"}, {1024, "sparse"}, {512, "holes"}, {0}, {3, "holes"}});
+  run_cases(kimi(), {{256, "single"}, {1024, "sparse"}, {512, "holes"}, {0}, {3, "holes"}});
 }
 
 // Experts of 1, 3, 5, ... rows: at 784 tokens (bucket 1024: tiles of 176 and 160) 1 to 223 rows,
 // so the Hopper kernels run tiles at every width, alone and as an expert's second tile; at 396
 // tokens (bucket 512: tiles of 96) 1 to 157 rows, and 32 experts with none.
 TEST_CASE("rows per expert of every count: each tile width", "[gpu][situv2]") {
-  run_cases("kimi_k3_a8w4", {{784, "ramp", 784}, {396, "ramp", 396}});  // every token against the references
+  run_cases(kimi(), {{784, "ramp", 784}, {396, "ramp", 396}});  // every token against the references
 }
 
 TEST_CASE("bad ids are skipped and reported, nothing else changes", "[gpu][situv2]") {
-  run_cases("kimi_k3_a8w4", {{300, "bad"}, {1, "uniform"}});
+  run_cases(kimi(), {{300, "bad"}, {1, "uniform"}});
 }
 
 TEST_CASE("fp8 blockwise combine wire", "[gpu][situv2]") {

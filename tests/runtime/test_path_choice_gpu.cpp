@@ -15,7 +15,7 @@ TEST_CASE("automatic names the reason it runs a slower path than the GPU's faste
   test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
   Config off_grid = load_config("generic_a8w4");
   off_grid.name = "off_grid_320";
-  off_grid.model = ModelShape{.experts_per_rank = 4, .model_dim = 320, .inter_dim = 192, .topk = 2};
+  off_grid.model = ModelShape{.experts = 4, .model_dim = 320, .inter_dim = 192, .topk = 2};
   RuntimeOptions o;
   o.max_tokens = 64;
 

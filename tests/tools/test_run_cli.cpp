@@ -28,6 +28,14 @@ TEST_CASE("megamoe-run --help and usage errors", "[cli]") {
   CHECK_THAT(out, Catch::Contains("--devices is for --transport peer or ipc"));
   CHECK(run("--config kimi_k3_a8w4 --world 2 --transport ipc --devices 0", out) == 2);
   CHECK_THAT(out, Catch::Contains("--devices has 1 entries, expected --world = 2"));
+  CHECK(run("--config kimi_k3_a8w4 --world 17", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--world expects 1..16"));
+  CHECK(run("--config kimi_k3_a8w4 --experts-per-rank -1", out) == 2);
+  // A world that does not divide the experts: named before any GPU is opened.
+  CHECK(run("--config kimi_k3_a8w4 --world 3", out) == 1);
+  CHECK_THAT(out, Catch::Contains("model.experts = 896 is not a multiple of world = 3"));
+  CHECK(run("--config kimi_k3_a8w4 --experts-per-rank 0", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--experts-per-rank expects a count of at least 1"));
 }
 
 TEST_CASE("megamoe-run without a GPU says so and exits 3", "[cli]") {
@@ -45,8 +53,8 @@ TEST_CASE("megamoe-bench --help, usage errors and the no-GPU exit", "[cli]") {
   auto bench = [&](const std::string& args) { return test::run_command("'" MEGAMOE_BENCH_EXE "' " + args, out); };
   CHECK(bench("--help") == 0);
   CHECK_THAT(out, Catch::Contains("usage: megamoe-bench --world W --config NAME"));
-  CHECK(bench("--world 9 --config kimi_k3_a8w4") == 2);
-  CHECK_THAT(out, Catch::Contains("--world expects 1..8"));
+  CHECK(bench("--world 17 --config kimi_k3_a8w4") == 2);
+  CHECK_THAT(out, Catch::Contains("--world expects 1..16"));
   CHECK(bench("--world 2 --config kimi_k3_a8w4 --transport ipc") == 2);
   CHECK(bench("--world 1") == 2);
   CHECK(bench("--world 1 --config kimi_k3_a8w4 --bs 0") == 2);

@@ -110,7 +110,7 @@ static std::uint64_t fnv1a(const std::vector<std::uint8_t>& v) {
 }
 
 TEST_CASE("random weights are the same bytes for the same seed, one rank and a group", "[workload]") {
-  const ModelShape m{.experts_per_rank = 3, .model_dim = 256, .inter_dim = 160, .topk = 2};
+  const ModelShape m{.experts = 3, .experts_per_rank = 3, .model_dim = 256, .inter_dim = 160, .topk = 2};
   auto hashes = [](const Mxfp4ExpertWeights& w) {
     return std::vector<std::uint64_t>{fnv1a(w.w1_packed), fnv1a(w.w1_scales), fnv1a(w.w2_packed), fnv1a(w.w2_scales)};
   };
@@ -177,7 +177,7 @@ TEST_CASE("input workloads: normal is N(0, 1) as before; outliers and massive ca
 
 TEST_CASE("a check always covers the massive tokens and reports each against both references", "[workload]") {
   Config cfg = load_config("generic_a8w4");
-  cfg.model = ModelShape{.experts_per_rank = 4, .model_dim = 256, .inter_dim = 128, .topk = 2};
+  cfg.model = ModelShape{.experts = 4, .experts_per_rank = 4, .model_dim = 256, .inter_dim = 128, .topk = 2};
   const Mxfp4ExpertWeights w = workload::random_weights(cfg.model, 11);
   std::mt19937_64 rng(2);
   const std::int64_t T = 200;

@@ -11,7 +11,8 @@
 namespace megamoe::bench {
 
 struct GroupBenchOptions {
-  std::string config, json;
+  Config config;
+  std::string json;
   KernelPath path = KernelPath::automatic;
   Transport transport = Transport::loopback;
   int world = 2, reps = 20;

@@ -23,6 +23,7 @@
 #include "bench/group_bench.hpp"
 #include "common/cli.hpp"
 #include "common/workload.hpp"
+#include "interface/kernel_constants.cuh"
 #include "megamoe/megamoe.hpp"
 
 using namespace megamoe;
@@ -32,10 +33,10 @@ namespace {
 constexpr const char* kTool = "megamoe-bench";
 const char* kUsage = R"(usage: megamoe-bench --world W --config NAME [--bs LIST] [--path auto|portable|tensor_core|hopper]
                      [--against CONFIG] [--crossover] [--transport loopback|peer] [--reps N] [--seed S]
-                     [--json FILE]
+                     [--json FILE] [--experts-per-rank N]
 
---world 1: times the layer of a config on GPU 0 (the per-rank load of bs x topk routed rows over
-experts_per_rank experts, uniform routing) and prints per batch size the Stage1, Stage2,
+--world 1: times the layer of a config on GPU 0 (bs x topk routed rows over the model's experts,
+or --experts-per-rank's, uniform routing) and prints per batch size the Stage1, Stage2,
 single-call and total (burst) times, the floor max(weight bytes of the experts touched / copy
 bandwidth, FLOPs / fp8 rate) with both ceilings measured sustained in the same run, and
 time / floor. --against CONFIG also times the same model with CONFIG's bucket table (tiles,
@@ -57,6 +58,9 @@ rate from GPU 0 to GPU 1.
   --seed S     weights, routing and input seed (default 123); a size's inputs come from it and
                the size alone
   --json FILE  also write the results as JSON
+  --experts-per-rank N  each rank holds N experts: the model cut to N x W experts in all (one
+               rank's share of a wider group; Kimi-K3 with 112 at --world 1 is a rank of EP8,
+               the per-rank work of docs/perf-notes.md)
 Exit status: 0 on success, 1 on error, 2 on bad usage, 3 when no GPU is present.
 )";
 
@@ -123,6 +127,7 @@ struct Options {
   KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
   int world = 0, reps = 20;
+  int experts_per_rank = 0;  // 0: model.experts / world
   Transport transport = Transport::loopback;
   std::uint64_t seed = 123;
 };
@@ -264,7 +269,7 @@ int run_world1(const Options& o) {
   options.max_tokens = int(*std::max_element(o.sizes.begin(), o.sizes.end()));
   options.path = o.path;
   // --against: the same model with another bucket table (checked before any GPU is opened).
-  const Config config = load_config(o.config_name);
+  const Config config = cli::load_for_world(o.config_name, 1, o.experts_per_rank);
   const std::optional<Config> against =
       o.against_name.empty() ? std::nullopt
                              : std::optional<Config>(with_buckets_of(config, load_config(o.against_name)));
@@ -334,6 +339,10 @@ int main(int argc, char** argv) {
     else if (s == "--json") o.json_path = value();
     else if (s == "--against") o.against_name = value();
     else if (s == "--crossover") o.crossover = true;
+    else if (s == "--experts-per-rank") {
+      o.experts_per_rank = int(cli::parse_int(kTool, s, value()));
+      if (o.experts_per_rank < 1) cli::usage_error(kTool, "--experts-per-rank expects a count of at least 1");
+    }
     else if (s == "--transport") {
       const std::string t = value();
       if (t != "loopback" && t != "peer") cli::usage_error(kTool, "--transport expects loopback or peer, got '" + t + "'");
@@ -342,7 +351,7 @@ int main(int argc, char** argv) {
     else cli::usage_error(kTool, "unknown argument '" + s + "'");
   }
   if (o.config_name.empty()) cli::usage_error(kTool, "--config NAME is required");
-  if (o.world < 1 || o.world > 8) cli::usage_error(kTool, "--world expects 1..8");
+  if (o.world < 1 || o.world > kMaxWorld) cli::usage_error(kTool, fmt::format("--world expects 1..{}", int(kMaxWorld)));
   if (o.reps < 3) cli::usage_error(kTool, "--reps must be at least 3");
   if (!o.against_name.empty() && o.world != 1) cli::usage_error(kTool, "--against is for --world 1");
   if (o.crossover && o.world != 1) cli::usage_error(kTool, "--crossover is for --world 1");
@@ -352,7 +361,8 @@ int main(int argc, char** argv) {
   try {
     if (o.world > 1)
       return bench::run_group_bench(
-          {o.config_name, o.json_path, o.path, o.transport, o.world, o.reps, o.seed, o.sizes});
+          {cli::load_for_world(o.config_name, o.world, o.experts_per_rank), o.json_path, o.path, o.transport, o.world,
+           o.reps, o.seed, o.sizes});
     return run_world1(o);
   } catch (const NoGpuError& e) {
     fmt::print(stderr, "{}\n", e.what());

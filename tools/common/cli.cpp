@@ -54,4 +54,9 @@ std::vector<std::int64_t> parse_int_list(const char* tool, const std::string& fl
   }
 }
 
+Config load_for_world(const std::string& name_or_path, int world, int experts_per_rank) {
+  Config c = load_config(name_or_path);
+  return experts_per_rank > 0 ? with_experts(std::move(c), experts_per_rank * world) : c;
+}
+
 }  // namespace megamoe::cli

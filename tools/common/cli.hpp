@@ -17,6 +17,10 @@ std::int64_t parse_int(const char* tool, const std::string& flag, const std::str
 // "auto", "portable" or "tensor_core".
 KernelPath parse_path(const char* tool, const std::string& value);
 
+// A config by name or path for `world` ranks; with experts_per_rank > 0, the model cut to
+// experts_per_rank x world experts (with_experts): one rank's share of a wider group, such as
+// Kimi-K3's 112 experts of EP8 at world 1.
+Config load_for_world(const std::string& name_or_path, int world, int experts_per_rank);
 // Comma-separated non-negative integers.
 std::vector<std::int64_t> parse_int_list(const char* tool, const std::string& flag, const std::string& value);
 

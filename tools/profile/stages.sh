@@ -23,7 +23,7 @@ for bs in "${sizes[@]}"; do
     if ! "$ncu" --clock-control none --section SpeedOfLight --section WarpStateStats --section SourceCounters \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --import-source no -f -o "$rep" -k "regex:$kernel" --launch-count 1 \
-        ./build/megamoe-run --config kimi_k3_a8w4 --bs "$bs" >"$rep.log" 2>&1; then
+        ./build/megamoe-run --config kimi_k3_a8w4 --experts-per-rank 112 --bs "$bs" >"$rep.log" 2>&1; then
       echo "!! ncu failed, see $rep.log"; status=1; continue
     fi
     "$ncu" -i "$rep.ncu-rep" --page details 2>&1 | grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Issue Slots|Executed Ipc|Mem Busy|Max Bandwidth|L2 Hit Rate"

@@ -18,6 +18,7 @@
 
 #include "common/cli.hpp"
 #include "common/workload.hpp"
+#include "interface/kernel_constants.cuh"
 #include "megamoe/megamoe.hpp"
 
 using namespace megamoe;
@@ -27,6 +28,7 @@ namespace {
 const char* kUsage = R"(usage: megamoe-run --config NAME [--bs LIST] [--route KIND | --routing-file F] [--seed S]
                    [--inputs normal|outliers|massive] [--check] [--ref-tokens N] [--save-routing F] [--path P]
                    [--world W [--transport loopback|peer|ipc] [--devices LIST] [--serial] [--taper]]
+                   [--experts-per-rank N]
 
 Runs the MoE layer of a config with fresh random bf16 inputs and random MXFP4 weights, the
 output poisoned (NaN) before each call: on GPU 0 (world 1: every expert local), or as the W ranks
@@ -54,7 +56,10 @@ give the same bits.
   --ref-tokens N    references over at most N random tokens of a call (default 256: all of
                     a call up to bucket 256, as docs/contract.md's relL2 is over the whole output)
   --path P          expert-GEMM kernels: auto (default), portable, tensor_core, hopper
-  --world W         ranks of the group (default 1)
+  --world W         ranks of the group (default 1, at most 16); each holds model.experts / W experts
+  --experts-per-rank N
+                    each rank holds N experts: the model cut to N x W experts in all (one rank's
+                    share of a wider group; Kimi-K3 with 112 is a rank of EP8)
   --transport T     loopback (default: every rank on GPU 0), peer (rank r on GPU r, one process),
                     ipc (a process of this tool per rank, rank r on GPU r)
   --devices LIST    peer and ipc: rank r on GPU LIST[r] (W entries; default 0,1,...,W-1). With
@@ -78,6 +83,7 @@ struct Args {
   std::size_t ref_tokens = 256;
   bool check = false, serial = false, taper = false;
   int world = 1, rank = -1;  // rank: a child process of --transport ipc
+  int experts_per_rank = 0;  // 0: the config's model.experts / world
   Transport transport = Transport::loopback;
 };
 
@@ -108,6 +114,10 @@ Args parse(int argc, char** argv) {
     else if (s == "--check") a.check = true;
     else if (s == "--path") a.path = cli::parse_path(kTool, value());
     else if (s == "--world") a.world = int(cli::parse_int(kTool, s, value()));
+    else if (s == "--experts-per-rank") {
+      a.experts_per_rank = int(cli::parse_int(kTool, s, value()));
+      if (a.experts_per_rank < 1) usage_error("--experts-per-rank expects a count of at least 1");
+    }
     else if (s == "--transport") {
       const std::string t = value();
       if (t != "loopback" && t != "peer" && t != "ipc") usage_error("--transport expects loopback, peer or ipc, got '" + t + "'");
@@ -122,7 +132,7 @@ Args parse(int argc, char** argv) {
   }
   if (a.config.empty()) usage_error("--config NAME is required");
   if (a.sizes.empty()) usage_error("--bs needs at least one size");
-  if (a.world < 1 || a.world > 8) usage_error("--world expects 1..8");
+  if (a.world < 1 || a.world > kMaxWorld) usage_error(fmt::format("--world expects 1..{}", int(kMaxWorld)));
   if (!a.devices.empty()) {
     if (a.transport == Transport::loopback) usage_error("--devices is for --transport peer or ipc");
     if (int(a.devices.size()) != a.world)
@@ -291,8 +301,8 @@ void print_header(const Runtime& rt, const Args& a) {
   const Config& cfg = rt.config();
   const ModelShape& m = cfg.model;
   Runtime& r = const_cast<Runtime&>(rt);
-  fmt::print("config {}: {} experts per rank, model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
-             m.experts_per_rank, m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), r.device().name(),
+  fmt::print("config {}: {} experts ({} a rank), model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
+             m.experts, m.experts_per_rank, m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), r.device().name(),
              r.device().arch());
   fmt::print("kernels: {} path; world {}{}{}; routing: {}; inputs: {}; references: over at most {} random tokens of each "
              "call{}{}\n",
@@ -352,9 +362,9 @@ int main(int argc, char** argv) {
     if (a.rank >= 0) {  // a rank of --transport ipc
       options.rank = a.rank, options.device = a.devices.empty() ? a.rank : a.devices[std::size_t(a.rank)];
       options.all_gather = folder_all_gather(a.bootstrap, a.rank, a.world);
-      owned.push_back(Runtime::create(a.config, options));
+      owned.push_back(Runtime::create(cli::load_for_world(a.config, a.world, a.experts_per_rank), options));
     } else {
-      owned = Runtime::create_ranks(a.config, options);
+      owned = Runtime::create_ranks(cli::load_for_world(a.config, a.world, a.experts_per_rank), options);
     }
     std::vector<Runtime*> ranks;
     for (auto& rt : owned) ranks.push_back(rt.get());

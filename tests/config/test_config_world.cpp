@@ -1,0 +1,133 @@
+// A config resolved for a world size: the experts a rank holds, the errors for a world that does
+// not divide the model, and the bucket table keyed by mean rows per expert (one table for every
+// world size).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "megamoe/config.hpp"
+#include "megamoe/errors.hpp"
+#include "support/test_support.hpp"
+
+using namespace megamoe;
+
+namespace {
+
+Config kimi() {
+  test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
+  return load_config("kimi_k3_a8w4");
+}
+
+// The bucket table key of `tokens` at an independent formula: the bucket of
+// ceil(tokens x keys / held), capped at 32768.
+int expected_key(std::int64_t tokens, std::int64_t keys, std::int64_t held) {
+  std::int64_t t = (tokens * keys + held - 1) / held;
+  if (t > kMaxBucket) t = kMaxBucket;
+  int b = 1;
+  while (b < t) b *= 2;
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("a rank holds model.experts / world experts", "[config][world]") {
+  const Config k = kimi();
+  for (int world : {1, 2, 4, 7, 8, 14, 16}) {
+    const Config r = config_for_world(k, world);
+    CHECK(r.world == world);
+    CHECK(r.model.experts == 896);
+    CHECK(r.model.experts_per_rank == 896 / world);
+    CHECK(r.keys_experts_per_rank == 112);
+  }
+  const Config again = config_for_world(config_for_world(k, 16), 8);  // from the model's count, not a rank's
+  CHECK(again.model.experts_per_rank == 112);
+}
+
+TEST_CASE("a world that does not divide the experts is an error naming both and the sizes that do", "[config][world]") {
+  const Config k = kimi();
+  CHECK_THROWS_WITH(config_for_world(k, 3), Catch::Contains("model.experts = 896") && Catch::Contains("world = 3") &&
+                                                Catch::Contains("1, 2, 4, 7, 8, 14, 16"));
+  CHECK_THROWS_WITH(config_for_world(k, 0), Catch::Contains("world = 0"));
+  CHECK_THROWS_WITH(config_for_world(with_experts(k, 2048), 1),
+                    Catch::Contains("2048") && Catch::Contains("at most 1024") && Catch::Contains("more ranks"));
+  CHECK(config_for_world(with_experts(k, 2048), 2).model.experts_per_rank == 1024);
+}
+
+TEST_CASE("the bucket table follows the mean rows per expert", "[config][world][buckets]") {
+  const Config k = kimi();
+  for (int world : {1, 2, 4, 8, 16}) {
+    const Config r = config_for_world(k, world);
+    for (std::int64_t tokens : {0, 1, 2, 3, 5, 100, 1000, 1024, 3000, 4096, 8191, 20000, 32768}) {
+      INFO("world " << world << ", " << tokens << " tokens");
+      const int key = r.table_key(tokens);
+      CHECK(key == expected_key(tokens, 112, 896 / world));
+      CHECK(&r.bucket_for_tokens(tokens) == &r.bucket(key));
+    }
+  }
+  // EP8 is where the keys count: each call takes its own bucket. EP16 takes twice the tokens'.
+  CHECK(config_for_world(k, 8).bucket_for_tokens(3000).stage1.token_tile == 208);      // 4096's
+  CHECK(config_for_world(k, 16).bucket_for_tokens(1500).stage1.token_tile == 208);     // 3000 -> 4096's
+  CHECK(config_for_world(k, 16).bucket_for_tokens(1500).stage2.token_tile == 160);
+  CHECK(config_for_world(k, 1).bucket_for_tokens(8192).stage1.token_tile == 176);     // 1024's
+  CHECK(config_for_world(k, 16).table_key(32768) == 32768);                            // the densest entry
+  CHECK_THROWS_WITH(config_for_world(k, 16).table_key(32769), Catch::Contains("32769"));
+  CHECK_THROWS_AS(config_for_world(k, 16).table_key(-1), Error);
+  // A config without bucket_keys counts at its model's experts: world 1 is the identity.
+  const Config g = load_config("generic_a8w4");
+  for (std::int64_t tokens : {1, 7, 300, 32768}) CHECK(g.table_key(tokens) == bucket_for_tokens(tokens));
+  CHECK(config_for_world(g, 2).table_key(300) == 1024);  // 16 experts a rank: 600 tokens' density
+}
+
+TEST_CASE("with_experts cuts a model to fewer experts, the bucket keys where they were", "[config][world]") {
+  const Config k = kimi();
+  const Config share = with_experts(k, 112);
+  CHECK(share.name == "kimi_k3_a8w4_112_experts");
+  CHECK(share.model.experts == 112);
+  CHECK(share.model.experts_per_rank == 112);
+  CHECK(share.keys_experts_per_rank == 112);
+  CHECK(share.model.model_dim == k.model.model_dim);
+  for (std::int64_t tokens : {1, 9, 1000, 8192}) CHECK(share.table_key(tokens) == bucket_for_tokens(tokens));
+  CHECK_THROWS_WITH(with_experts(k, 0), Catch::Contains("0 experts"));
+  CHECK_THROWS_WITH(with_experts(k, 9000), Catch::Contains("9000"));
+}
+
+TEST_CASE("config errors: model.experts, topk past it, bucket_keys", "[config][world]") {
+  using json = nlohmann::json;
+  json doc = json::parse(R"({
+    "schema": "megamoe-config/2", "name": "t",
+    "model": {"experts": 8, "model_dim": 256, "inter_dim": 128, "topk": 2},
+    "activation": {"kind": "silu"}, "quant": {"activations": "fp8_e4m3", "weights": "mxfp4"},
+    "bucket_defaults": {"stage1": {"token_tile": 64}, "stage2": {"token_tile": 64},
+                        "dispatch": {"cus": 32, "persistent": true, "stride": 1}, "combine_wire": "bf16",
+                        "bounds_check": false},
+    "buckets": {}
+  })");
+  auto rejected = [](const json& d) -> ConfigError {
+    try {
+      parse_config(d.dump(), "cfg/t.json");
+    } catch (const ConfigError& e) {
+      return e;
+    }
+    FAIL("accepted: " << d.dump());
+    throw;
+  };
+  json old = doc;
+  old["model"].erase("experts");
+  old["model"]["experts_per_rank"] = 8;
+  const ConfigError e = rejected(old);
+  CHECK(e.json_path == "$.model.experts_per_rank");
+  CHECK_THAT(e.what(), Catch::Contains("replaced by model.experts"));
+  json topk = doc;
+  topk["model"]["topk"] = 9;
+  CHECK(rejected(topk).json_path == "$.model.topk");
+  CHECK_THAT(rejected(topk).what(), Catch::Contains("at most model.experts = 8"));
+  json many = doc;
+  many["model"]["experts"] = 8193;
+  CHECK(rejected(many).json_path == "$.model.experts");
+  json keys = doc;
+  keys["bucket_keys"] = {{"experts_per_rank", 9}};
+  CHECK(rejected(keys).json_path == "$.bucket_keys.experts_per_rank");
+  keys["bucket_keys"] = {{"experts_per_rank", 4}, {"world", 2}};
+  CHECK(rejected(keys).json_path == "$.bucket_keys.world");
+  keys["bucket_keys"] = {{"experts_per_rank", 4}};
+  CHECK(parse_config(keys.dump(), "cfg/t.json").keys_experts_per_rank == 4);
+}
