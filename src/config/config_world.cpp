@@ -15,7 +15,9 @@ static_assert(kMaxExpertsPerRank == kMaxExperts, "the routing kernels' per-rank 
 Config config_for_world(Config c, int world) {
   const int E = c.model.experts;
   if (world < 1) throw Error(fmt::format("megamoe: config {}: world = {}, expected at least 1", c.name, world));
-  if (E < 1) throw Error(fmt::format("megamoe: config {}: model.experts = {}, expected at least 1", c.name, E));
+  if (E < 1 || E > kMaxGlobalExperts)
+    throw Error(fmt::format("megamoe: config {}: model.experts = {}, expected 1..{} (the group routing's limit)", c.name,
+                            E, int(kMaxGlobalExperts)));
   if (E % world) {
     std::string sizes;
     for (int w = 1; w <= kMaxWorld; ++w)

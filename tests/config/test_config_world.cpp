@@ -50,6 +50,9 @@ TEST_CASE("a world that does not divide the experts is an error naming both and 
   CHECK_THROWS_WITH(config_for_world(with_experts(k, 2048), 1),
                     Catch::Contains("2048") && Catch::Contains("at most 1024") && Catch::Contains("more ranks"));
   CHECK(config_for_world(with_experts(k, 2048), 2).model.experts_per_rank == 1024);
+  Config huge = k;  // past the schema's bound, set in code
+  huge.model.experts = 16384;
+  CHECK_THROWS_WITH(config_for_world(huge, 16), Catch::Contains("16384") && Catch::Contains("1..8192"));
 }
 
 TEST_CASE("the bucket table follows the mean rows per expert", "[config][world][buckets]") {
