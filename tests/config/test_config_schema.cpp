@@ -425,3 +425,26 @@ TEST_CASE("a field that schema 2 removed is named with what replaced it", "[conf
   v9["schema"] = "megamoe-config/9";
   CHECK(rejection(v9).json_path == "$.schema");
 }
+
+TEST_CASE("config errors: model.experts, topk past it, bucket_keys", "[config][world]") {
+  json old = valid();
+  old["model"].erase("experts");
+  old["model"]["experts_per_rank"] = 8;
+  const ConfigError e = rejection(old);
+  CHECK(e.json_path == "$.model.experts_per_rank");
+  CHECK_THAT(e.what(), Catch::Contains("replaced by model.experts"));
+  json topk = valid();
+  topk["model"]["topk"] = 9;
+  CHECK(rejection(topk).json_path == "$.model.topk");
+  CHECK_THAT(rejection(topk).what(), Catch::Contains("at most model.experts = 8"));
+  json many = valid();
+  many["model"]["experts"] = 8193;
+  CHECK(rejection(many).json_path == "$.model.experts");
+  json keys = valid();
+  keys["bucket_keys"] = {{"experts_per_rank", 9}};
+  CHECK(rejection(keys).json_path == "$.bucket_keys.experts_per_rank");
+  keys["bucket_keys"] = {{"experts_per_rank", 4}, {"world", 2}};
+  CHECK(rejection(keys).json_path == "$.bucket_keys.world");
+  keys["bucket_keys"] = {{"experts_per_rank", 4}};
+  CHECK(parse_config(keys.dump(), "cfg/t.json").keys_experts_per_rank == 4);
+}

@@ -2,7 +2,6 @@
 // not divide the model, and the bucket table keyed by mean rows per expert (one table for every
 // world size).
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
 #include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
@@ -91,46 +90,4 @@ TEST_CASE("with_experts cuts a model to fewer experts, the bucket keys where the
   for (std::int64_t tokens : {1, 9, 1000, 8192}) CHECK(share.table_key(tokens) == bucket_for_tokens(tokens));
   CHECK_THROWS_WITH(with_experts(k, 0), Catch::Contains("0 experts"));
   CHECK_THROWS_WITH(with_experts(k, 9000), Catch::Contains("9000"));
-}
-
-TEST_CASE("config errors: model.experts, topk past it, bucket_keys", "[config][world]") {
-  using json = nlohmann::json;
-  json doc = json::parse(R"({
-    "schema": "megamoe-config/2", "name": "t",
-    "model": {"experts": 8, "model_dim": 256, "inter_dim": 128, "topk": 2},
-    "activation": {"kind": "silu"}, "quant": {"activations": "fp8_e4m3", "weights": "mxfp4"},
-    "bucket_defaults": {"stage1": {"token_tile": 64}, "stage2": {"token_tile": 64},
-                        "dispatch": {"cus": 32, "persistent": true, "stride": 1}, "combine_wire": "bf16",
-                        "bounds_check": false},
-    "buckets": {}
-  })");
-  auto rejected = [](const json& d) -> ConfigError {
-    try {
-      parse_config(d.dump(), "cfg/t.json");
-    } catch (const ConfigError& e) {
-      return e;
-    }
-    FAIL("accepted: " << d.dump());
-    throw;
-  };
-  json old = doc;
-  old["model"].erase("experts");
-  old["model"]["experts_per_rank"] = 8;
-  const ConfigError e = rejected(old);
-  CHECK(e.json_path == "$.model.experts_per_rank");
-  CHECK_THAT(e.what(), Catch::Contains("replaced by model.experts"));
-  json topk = doc;
-  topk["model"]["topk"] = 9;
-  CHECK(rejected(topk).json_path == "$.model.topk");
-  CHECK_THAT(rejected(topk).what(), Catch::Contains("at most model.experts = 8"));
-  json many = doc;
-  many["model"]["experts"] = 8193;
-  CHECK(rejected(many).json_path == "$.model.experts");
-  json keys = doc;
-  keys["bucket_keys"] = {{"experts_per_rank", 9}};
-  CHECK(rejected(keys).json_path == "$.bucket_keys.experts_per_rank");
-  keys["bucket_keys"] = {{"experts_per_rank", 4}, {"world", 2}};
-  CHECK(rejected(keys).json_path == "$.bucket_keys.world");
-  keys["bucket_keys"] = {{"experts_per_rank", 4}};
-  CHECK(parse_config(keys.dump(), "cfg/t.json").keys_experts_per_rank == 4);
 }
