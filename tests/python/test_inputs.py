@@ -33,7 +33,8 @@ class Recorder:
 def offline_layer(max_tokens=64):
     info = megamoe.config_info(SMALL_CONFIG)
     layer = megamoe.Layer.__new__(megamoe.Layer)
-    layer._info = dict(info, config=info["name"], path="portable", world=1, rank=0, max_tokens=max_tokens)
+    layer._info = dict(info, config=info["name"], path="portable", world=1, rank=0, max_tokens=max_tokens,
+                       experts_per_rank=info["experts"])  # world 1: every expert
     layer._device = 0
     layer._runtime = Recorder()
     return layer
