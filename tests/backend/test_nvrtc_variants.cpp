@@ -71,6 +71,15 @@ TEST_CASE("NVRTC compiles every kimi_k3_a8w4 variant for sm_90a", "[nvrtc][situv
 TEST_CASE("NVRTC compiles every generic_a8w4 variant for sm_90a", "[nvrtc][silu]") {
   compile_all_variants("generic_a8w4");
 }
+TEST_CASE("NVRTC compiles every deepseek_v3_a8w4 variant for sm_90a", "[nvrtc][silu]") {
+  compile_all_variants("deepseek_v3_a8w4");
+}
+TEST_CASE("NVRTC compiles every kimi_k2_a8w4 variant for sm_90a", "[nvrtc][silu]") {
+  compile_all_variants("kimi_k2_a8w4");
+}
+TEST_CASE("NVRTC compiles every qwen3_235b_a8w4 variant for sm_90a", "[nvrtc][silu]") {
+  compile_all_variants("qwen3_235b_a8w4");
+}
 TEST_CASE("NVRTC compiles the silu Stage1 kernels", "[nvrtc][silu]") { compile_activation({ActivationKind::silu}); }
 TEST_CASE("NVRTC compiles the situv2 Stage1 kernels", "[nvrtc][situv2]") {
   compile_activation({ActivationKind::situv2, 4.f, 25.f, 0.f});

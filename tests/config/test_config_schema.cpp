@@ -230,6 +230,24 @@ TEST_CASE("the built-in configs load", "[config]") {
   CHECK(g.activation.kind == ActivationKind::silu);
   CHECK(g.bucket(1).dispatch.cus == 32);
   for (auto& b : k.buckets) CHECK_FALSE(b.bounds_check);
+  // The SiLU models engines serve, each keyed where a rank of EP8 holds its share.
+  struct M {
+    const char* name;
+    int experts, topk, model_dim, inter_dim, keys;
+  };
+  for (const M& m : {M{"deepseek_v3_a8w4", 256, 8, 7168, 2048, 32}, M{"kimi_k2_a8w4", 384, 8, 7168, 2048, 48},
+                     M{"qwen3_235b_a8w4", 128, 8, 4096, 1536, 16}}) {
+    INFO(m.name);
+    const Config c = load_config(m.name);
+    CHECK(c.model.experts == m.experts);
+    CHECK(c.model.topk == m.topk);
+    CHECK(c.model.model_dim == m.model_dim);
+    CHECK(c.model.inter_dim == m.inter_dim);
+    CHECK(c.keys_experts_per_rank == m.keys);
+    CHECK(c.activation.kind == ActivationKind::silu);
+    for (auto& b : c.buckets) CHECK(b.h_scale == HScale::per_block);  // SiLU has no bound for a static h scale
+    CHECK(config_for_world(c, 8).model.experts_per_rank == m.keys);
+  }
 }
 
 TEST_CASE("config errors: unknown field", "[config]") {

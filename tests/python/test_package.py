@@ -20,7 +20,7 @@ def test_version_is_the_cmake_project_version():
 
 
 def test_builtin_configs_are_listed():
-    assert {"kimi_k3_a8w4", "generic_a8w4"} <= set(megamoe.configs())
+    assert {"kimi_k3_a8w4", "generic_a8w4", "deepseek_v3_a8w4", "kimi_k2_a8w4", "qwen3_235b_a8w4"} <= set(megamoe.configs())
 
 
 def test_kimi_config_matches_the_spec():

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the CPU machine, before a call on a lent GPU machine: compiles into .megamoe-cache/ every
-# kernel that the GPU suite, megamoe-run and megamoe-bench use there (both built-in configs on
+# kernel that the GPU suite, megamoe-run and megamoe-bench use there (every built-in config on
 # every path, on one GPU and as a rank of a group, and the suite's own config variants), so that
 # the GPU machine spends none of its time compiling; and builds the Python package's wheel for the
 # GPU machine's Python (3.12) into build/wheels, since that machine lacks the C++ build's
@@ -16,7 +16,7 @@ jobs=(-j "$(nproc)")
 export MEGAMOE_CACHE_DIR="$PWD/.megamoe-cache"
 rm -rf build/test-configs
 keep=$(mktemp)
-configs=(kimi_k3_a8w4 generic_a8w4 tests/python/configs/small_a8w4.json tests/python/configs/small_a8w4_fp8res.json)
+configs=(kimi_k3_a8w4 generic_a8w4 deepseek_v3_a8w4 kimi_k2_a8w4 qwen3_235b_a8w4 tests/python/configs/small_a8w4.json tests/python/configs/small_a8w4_fp8res.json)
 while read -r file; do configs+=("$file"); done < <(./build/tests/megamoe_gpu_tests --write-configs build/test-configs)
 for c in "${configs[@]}"; do
   for world in 1 2; do  # the single-GPU layer's kernels, and a rank's of an expert-parallel group
