@@ -3,7 +3,9 @@ examples/moe_block.py within the C++ check's bar, out= and streams, graph captur
 torch.compile(fullgraph=True), no host sync inside a call, errors, and a group of two processes."""
 
 import importlib.util
+import json
 import os
+import pathlib
 import socket
 import sys
 
@@ -276,6 +278,44 @@ def test_kimi_k3_layer_matches_plain_pytorch_fp32(ex):
     for tokens in (1, 128):
         x, ids, w = inputs(layer, tokens, seed=tokens + 100)
         assert ex.rel_l2(layer(x, ids, w), ex.reference_experts(info, x, ids, w, w1f, w2f)) <= EXACT_BAR
+    assert not layer.take_errors().any()
+
+
+def test_layer_matches_transformers_qwen3_moe_block(ex, tmp_path):
+    """Against code that others wrote: transformers' Qwen3-MoE sparse block (its router's softmax
+    top-k renormalised, SiLU experts with gate and up as halves of one tensor, in fp32) holding the
+    same dequantized MXFP4 weights, fed the same bf16 x; the layer takes the block's routing."""
+    import torch
+
+    pytest.importorskip("transformers", reason="skipped: transformers is not installed here")
+    from transformers.models.qwen3_moe.configuration_qwen3_moe import Qwen3MoeConfig
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
+
+    cfg = json.loads(pathlib.Path(SMALL_CONFIG).read_text())
+    cfg["activation"] = {"kind": "silu"}
+    path = tmp_path / "small_a8w4.json"  # a config file is named as its name
+    path.write_text(json.dumps(cfg))
+    layer = megamoe.Layer(str(path), max_tokens=256, device=0)
+    info = megamoe.config_info(str(path))
+    E, D, I, K = layer.experts_per_rank, layer.model_dim, layer.inter_dim, layer.topk
+    gen = torch.Generator(device="cuda").manual_seed(41)
+    w1, w1s, w2, w2s = ex.random_mxfp4(info, E, "cuda", gen)
+    layer.load_weights(w1, w2, w1s, w2s)
+    hf = Qwen3MoeConfig(hidden_size=D, moe_intermediate_size=I, num_experts=E, num_experts_per_tok=K,
+                        norm_topk_prob=True, hidden_act="silu", experts_implementation="eager")
+    block = Qwen3MoeSparseMoeBlock(hf).to(device="cuda", dtype=torch.float32)
+    with torch.no_grad():
+        block.experts.gate_up_proj.copy_(ex.dequantize_mxfp4(w1, w1s))
+        block.experts.down_proj.copy_(ex.dequantize_mxfp4(w2, w2s))
+        block.gate.weight.copy_(torch.randn(E, D, device="cuda", generator=gen) * 0.05)
+        for tokens in (1, 37, 256):
+            x = torch.randn(tokens, D, device="cuda", generator=gen).to(torch.bfloat16)
+            ref = block(x.float()[None])[0]
+            _, scores, ids = block.gate(x.float())
+            y = layer(x, ids.to(torch.int32), scores.float())
+            err = ex.rel_l2(y, ref)
+            print(f"Qwen3-MoE block (transformers), {tokens} tokens: relL2 {err:.3e}")
+            assert err <= EXACT_BAR
     assert not layer.take_errors().any()
 
 
