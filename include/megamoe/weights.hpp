@@ -22,6 +22,15 @@ struct Mxfp4ExpertWeights {
   void check() const;
 };
 
+// MXFP4 weights from a checkpoint that stores gate and up as two tensors (compressed-tensors'
+// mxfp4-pack-quantized, as Kimi checkpoints ship them; docs/layer.md, "Checkpoint layouts"):
+// gate_packed and up_packed [experts][inter_dim][model_dim/2], their scales
+// [experts][inter_dim][model_dim/32], W2 as above; joined into W1's halves (gate rows first).
+Mxfp4ExpertWeights join_gate_up(int experts, int model_dim, int inter_dim, const std::uint8_t* gate_packed,
+                                const std::uint8_t* gate_scales, const std::uint8_t* up_packed,
+                                const std::uint8_t* up_scales, const std::uint8_t* w2_packed,
+                                const std::uint8_t* w2_scales);
+
 // Quantizes fp32 / bf16 expert weights (same shapes as above, unpacked) to MXFP4.
 Mxfp4ExpertWeights quantize_expert_weights(const float* w1, const float* w2, int experts, int model_dim,
                                            int inter_dim);

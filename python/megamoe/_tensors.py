@@ -76,8 +76,18 @@ def _from_cai(cai, field):
     return TensorInfo(int(cai["data"][0]), shape, strides, dtype, "cuda", -1)
 
 
+class HostArray:
+    """A host array made here (weights joined from a checkpoint's parts) with the dtype name
+    to_host gave its parts: bfloat16 stays named so though its bits are uint16."""
+
+    def __init__(self, array, dtype):
+        self.array, self.dtype, self.shape = array, dtype, array.shape
+
+
 def to_host(array, field):
     """(numpy array, dtype name) on the host: bfloat16 as its uint16 bits, e8m0 as uint8."""
+    if isinstance(array, HostArray):
+        return array.array, array.dtype
     mod = type(array).__module__.split(".")[0]
     if mod == "torch":
         import torch

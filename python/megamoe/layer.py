@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _megamoe
-from ._tensors import describe, to_host
+from ._tensors import HostArray, describe, to_host
 from .errors import InputError
 
 _layers = weakref.WeakValueDictionary()  # handle -> Layer, for the torch custom op
@@ -125,7 +125,7 @@ class Layer:
                 f"path={self.path!r}, world={self.world}, rank={self.rank})")
 
     # --- weights ---
-    def load_weights(self, w1, w2, w1_scales=None, w2_scales=None):
+    def load_weights(self, w1, w2, w1_scales=None, w2_scales=None, *, layout="halves"):
         """Loads this rank's expert weights (E = experts_per_rank, D = model_dim, I = inter_dim;
         W1's rows 0..I-1 are gate, I..2I-1 up).
 
@@ -135,8 +135,31 @@ class Layer:
         Or dense (no scales): w1 [E, 2I, D] and w2 [E, D, I], float32 or bfloat16, quantized to
         MXFP4 here. Host or device tensors of any framework; they are copied.
 
+        layout: how the checkpoint stores W1 (docs/layer.md, "Checkpoint layouts"). "halves": one
+        tensor, gate rows then up rows (the library's own; transformers' Qwen3-MoE gate_up_proj).
+        "separate_gate_up": w1 = (gate, up), each [E, I, D/2] (dense: [E, I, D]), and w1_scales =
+        (gate_scales, up_scales), each [E, I, D/32]: compressed-tensors' mxfp4-pack-quantized, as
+        Kimi checkpoints ship them. gpt-oss's layout (gate and up interleaved by row, 4-D
+        *_blocks) is not taken yet: it comes with expert biases, which the layer does not take
+        yet. The shapes cannot tell halves from rows interleaved: give the checkpoint's layout.
+
         Returns the number of MX blocks the kernels' layout flushed to zero (scales too far below
         their row's largest; 0 for most checkpoints)."""
+        if layout == "separate_gate_up":
+            w1 = _join_gate_up("w1", w1, self.experts_per_rank, self.inter_dim)
+            if w1_scales is not None:
+                w1_scales = _join_gate_up("w1_scales", w1_scales, self.experts_per_rank, self.inter_dim)
+        elif layout == "halves":
+            for name, a in (("w1", w1), ("w1_scales", w1_scales)):
+                if isinstance(a, (tuple, list)):
+                    raise InputError(name, f"a pair of {len(a)} tensors", "one tensor of gate and up rows; for gate "
+                                     "and up apart pass layout='separate_gate_up'")
+            shape = tuple(getattr(w1, "shape", ()))
+            if len(shape) == 4 and shape[-1] == 16:
+                raise InputError("w1", f"shape {list(shape)}", "[E, 2I, D/2]: a 4-D [E, N, K/32, 16] tensor is gpt-oss's "
+                                 "*_blocks layout, which the layer does not take yet (it comes with expert biases)")
+        else:
+            raise InputError("layout", repr(layout), "'halves' or 'separate_gate_up'")
         E, D, I = self.experts_per_rank, self.model_dim, self.inter_dim
         if (w1_scales is None) != (w2_scales is None):
             raise InputError("w1_scales, w2_scales", "one given", "both (MXFP4) or neither (dense weights)")
@@ -236,6 +259,22 @@ class Layer:
         """Several ranks: dispatch, the expert GEMMs and combine as separate launches (every rank
         the same choice)."""
         self._runtime.set_serial(bool(serial))
+
+
+def _join_gate_up(field, pair, experts, inter_dim):
+    """(gate, up), each [E, I, ...], as one host tensor [E, 2I, ...]: gate rows, then up rows."""
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise InputError(field, f"a {type(pair).__name__}", "a pair (gate, up) with layout='separate_gate_up'")
+    parts = []
+    for name, a in zip((f"{field}[0] (gate)", f"{field}[1] (up)"), pair):
+        h, dtype = to_host(a, name)
+        if h.ndim != 3 or h.shape[0] != experts or h.shape[1] != inter_dim:
+            raise InputError(name, f"shape {list(h.shape)}", f"[{experts}, {inter_dim}, ...]: experts, inter_dim rows")
+        parts.append((h, dtype))
+    (g, tg), (u, tu) = parts
+    if g.shape != u.shape or tg != tu:
+        raise InputError(f"{field}[1] (up)", f"shape {list(u.shape)} {tu}", f"gate's: {list(g.shape)} {tg}")
+    return HostArray(np.concatenate((g, u), axis=1), tg)
 
 
 def _check(field, shape, dtype, expected_shape, dtypes):

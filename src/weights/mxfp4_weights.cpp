@@ -1,4 +1,6 @@
 // MXFP4 expert weights: allocation, shape checks, quantization from fp32 / bf16.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "codegen/path_requirements.hpp"
@@ -50,6 +52,25 @@ void Mxfp4ExpertWeights::check() const {
   field("w1_scales", w1_scales.size(), s.w1_scales, "[experts][2*inter_dim][model_dim/32]");
   field("w2_packed", w2_packed.size(), s.w2_packed, "[experts][model_dim][inter_dim/2]");
   field("w2_scales", w2_scales.size(), s.w2_scales, "[experts][model_dim][inter_dim/32]");
+}
+
+Mxfp4ExpertWeights join_gate_up(int experts, int model_dim, int inter_dim, const std::uint8_t* gate_packed,
+                                const std::uint8_t* gate_scales, const std::uint8_t* up_packed,
+                                const std::uint8_t* up_scales, const std::uint8_t* w2_packed,
+                                const std::uint8_t* w2_scales) {
+  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, model_dim, inter_dim);
+  const std::size_t half_packed = std::size_t(inter_dim) * model_dim / 2, half_scales = half_packed / 16;
+  for (std::size_t e = 0; e < std::size_t(experts); ++e) {  // expert e's W1: its gate rows, then its up rows
+    std::uint8_t* p = w.w1_packed.data() + e * 2 * half_packed;
+    std::uint8_t* s = w.w1_scales.data() + e * 2 * half_scales;
+    std::copy_n(gate_packed + e * half_packed, half_packed, p);
+    std::copy_n(up_packed + e * half_packed, half_packed, p + half_packed);
+    std::copy_n(gate_scales + e * half_scales, half_scales, s);
+    std::copy_n(up_scales + e * half_scales, half_scales, s + half_scales);
+  }
+  std::copy_n(w2_packed, w.w2_packed.size(), w.w2_packed.begin());
+  std::copy_n(w2_scales, w.w2_scales.size(), w.w2_scales.begin());
+  return w;
 }
 
 Mxfp4ExpertWeights quantize_expert_weights(const float* w1, const float* w2, int experts, int model_dim,

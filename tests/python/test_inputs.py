@@ -146,6 +146,62 @@ def test_mxfp4_weights_are_checked_then_uploaded_as_they_are():
         np.testing.assert_array_equal(a, b)
 
 
+def test_gate_and_up_apart_are_joined_gate_rows_first():
+    """layout='separate_gate_up' (compressed-tensors): each expert's W1 is its gate rows, then its
+    up rows, with their scales alike; W2 as given."""
+    layer = offline_layer()
+    rng = np.random.default_rng(1)
+    gate, up = (rng.integers(0, 256, (E, I, D // 2), dtype=np.uint8) for _ in range(2))
+    gate_s, up_s = (rng.integers(0, 256, (E, I, D // 32), dtype=np.uint8) for _ in range(2))
+    w2 = rng.integers(0, 256, (E, D, I // 2), dtype=np.uint8)
+    w2s = rng.integers(0, 256, (E, D, I // 32), dtype=np.uint8)
+    layer.load_weights((gate, up), w2, (gate_s, up_s), w2s, layout="separate_gate_up")
+    (name, w1, w1s, got_w2, got_w2s), = layer._runtime.calls
+    assert name == "load_mxfp4"
+    for e in range(E):
+        np.testing.assert_array_equal(w1[e, :I], gate[e])
+        np.testing.assert_array_equal(w1[e, I:], up[e])
+        np.testing.assert_array_equal(w1s[e, :I], gate_s[e])
+        np.testing.assert_array_equal(w1s[e, I:], up_s[e])
+    np.testing.assert_array_equal(got_w2, w2)
+    np.testing.assert_array_equal(got_w2s, w2s)
+    # Dense halves apart too, bfloat16 kept as its bits.
+    layer = offline_layer()
+    g, u = rng.standard_normal((E, I, D), dtype=np.float32), rng.standard_normal((E, I, D), dtype=np.float32)
+    layer.load_weights((g, u), rng.standard_normal((E, D, I), dtype=np.float32), layout="separate_gate_up")
+    (name, w1, _), = layer._runtime.calls
+    assert name == "load_fp32"
+    np.testing.assert_array_equal(w1, np.concatenate((g, u), axis=1))
+
+
+def test_layout_mistakes_the_shapes_show_are_named():
+    layer = offline_layer()
+    gate = np.zeros((E, I, D // 2), np.uint8)
+    w2, w2s = np.zeros((E, D, I // 2), np.uint8), np.zeros((E, D, I // 32), np.uint8)
+    scales = np.zeros((E, I, D // 32), np.uint8)
+    with pytest.raises(megamoe.InputError) as e:  # a pair without the layout
+        layer.load_weights((gate, gate), w2, (scales, scales), w2s)
+    assert e.value.field == "w1" and "separate_gate_up" in e.value.expected
+    with pytest.raises(megamoe.InputError) as e:  # one tensor with it
+        layer.load_weights(np.zeros((E, 2 * I, D // 2), np.uint8), w2, (scales, scales), w2s, layout="separate_gate_up")
+    assert e.value.field == "w1"
+    with pytest.raises(megamoe.InputError) as e:  # halves passed as the gate: 2I rows
+        layer.load_weights((np.zeros((E, 2 * I, D // 2), np.uint8), gate), w2, (scales, scales), w2s,
+                           layout="separate_gate_up")
+    assert e.value.field == "w1[0] (gate)" and str(I) in e.value.expected
+    with pytest.raises(megamoe.InputError) as e:  # up unlike gate
+        layer.load_weights((gate, np.zeros((E, I, D // 2 + 1), np.uint8)), w2, (scales, scales), w2s,
+                           layout="separate_gate_up")
+    assert e.value.field == "w1[1] (up)"
+    with pytest.raises(megamoe.InputError) as e:  # gpt-oss's 4-D blocks
+        layer.load_weights(np.zeros((E, 2 * I, D // 32, 16), np.uint8), w2, np.zeros((E, 2 * I, D // 32), np.uint8), w2s)
+    assert e.value.field == "w1" and "gpt-oss" in e.value.expected
+    with pytest.raises(megamoe.InputError) as e:
+        layer.load_weights(gate, w2, scales, w2s, layout="interleaved")
+    assert e.value.field == "layout" and "'interleaved'" in e.value.value
+    assert not layer._runtime.calls  # nothing uploaded
+
+
 @pytest.mark.parametrize("field,index,shape", [
     ("w1", 0, (E, 2 * I, D // 2 + 1)), ("w1_scales", 2, (E, 2 * I, D // 16)),
     ("w2", 1, (E + 1, D, I // 2)), ("w2_scales", 3, (E, I, D // 32)),

@@ -65,3 +65,32 @@ TEST_CASE("weights: wrong sizes are named", "[weights]") {
   CHECK_THROWS_WITH(w.check(), Catch::Contains("w2_scales") && Catch::Contains("127") && Catch::Contains("128"));
   CHECK_THROWS_WITH(Mxfp4ExpertWeights::zeros(2, 48, 32), Catch::Contains("model_dim = 48"));
 }
+
+TEST_CASE("gate and up stored apart join into W1's halves, every byte in its place", "[weights][layout]") {
+  const int E = 3, D = 64, I = 96;  // model_dim: two MX blocks a row; inter_dim: three
+  const std::size_t hp = std::size_t(I) * D / 2, hs = hp / 16, w2p = std::size_t(D) * I / 2, w2s = w2p / 16;
+  // Each byte names its tensor, expert and offset, so a misplaced one shows.
+  auto fill = [](std::vector<std::uint8_t>& v, int tag) {
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::uint8_t(tag * 37 + i * 11 + i / 256);
+  };
+  std::vector<std::uint8_t> gate(E * hp), up(E * hp), gate_s(E * hs), up_s(E * hs), w2(E * w2p), w2_s(E * w2s);
+  fill(gate, 1), fill(up, 2), fill(gate_s, 3), fill(up_s, 4), fill(w2, 5), fill(w2_s, 6);
+  const Mxfp4ExpertWeights w =
+      join_gate_up(E, D, I, gate.data(), gate_s.data(), up.data(), up_s.data(), w2.data(), w2_s.data());
+  w.check();
+  for (int e = 0; e < E; ++e)
+    for (int row = 0; row < 2 * I; ++row) {
+      const bool is_gate = row < I;
+      const int r = is_gate ? row : row - I;
+      for (int b = 0; b < D / 2; ++b)  // packed bytes of the row
+        REQUIRE(w.w1_packed[(std::size_t(e) * 2 * I + row) * (D / 2) + b] ==
+                (is_gate ? gate : up)[(std::size_t(e) * I + r) * (D / 2) + b]);
+      for (int b = 0; b < D / 32; ++b)
+        REQUIRE(w.w1_scales[(std::size_t(e) * 2 * I + row) * (D / 32) + b] ==
+                (is_gate ? gate_s : up_s)[(std::size_t(e) * I + r) * (D / 32) + b]);
+    }
+  CHECK(w.w2_packed == w2);
+  CHECK(w.w2_scales == w2_s);
+  CHECK_THROWS_WITH(join_gate_up(E, D, 100, gate.data(), gate_s.data(), up.data(), up_s.data(), w2.data(), w2_s.data()),
+                    Catch::Contains("inter_dim = 100"));
+}
