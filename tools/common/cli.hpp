@@ -21,6 +21,7 @@ KernelPath parse_path(const char* tool, const std::string& value);
 // experts_per_rank x world experts (with_experts): one rank's share of a wider group, such as
 // Kimi-K3's 112 experts of EP8 at world 1.
 Config load_for_world(const std::string& name_or_path, int world, int experts_per_rank);
+
 // Comma-separated non-negative integers.
 std::vector<std::int64_t> parse_int_list(const char* tool, const std::string& flag, const std::string& value);
 
