@@ -2,7 +2,6 @@
 // file, the JSON path, the value and what was expected. docs/configs.md describes the schema.
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -95,16 +94,15 @@ class ObjectReader {
   void also_known(std::initializer_list<const char*> names) {
     for (auto n : names) optional_.insert(n);
   }
-  // Fields an earlier schema had here, with what became of them.
-  void removed(std::initializer_list<std::pair<const char*, const char*>> fields) {
-    for (auto [name, fate] : fields) removed_[name] = fate;
+  // Fields an earlier schema had here, with what became of them: one present is named with its
+  // fate at once, before a field that replaced it is missed.
+  void removed(std::initializer_list<std::pair<const char*, const char*>> fields) const {
+    for (auto [name, fate] : fields)
+      if (has(name)) fail(at(name), show(obj_.at(name)), fmt::format("no such field in {}: {}", kSchema, fate));
   }
 
-  // Every field present must have been read; a removed one is named with its fate.
+  // Every field present must have been read.
   void no_unknown_fields() const {
-    for (auto& [k, v] : obj_.items())
-      if (auto it = removed_.find(k); it != removed_.end() && !read_.count(k))
-        fail(at(k), show(v), fmt::format("no such field in {}: {}", kSchema, it->second));
     for (auto& [k, v] : obj_.items())
       if (!read_.count(k)) {
         std::set<std::string> all = read_;
@@ -120,16 +118,12 @@ class ObjectReader {
   std::string path_;
   const std::string& file_;
   std::set<std::string> read_, optional_;
-  std::map<std::string, std::string> removed_;
 };
 
 ModelShape read_model(ObjectReader r) {
   ModelShape m;
-  if (r.has("experts_per_rank"))  // named before the field that replaced it is missed
-    r.fail(r.at("experts_per_rank"), show(r.field("experts_per_rank")),
-           fmt::format("no such field in {}: replaced by model.experts, the model's experts over every rank (a rank "
-                       "holds experts / world; docs/configs.md)",
-                       kSchema));
+  r.removed({{"experts_per_rank", "replaced by model.experts, the model's experts over every rank (a rank holds "
+                                   "experts / world; docs/configs.md)"}});
   m.experts = int(r.integer("experts", 1, kMaxGlobalExperts));
   m.experts_per_rank = m.experts;  // world 1's, until config_for_world
   m.model_dim = int(r.integer("model_dim", 64, 1 << 16));
@@ -169,11 +163,11 @@ Activation read_activation(ObjectReader r) {
 
 QuantFormats read_quant(ObjectReader r) {
   QuantFormats q;
-  q.activations = r.one_of("activations", {"fp8_e4m3"});
-  q.weights = r.one_of("weights", {"mxfp4"});
   r.removed({{"dispatch_wire",
               "the dispatch wire is each kernel path's own (fp8 e4m3 with the path's x scale blocks, docs/layer.md); "
               "remove the field"}});
+  q.activations = r.one_of("activations", {"fp8_e4m3"});
+  q.weights = r.one_of("weights", {"mxfp4"});
   r.no_unknown_fields();
   return q;
 }

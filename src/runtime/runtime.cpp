@@ -34,8 +34,9 @@ Config config_for_options(Config config, const RuntimeOptions& o) {
 
 }  // namespace
 
+// `config` comes resolved for options.world (create, create_ranks: before any GPU is opened).
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
-    : config_(config_for_options(std::move(config), options)), options_(std::move(options)), device_(std::move(device)) {
+    : config_(std::move(config)), options_(std::move(options)), device_(std::move(device)) {
   path_choice_ = choose_path(options_.path, config_, device_->kind(), device_->arch());
   path_ = path_choice_.path;
   announce_path_choice(path_choice_);

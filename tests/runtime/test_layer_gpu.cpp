@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/cli.hpp"
 #include "common/workload.hpp"
 #include "formats/formats.hpp"
 #include "reference/moe_reference.hpp"
@@ -31,7 +32,7 @@ Config variant(const std::string& name) {
 }
 
 // Kimi-K3 as one rank of EP8 holds it: 112 of its 896 experts, the per-rank work.
-Config kimi() { return test::rank_share("kimi_k3_a8w4", 112); }
+Config kimi() { return cli::load_for_world("kimi_k3_a8w4", 1, 112); }
 
 // Weights are generated once per shape (Kimi-K3's are 2 GB).
 const Mxfp4ExpertWeights& weights_for(const ModelShape& m) {

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "jit/diagnostics.hpp"
-#include "megamoe/config.hpp"
 
 namespace megamoe::test {
 
@@ -77,12 +76,6 @@ inline std::string read_text(const std::filesystem::path& p) {
 
 inline void write_text(const std::filesystem::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary | std::ios::trunc) << s;
-}
-
-// A config cut so that each of `world` ranks holds `experts_per_rank` experts (with_experts): the
-// suites run Kimi-K3 as one rank of EP8 holds it (112 experts a rank), its per-rank work.
-inline Config rank_share(const std::string& name_or_path, int experts_per_rank, int world = 1) {
-  return with_experts(load_config(name_or_path), experts_per_rank * world);
 }
 
 // Runs a shell command; returns its exit status and fills `output` with stdout and stderr.
