@@ -40,6 +40,7 @@ struct ModelShape {
   int model_dim = 0;
   int inter_dim = 0;  // per expert; GEMM1 has 2 * inter_dim outputs (gate and up)
   int topk = 0;
+  bool expert_biases = false;  // b1 and b2 (Mxfp4ExpertWeights): required where true, refused where false
 };
 
 // The dispatch wire is each path's own (fp8 e4m3 with the path's x scale blocks, docs/layer.md).
@@ -60,8 +61,9 @@ std::string_view to_string(KernelPath path);
 KernelPath path_from_name(std::string_view name);
 
 // The path a runtime runs and why. note: empty, or (automatic only) why a faster path that this
-// GPU has cannot run the config (a shape off its multiple, shared memory past the GPU's limit);
-// the runtime also prints it once as a warning.
+// GPU has cannot run the config (shared memory past the GPU's limit), and where the path pads
+// model_dim or inter_dim up to its multiple, to what and at what cost; the runtime also prints it
+// once as a warning.
 struct PathChoice {
   KernelPath requested = KernelPath::automatic;
   KernelPath path = KernelPath::portable;
@@ -83,6 +85,9 @@ struct PathArithmetic {
   int x = 32, h = 32;
   Accumulation accumulation = Accumulation::exact;
   bool h_static = false;  // h in the one scale 2^fp8_block_exponent(activation_bound), Stage2 unpromoted
+  // The shape the path's kernels run: the model's dims padded with zeros up to the path's multiple
+  // (0: the model's own). x's last block, h's and the sums' chunks follow from it.
+  int model_dim = 0, inter_dim = 0;
 };
 
 // The Hopper path's activation scales along K (docs/layer.md, "Scale modes"); the other paths

@@ -54,10 +54,11 @@ struct RuntimeOptions {
 class PreparedWeights {
  public:
   KernelPath path = KernelPath::portable;
-  int experts = 0, model_dim = 0, inter_dim = 0;
+  int experts = 0, model_dim = 0, inter_dim = 0;  // the model's (the buffers hold the path's padded shape)
   DeviceBuffer w1_packed, w1_scales, w2_packed, w2_scales;                 // v1
   DeviceBuffer w1_units, w1_row_scale, w2_units, w2_row_scale;  // v3
   DeviceBuffer w1_resident, w2_resident;  // the fp8-resident copy (src/weights/fp8_resident_layout.hpp)
+  DeviceBuffer b1, b2;                    // fp32 expert biases, or none (null)
   std::size_t flushed_blocks = 0;  // v3: MX blocks too far below their row's largest, zeroed
   std::size_t resident_bytes = 0;  // device memory the fp8-resident copy takes (0: none made)
 };
@@ -99,11 +100,13 @@ class Runtime {
   const PathChoice& path_choice() const { return path_choice_; }
   int rank() const { return options_.rank; }
   int world() const { return options_.world; }
-  // How a call of `tokens` tokens rounds and sums on this runtime's path: its bucket's (for the references).
+  // How a call of `tokens` tokens rounds and sums on this runtime's path: its bucket's, at the
+  // path's shape (for the references).
   PathArithmetic arithmetic(std::int64_t tokens) const;
   Device& device() { return *device_; }
 
-  // Checks the weights' shape against the config and uploads them in the kernels' layout.
+  // Checks the weights' shape against the config and uploads them in the kernels' layout (padded
+  // with zeros where the path runs the model's dims padded: path_choice().note says so).
   std::unique_ptr<PreparedWeights> prepare_weights(const Mxfp4ExpertWeights& weights);
 
   // Builds and loads the kernels of the bucket of `tokens` now rather than at the first call.
@@ -156,6 +159,7 @@ class Runtime {
                   int tokens, StreamHandle stream);
 
   Config config_;
+  Config kernels_config_;  // config_ at the path's shape (padded_model): what the workspace and kernels take
   RuntimeOptions options_;
   std::unique_ptr<Device> device_;
   KernelPath path_ = KernelPath::portable;

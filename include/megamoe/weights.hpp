@@ -15,10 +15,17 @@ struct Mxfp4ExpertWeights {
   // W2 [experts][model_dim][inter_dim]; K = inter_dim.
   std::vector<std::uint8_t> w2_packed;  // [experts][D][I/2]
   std::vector<std::uint8_t> w2_scales;  // [experts][D][I/32]
+  // Expert biases, fp32, added where the model adds them (gpt-oss): b1 to GEMM1's outputs before
+  // the activation (gate rows then up rows, as W1), b2 to GEMM2's before the route weight. Empty
+  // for none; a config whose model.expert_biases is true requires both.
+  std::vector<float> b1;  // [experts][2I]
+  std::vector<float> b2;  // [experts][D]
 
   // Allocates zeroed tensors of the right sizes.
   static Mxfp4ExpertWeights zeros(int experts, int model_dim, int inter_dim);
-  // Throws megamoe::Error naming the field, its value and what was expected.
+  bool has_biases() const { return !b1.empty() || !b2.empty(); }
+  // Throws megamoe::Error naming the field, its value and what was expected (biases: both or
+  // neither, of their sizes, finite).
   void check() const;
 };
 
@@ -30,6 +37,18 @@ Mxfp4ExpertWeights join_gate_up(int experts, int model_dim, int inter_dim, const
                                 const std::uint8_t* gate_scales, const std::uint8_t* up_packed,
                                 const std::uint8_t* up_scales, const std::uint8_t* w2_packed,
                                 const std::uint8_t* w2_scales);
+
+// MXFP4 weights from gpt-oss's checkpoint layout (docs/layer.md, "Checkpoint layouts"):
+// gate_up_packed [experts][2*inter_dim][model_dim/2] (gpt-oss's gate_up_proj_blocks
+// [E][2I][D/32][16], the same bytes), gate_up_scales [experts][2*inter_dim][model_dim/32], gate and
+// up interleaved by row (row 2i gate i, row 2i+1 up i), gate_up_bias [experts][2*inter_dim]
+// interleaved alike; down_packed [experts][model_dim][inter_dim/2], down_scales
+// [experts][model_dim][inter_dim/32], down_bias [experts][model_dim]. W1's rows come out as halves
+// (gate rows first), b1 alike, b2 as given. The biases may both be null (no biases), not one.
+Mxfp4ExpertWeights from_interleaved_gate_up(int experts, int model_dim, int inter_dim,
+                                            const std::uint8_t* gate_up_packed, const std::uint8_t* gate_up_scales,
+                                            const float* gate_up_bias, const std::uint8_t* down_packed,
+                                            const std::uint8_t* down_scales, const float* down_bias);
 
 // Quantizes fp32 / bf16 expert weights (same shapes as above, unpacked) to MXFP4.
 Mxfp4ExpertWeights quantize_expert_weights(const float* w1, const float* w2, int experts, int model_dim,

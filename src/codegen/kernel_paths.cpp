@@ -23,6 +23,7 @@ PathChoice choose_path(KernelPath requested, const Config& c, BackendKind backen
     if (std::string why = path_refusal(requested, c, backend, arch); !why.empty())
       throw Error(fmt::format("megamoe: {}", why));
     choice.path = requested;
+    choice.note = padding_note(choice.path, c);
     return choice;
   }
   // The fastest path that runs; each faster one the device has (refused for this config, not
@@ -39,6 +40,8 @@ PathChoice choose_path(KernelPath requested, const Config& c, BackendKind backen
   if (!slower_because.empty())
     choice.note = fmt::format("config {} runs the {} path on {} {}, slower than the GPU's fastest: {}", c.name,
                               to_string(choice.path), to_string(backend), arch, slower_because);
+  if (std::string padded = padding_note(choice.path, c); !padded.empty())
+    choice.note += (choice.note.empty() ? "" : "; ") + padded;
   return choice;
 }
 
@@ -54,15 +57,16 @@ void announce_path_choice(const PathChoice& choice) {
 }
 
 PathArithmetic path_arithmetic(KernelPath path, const Config& c, const BucketConfig& b) {
-  switch (path) {
-    case KernelPath::hopper: {
-      const HopperScales s = hopper_scales(c, b);
-      return {s.x_block == kXPerRow ? c.model.model_dim : s.x_block, kHopperHBlock, Accumulation::sm90_fp8_mma,
-              s.h_static};
-    }
-    case KernelPath::tensor_core: return {kTensorCoreScaleBlock, kTensorCoreScaleBlock, Accumulation::exact};
-    default: return {32, 32, Accumulation::exact};
+  const ModelShape shape = padded_model(path, c.model);
+  PathArithmetic a{32, 32, Accumulation::exact, false, shape.model_dim, shape.inter_dim};
+  if (path == KernelPath::hopper) {
+    const HopperScales s = hopper_scales(c, b);
+    a.x = s.x_block == kXPerRow ? shape.model_dim : s.x_block;
+    a.h = kHopperHBlock, a.accumulation = Accumulation::sm90_fp8_mma, a.h_static = s.h_static;
+  } else if (path == KernelPath::tensor_core) {
+    a.x = a.h = kTensorCoreScaleBlock;
   }
+  return a;
 }
 
 }  // namespace megamoe

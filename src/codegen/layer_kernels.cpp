@@ -1,6 +1,7 @@
 #include "codegen/layer_kernels.hpp"
 
 #include "codegen/kernel_paths.hpp"
+#include "codegen/path_requirements.hpp"
 #include "codegen/tile_sizes.hpp"
 
 namespace megamoe {
@@ -16,7 +17,7 @@ std::vector<KernelSpec> LayerKernels::all() const {
 
 LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
   LayerKernels k;
-  const ModelShape& m = config.model;
+  const ModelShape m = padded_model(path, config.model);  // the shape the path's kernels run
   k.arithmetic = path_arithmetic(path, config, b);
   k.route_count = route_count_spec();
   k.route = route_spec();
@@ -57,7 +58,7 @@ std::vector<KernelSpec> EpLayerKernels::all() const {
 
 EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
   EpLayerKernels k;
-  const ModelShape& m = config.model;
+  const ModelShape m = padded_model(path, config.model);  // the shape the path's kernels run
   k.arithmetic = path_arithmetic(path, config, b);
   k.route = route_ep_spec();
   k.combine = combine_ep_spec(b.combine_wire);

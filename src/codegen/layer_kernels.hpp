@@ -39,7 +39,7 @@ struct LayerKernels {
   std::vector<KernelSpec> all() const;
 };
 
-// The kernels of a bucket on a (resolved) path.
+// The kernels of a bucket on a (resolved) path, at the shape the path runs the model (padded_model).
 LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path);
 
 // Over several ranks (docs/ep.md): route_ep with the count exchange, the stages with the protocol

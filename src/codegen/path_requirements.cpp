@@ -82,11 +82,7 @@ std::string device_refusal(KernelPath path, BackendKind backend, const std::stri
 std::string path_refusal(KernelPath path, const Config& c, BackendKind backend, const std::string& arch) {
   if (std::string why = device_refusal(path, backend, arch); !why.empty()) return why;
   const PathRequirements& r = requirements(path);
-  const ModelShape& m = c.model;
-  for (auto [field, v] : {std::pair{"model_dim", m.model_dim}, std::pair{"inter_dim", m.inter_dim}})
-    if (v % r.dim_multiple)
-      return fmt::format("the {} path needs model_dim and inter_dim multiples of {} ({}); config {} has {} {}",
-                         to_string(path), r.dim_multiple, r.dim_reason, c.name, field, v);
+  const ModelShape m = padded_model(path, c.model);
   if (r.shared_grows_with_k) {
     const int limit = shared_memory_limit(backend, arch);
     for (const BucketConfig& b : c.buckets) {
@@ -101,12 +97,28 @@ std::string path_refusal(KernelPath path, const Config& c, BackendKind backend, 
   return {};
 }
 
-void require_dims(KernelPath path, int model_dim, int inter_dim, std::string_view what) {
-  const PathRequirements& r = requirements(path);
-  for (auto [field, v] : {std::pair{"model_dim", model_dim}, std::pair{"inter_dim", inter_dim}})
-    if (v <= 0 || v % r.dim_multiple)
-      throw Error(fmt::format("megamoe: {}: {} = {}, expected a positive multiple of {} for the {} path ({})", what,
-                              field, v, r.dim_multiple, to_string(path), r.dim_reason));
+ModelShape padded_model(KernelPath path, const ModelShape& model) {
+  const int multiple = requirements(path).dim_multiple;
+  ModelShape m = model;
+  m.model_dim = (model.model_dim + multiple - 1) / multiple * multiple;
+  m.inter_dim = (model.inter_dim + multiple - 1) / multiple * multiple;
+  return m;
+}
+
+Config padded_for_path(Config config, KernelPath path) {
+  config.model = padded_model(path, config.model);
+  return config;
+}
+
+std::string padding_note(KernelPath path, const Config& c) {
+  const ModelShape p = padded_model(path, c.model);
+  const ModelShape& m = c.model;
+  if (p.model_dim == m.model_dim && p.inter_dim == m.inter_dim) return {};
+  const double extra = double(p.model_dim) * p.inter_dim / (double(m.model_dim) * m.inter_dim) - 1;
+  return fmt::format("config {} runs the {} path at model_dim {} and inter_dim {} padded with zeros to {} and {} (the "
+                     "path needs multiples of {}: {}), {:.1f}% more GEMM work than the model's shape",
+                     c.name, to_string(path), m.model_dim, m.inter_dim, p.model_dim, p.inter_dim,
+                     requirements(path).dim_multiple, requirements(path).dim_reason, 100 * extra);
 }
 
 }  // namespace megamoe

@@ -1,6 +1,7 @@
 // The shape contract: what each kernel path needs of the model's shape and of the GPU, in one
-// table. The config schema checks every config against the least of them (the portable path's),
-// the path choice checks the path it picks, and prepare_weights the layout it converts to.
+// table. The config schema checks every config against the least of them (the portable path's);
+// a path with a larger multiple runs the model's dims padded up to it (zero weight rows and
+// columns, x read and y written at the model's width), and the path choice says so.
 #pragma once
 #include <optional>
 #include <span>
@@ -38,12 +39,17 @@ int shared_memory_limit(BackendKind backend, const std::string& arch);
 
 // Why `path` cannot run on that backend and arch whatever the model: an empty string where it can.
 std::string device_refusal(KernelPath path, BackendKind backend, const std::string& arch);
-// Why `path` cannot run this config there: the device's refusal, else the shape against the
-// path's multiple, else (tensor-core path) a bucket's shared memory past the arch's limit.
+// Why `path` cannot run this config there: the device's refusal, else (tensor-core path) a
+// bucket's shared memory past the arch's limit at the padded shape.
 std::string path_refusal(KernelPath path, const Config& config, BackendKind backend, const std::string& arch);
 
-// model_dim and inter_dim against a path's multiple; an Error naming `what`, the field, the value
-// and the reason otherwise (prepare_weights, the layout conversions).
-void require_dims(KernelPath path, int model_dim, int inter_dim, std::string_view what);
+// The shape a path's kernels run a model at: model_dim and inter_dim rounded up to the path's
+// multiple (the same shape where they are multiples already).
+ModelShape padded_model(KernelPath path, const ModelShape& model);
+// The config with its model at that shape: what the runtime builds its workspace and kernels from.
+Config padded_for_path(Config config, KernelPath path);
+// Empty where the path runs the model's own shape; else a line saying which dims are padded, to
+// what, why, and the extra GEMM work it costs.
+std::string padding_note(KernelPath path, const Config& config);
 
 }  // namespace megamoe

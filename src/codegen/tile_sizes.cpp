@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/path_requirements.hpp"
 #include "formats/formats.hpp"
 #include "megamoe/errors.hpp"
 
@@ -37,7 +38,7 @@ int hopper_x_block(int model_dim) { return model_dim % 256 == 0 ? 256 : 128; }
 
 HopperScales hopper_scales(const Config& c, const BucketConfig& b) {
   HopperScales s;
-  s.x_block = b.x_scale == XScale::per_row ? int(kXPerRow) : hopper_x_block(c.model.model_dim);
+  s.x_block = b.x_scale == XScale::per_row ? int(kXPerRow) : hopper_x_block(padded_model(KernelPath::hopper, c.model).model_dim);
   s.h_static = b.h_scale == HScale::static_bound;
   if (s.h_static) {
     const float bound = activation_bound(c.activation);

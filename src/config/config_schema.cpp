@@ -129,6 +129,7 @@ ModelShape read_model(ObjectReader r) {
   m.model_dim = int(r.integer("model_dim", 64, 1 << 16));
   m.inter_dim = int(r.integer("inter_dim", 64, 1 << 16));
   m.topk = int(r.integer("topk", 1, 64));
+  if (r.has("expert_biases")) m.expert_biases = r.boolean("expert_biases");
   r.no_unknown_fields();
   if (m.topk > m.experts)
     r.fail(r.at("topk"), std::to_string(m.topk), fmt::format("at most model.experts = {}", m.experts));
@@ -272,11 +273,14 @@ void check_tiles(const BucketConfig& b, const ModelShape& m, const std::string& 
         throw ConfigError(file, at, value,
                           fmt::format("128, or a stage{}.token_tile of at most {} (this bucket's is {})", stage,
                                       int(kHopperMaxBmWide), t.token_tile));
-      const int rows = stage == 1 ? 2 * m.inter_dim : m.model_dim;
+      const ModelShape hopper = padded_model(KernelPath::hopper, m);  // the shape the Hopper kernels run
+      const int rows = stage == 1 ? 2 * hopper.inter_dim : hopper.model_dim;
       if (rows % t.weight_tile)
         throw ConfigError(file, at, value,
                           fmt::format("128: Stage{}'s {} weight rows ({}) are no multiple of {}", stage, rows,
-                                      stage == 1 ? "2 x inter_dim" : "model_dim", t.weight_tile));
+                                      stage == 1 ? "2 x inter_dim, padded to a multiple of 128"
+                                                 : "model_dim, padded to a multiple of 128",
+                                      t.weight_tile));
     }
     const int limit = hopper_max_bm(stage, promotes, resident, t.weight_tile / kWeightRowsPerBlock);
     if (t.token_tile > limit) {

@@ -11,6 +11,7 @@
 #include "megamoe/errors.hpp"
 #include "reference/activation_ref.hpp"
 #include "reference/fp8_mma_model.hpp"
+#include "weights/padded_weights.hpp"
 
 namespace megamoe::reference {
 
@@ -86,9 +87,16 @@ void pair_sums(int n, const float* w, const float* const* v, int len, Accumulati
 }  // namespace
 
 LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64_t>& tokens, int threads) {
-  const Mxfp4ExpertWeights& w = *in.weights;
+  // At the path's shape: zero weight rows and columns, x's padding zero (padded_weights.hpp).
+  const Mxfp4ExpertWeights& given = *in.weights;
+  const bool pads = in.model_dim > given.model_dim || in.inter_dim > given.inter_dim;
+  const Mxfp4ExpertWeights padded = pads ? pad_expert_weights(given, std::max(in.model_dim, given.model_dim),
+                                                              std::max(in.inter_dim, given.inter_dim))
+                                         : Mxfp4ExpertWeights{};
+  const Mxfp4ExpertWeights& w = pads ? padded : given;
   const int E = in.experts > 0 ? std::min(in.experts, w.experts) : w.experts, D = w.model_dim, I = w.inter_dim,
-            K = in.topk;
+            K = in.topk, Dy = given.model_dim;  // Dy: x's and y's rows
+  const bool biased = w.has_biases();
   const std::size_t n_rows = tokens.size();
 
   // Each routed (token, k) pair, grouped by expert.
@@ -103,8 +111,8 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
   // The per-token inputs, exact and through the dispatch quantizer.
   std::vector<std::vector<float>> x_exact(n_rows), x_emul(n_rows);
   for (std::size_t r = 0; r < n_rows; ++r) {
-    x_exact[r].resize(D);
-    for (int d = 0; d < D; ++d) x_exact[r][d] = formats::bf16_to_float(in.x[tokens[r] * D + d]);
+    x_exact[r].assign(D, 0.f);
+    for (int d = 0; d < Dy; ++d) x_exact[r][d] = formats::bf16_to_float(in.x[tokens[r] * Dy + d]);
     x_emul[r] = fp8_round_trip(x_exact[r], in.x_block);
   }
   auto position = [&](const Pair& p) { return p.out_row / K; };
@@ -142,9 +150,12 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
         for (int i = 0; i < I; ++i) {
           pair_sums(n, w1.data() + std::size_t(i) * D, xs, D, in.accumulation, in.x_block, gate);
           pair_sums(n, w1.data() + std::size_t(I + i) * D, xs, D, in.accumulation, in.x_block, up);
+          // The biases are added in fp32 to the sums, as the kernels' epilogues add them.
+          const float bg = biased ? w.b1[std::size_t(e) * 2 * I + i] : 0.f;
+          const float bu = biased ? w.b1[std::size_t(e) * 2 * I + I + i] : 0.f;
           for (int j = 0; j < n; ++j) {
-            h_exact[j][i] = activation(in.activation, float(gate[2 * j]), float(up[2 * j]));
-            h_emul[j][i] = activation(in.activation, float(gate[2 * j + 1]), float(up[2 * j + 1]));
+            h_exact[j][i] = activation(in.activation, float(gate[2 * j]) + bg, float(up[2 * j]) + bu);
+            h_emul[j][i] = activation(in.activation, float(gate[2 * j + 1]) + bg, float(up[2 * j + 1]) + bu);
           }
         }
         // Stage2: each W2 row against the block's exact h and quantized h.
@@ -155,10 +166,11 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
         double out[kDotRows];
         for (int d = 0; d < D; ++d) {
           pair_sums(n, w2.data() + std::size_t(d) * I, hs, I, in.accumulation, in.h_static ? I : in.h_block, out);
+          const float b = biased ? w.b2[std::size_t(e) * D + d] : 0.f;
           for (int j = 0; j < n; ++j) {
             const Pair& p = pairs[p0 + j];
-            pair_exact[p.out_row * D + d] = float(out[2 * j]) * p.weight;
-            o_emul[j][d] = float(out[2 * j + 1]) * p.weight;  // the route weight is applied before the wire
+            pair_exact[p.out_row * D + d] = (float(out[2 * j]) + b) * p.weight;
+            o_emul[j][d] = (float(out[2 * j + 1]) + b) * p.weight;  // the route weight is applied before the wire
           }
         }
         for (int j = 0; j < n; ++j) {
@@ -179,18 +191,18 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
   for (auto& t : pool) t.join();
 
   LayerOutputs out;
-  out.exact.assign(n_rows * D, 0.f);
-  out.emulated.assign(n_rows * D, 0.f);
+  out.exact.assign(n_rows * Dy, 0.f);
+  out.emulated.assign(n_rows * Dy, 0.f);
   for (std::size_t r = 0; r < n_rows; ++r)
-    for (int d = 0; d < D; ++d) {
+    for (int d = 0; d < Dy; ++d) {
       double se = 0;
       float sq = 0.f;
       for (int k = 0; k < K; ++k) {
         se += pair_exact[(r * K + k) * D + d];
         sq += pair_emul[(r * K + k) * D + d];  // fp32, in k order, as the combine does
       }
-      out.exact[r * D + d] = float(se);
-      out.emulated[r * D + d] = formats::bf16_to_float(formats::float_to_bf16(sq));
+      out.exact[r * Dy + d] = float(se);
+      out.emulated[r * Dy + d] = formats::bf16_to_float(formats::float_to_bf16(sq));
     }
   return out;
 }

@@ -1,11 +1,13 @@
 // The CPU references of the whole layer, in fp32 (accumulating in double):
-//  - exact:    y[t] = sum_k w[t,k] * W2_e * act(W1gate_e x, W1up_e x), from the MXFP4-dequantized
-//              weights and the unquantized bf16 x; no other rounding.
+//  - exact:    y[t] = sum_k w[t,k] * (W2_e act(W1gate_e x + b1gate_e, W1up_e x + b1up_e) + b2_e),
+//              from the MXFP4-dequantized weights and the unquantized bf16 x; no other rounding
+//              (the biases where the weights carry them).
 //  - emulated: the same with the op's own quantizers at the op's points: x in fp8 blocks of
 //              x_block values (dispatch), the intermediate in blocks of h_block, the route-weighted Stage2 row on
 //              the combine wire (bf16, or fp8 1x32 blocks), the k rows summed in fp32 in k order,
 //              and y rounded to bf16; the two GEMMs summed as the path's matrix instructions sum
-//              (exact, or sm_90's fp8 MMA promoted per scale block: fp8_mma_model.hpp).
+//              (exact, or sm_90's fp8 MMA promoted per scale block: fp8_mma_model.hpp), at the
+//              path's shape (weights and x padded with zeros as the kernels run them).
 // Slots with id -1, or any id outside [0, experts), contribute nothing (experts: the weights', or
 // fewer: a group's experts when the weights hold more).
 #pragma once
@@ -22,6 +24,9 @@ struct LayerInputs {
   Activation activation;
   CombineWire wire = CombineWire::bf16;
   int x_block = 32, h_block = 32;  // values per fp8 scale of x and of the intermediate (Runtime::arithmetic)
+  // The path's shape (PathArithmetic::model_dim, inter_dim): the weights and x padded with zeros to
+  // it; 0 or the weights' own: none. The outputs keep the weights' model_dim.
+  int model_dim = 0, inter_dim = 0;
   // The intermediate in one static fp8 scale from the activation's bound (activation_bound)
   // instead of per h_block, and Stage2's sums with no promotion (one chunk over inter_dim).
   bool h_static = false;

@@ -18,6 +18,7 @@ T* in_region(const EpCall& c, std::uint64_t offset) {
 EpDispatch dispatch_args(const EpCall& c, int blocks, bool persistent, bool routed) {
   return EpDispatch{
       .x = static_cast<const u16*>(c.x),
+      .x_dim = c.x_dim,
       .ids = c.ids,
       .weights = c.route_weights,
       .tokens = c.tokens,
@@ -134,11 +135,12 @@ void launch_ep_call(const EpCall& c) {
       .topk = m.topk,
       .experts = c.ep.world * m.experts_per_rank,  // ids are global
       .model_dim = m.model_dim,
+      .y_dim = c.x_dim,
       .wire = in_region<void>(c, c.ep.wire_at),
       .wire_scales = in_region<const u8>(c, c.ep.wire_scales_at),
       .y = static_cast<u16*>(c.y),
   };
-  const long long tasks = (long long)c.tokens * (m.model_dim / 8);  // a thread per 8 columns
+  const long long tasks = (long long)c.tokens * (c.x_dim / 8);  // a thread per 8 columns of y
   c.launch(k.combine,
            c.grid(std::min<long long>((tasks + kCombineThreads - 1) / kCombineThreads, 16LL * c.device.multiprocessors())),
            CombineEpArgs{comb, c.ep});

@@ -13,7 +13,8 @@
 namespace megamoe {
 
 struct EpCall : StreamLaunch {
-  const ModelShape& model;
+  const ModelShape& model;  // the path's shape: the model's dims padded to its multiple
+  int x_dim;                // x's and y's rows: the model's model_dim
   const BucketConfig& bucket;
   const EpBucketKernels& kernels;
   Workspace& ws;

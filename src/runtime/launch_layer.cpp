@@ -53,6 +53,7 @@ void launch_quantize_rows(const LayerCall& c, const Kernel<QuantizeRowsArgs>& k)
            QuantizeRowsArgs{.x = static_cast<const u16*>(c.x),
                             .rows = c.tokens,
                             .cols = c.model.model_dim,
+                            .x_cols = c.x_dim,
                             .q = static_cast<u8*>(c.ws.x_q.get()),
                             .scales = static_cast<u8*>(c.ws.x_scales.get())});
 }
@@ -64,11 +65,12 @@ void launch_combine(const LayerCall& c) {
       .topk = c.model.topk,
       .experts = c.model.experts_per_rank,
       .model_dim = c.model.model_dim,
+      .y_dim = c.x_dim,
       .wire = c.ws.wire.get(),
       .wire_scales = static_cast<const u8*>(c.ws.wire_scales.get()),
       .y = static_cast<u16*>(c.y),
   };
-  const long long tasks = (long long)c.tokens * (c.model.model_dim / 8);  // a thread per 8 columns
+  const long long tasks = (long long)c.tokens * (c.x_dim / 8);  // a thread per 8 columns of y
   c.launch(c.kernels.combine,
            unsigned(std::min<long long>((tasks + kCombineThreads - 1) / kCombineThreads, 16LL * c.device.multiprocessors())),
            a, true);

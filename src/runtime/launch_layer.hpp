@@ -16,7 +16,8 @@ namespace megamoe {
 // What every launch of a call needs: the stream and its events (StreamLaunch), and the call's
 // inputs.
 struct LayerCall : StreamLaunch {
-  const ModelShape& model;
+  const ModelShape& model;  // the path's shape: the model's dims padded to its multiple
+  int x_dim;                // x's and y's rows: the model's model_dim
   const BucketKernels& kernels;
   Workspace& ws;
   const PreparedWeights& weights;

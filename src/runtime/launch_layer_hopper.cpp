@@ -17,6 +17,7 @@ void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
       .topk = m.topk,
       .experts = m.experts_per_rank,
       .model_dim = m.model_dim,
+      .x_dim = c.x_dim,
       .rows_pad = ws.rows_pad,
       .rows_capacity = ws.rows_capacity,
       .xr = static_cast<u8*>(ws.x_q.get()),

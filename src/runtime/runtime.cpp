@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_paths.hpp"
+#include "codegen/path_requirements.hpp"
 #include "ep/ep_workspace.hpp"
 #include "ep/group.hpp"
 #include "runtime/launch_ep.hpp"
@@ -41,15 +42,16 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
   path_ = path_choice_.path;
   announce_path_choice(path_choice_);
   settle_weight_sources(config_, path_, options_);
+  kernels_config_ = padded_for_path(config_, path_);
   if (options_.max_tokens < 1 || options_.max_tokens > kMaxBucket)
     throw Error(fmt::format("megamoe: RuntimeOptions.max_tokens = {}, expected 1..{}", options_.max_tokens, kMaxBucket));
   check_group_options(config_, options_);
   options_.timeout_ms = group_timeout_ms(options_);
   try {
-    workspace_ = std::make_unique<Workspace>(Workspace::create(*device_, config_, options_, path_));
+    workspace_ = std::make_unique<Workspace>(Workspace::create(*device_, kernels_config_, options_, path_));
     if (options_.world > 1)
       // every bucket has the same x scale over several ranks (check_group_options): the wire's
-      ep_ = EpWorkspace::create(*device_, config_, options_, arithmetic(1).x);
+      ep_ = EpWorkspace::create(*device_, kernels_config_, options_, arithmetic(1).x);
   } catch (const DeviceError& e) {
     throw DeviceError(fmt::format("megamoe: the workspace of rank {} (max_tokens {}, world {}, {} routed rows) did not "
                                   "fit on {}: {}; lower RuntimeOptions.max_tokens or routed_rows_capacity",
@@ -96,7 +98,7 @@ const BucketKernels& Runtime::kernels_for(std::int64_t tokens) {
   auto& slot = loaded_[bucket.bucket];
   if (!slot)
     slot = load_bucket_kernels(*device_, shared_kernel_builder(device_->kind(), device_->arch()), bucket,
-                               layer_kernels(config_, bucket, path_));
+                               layer_kernels(kernels_config_, bucket, path_));
   return *slot;
 }
 
@@ -106,7 +108,7 @@ const EpBucketKernels& Runtime::ep_kernels_for(std::int64_t tokens) {
   if (!slot) {
     const bool loopback = group_ && group_->transport == Transport::loopback;
     slot = load_ep_bucket_kernels(*device_, shared_kernel_builder(device_->kind(), device_->arch()), bucket,
-                                  ep_layer_kernels(config_, bucket, path_),
+                                  ep_layer_kernels(kernels_config_, bucket, path_),
                                   loopback && device_->kind() == BackendKind::cuda ? kLoopbackExclusiveSmem : 0);
   }
   return *slot;
@@ -118,7 +120,7 @@ void Runtime::prepare(std::int64_t tokens) {
 }
 
 PathArithmetic Runtime::arithmetic(std::int64_t tokens) const {
-  return path_arithmetic(path_, config_, config_.bucket_for_tokens(tokens));
+  return path_arithmetic(path_, kernels_config_, kernels_config_.bucket_for_tokens(tokens));
 }
 
 void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, const float* route_weights, void* y,
@@ -153,8 +155,17 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   if (options_.world > 1) return forward_ep(w, x, ids, route_weights, y, int(tokens), stream);
   if (tokens == 0) return;
   const BucketKernels& kernels = kernels_for(tokens);
-  const LayerCall call{{*device_, stream, options_.profile ? stage_events_ : nullptr}, m, kernels, *workspace_, w,
-                       x, ids, route_weights, y, int(tokens)};
+  const LayerCall call{{*device_, stream, options_.profile ? stage_events_ : nullptr},
+                       kernels_config_.model,
+                       m.model_dim,
+                       kernels,
+                       *workspace_,
+                       w,
+                       x,
+                       ids,
+                       route_weights,
+                       y,
+                       int(tokens)};
   call.mark(StageMark::start);
   launch_route(call);
   call.mark(StageMark::routed);
@@ -189,7 +200,8 @@ void Runtime::forward_ep(const PreparedWeights& w, const void* x, const int* ids
   const EpBucketKernels& kernels = ep_kernels_for(std::max(tokens, 1));
   const bool loopback = group_->transport == Transport::loopback;
   const EpCall call{{*device_, stream, options_.profile ? stage_events_ : nullptr},
-                    config_.model,
+                    kernels_config_.model,
+                    config_.model.model_dim,
                     *kernels.bucket,
                     kernels,
                     *workspace_,

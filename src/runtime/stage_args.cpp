@@ -39,6 +39,7 @@ ExpertWeights expert_weights(const PreparedWeights& w, const ModelShape& m, int 
       .data = static_cast<const u8*>(data->get()),
       .block_scales = block_scales ? static_cast<const u8*>(block_scales->get()) : nullptr,
       .row_scale = row_scale ? static_cast<const float*>(row_scale->get()) : nullptr,
+      .bias = static_cast<const float*>((first ? w.b1 : w.b2).get()),
       .experts = m.experts_per_rank,
       .model_dim = m.model_dim,
       .inter_dim = m.inter_dim,

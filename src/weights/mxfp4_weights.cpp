@@ -1,5 +1,6 @@
 // MXFP4 expert weights: allocation, shape checks, quantization from fp32 / bf16.
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -52,6 +53,21 @@ void Mxfp4ExpertWeights::check() const {
   field("w1_scales", w1_scales.size(), s.w1_scales, "[experts][2*inter_dim][model_dim/32]");
   field("w2_packed", w2_packed.size(), s.w2_packed, "[experts][model_dim][inter_dim/2]");
   field("w2_scales", w2_scales.size(), s.w2_scales, "[experts][model_dim][inter_dim/32]");
+  if (!has_biases()) return;
+  const std::size_t E = experts;
+  auto bias = [&](const char* name, std::size_t got, std::size_t want, const char* shape) {
+    if (got != want)
+      throw Error(fmt::format("megamoe: weights: {} has {} floats, expected {} ({} with experts={}, model_dim={}, "
+                              "inter_dim={}; biases come both or neither)",
+                              name, got, want, shape, experts, model_dim, inter_dim));
+  };
+  bias("b1", b1.size(), E * 2 * inter_dim, "[experts][2*inter_dim]");
+  bias("b2", b2.size(), E * model_dim, "[experts][model_dim]");
+  for (auto [name, b] : {std::pair{"b1", &b1}, std::pair{"b2", &b2}}) {
+    auto bad = std::find_if(b->begin(), b->end(), [](float v) { return !std::isfinite(v); });
+    if (bad != b->end())
+      throw Error(fmt::format("megamoe: weights: {}[{}] = {}, expected a finite bias", name, bad - b->begin(), *bad));
+  }
 }
 
 Mxfp4ExpertWeights join_gate_up(int experts, int model_dim, int inter_dim, const std::uint8_t* gate_packed,
@@ -70,6 +86,32 @@ Mxfp4ExpertWeights join_gate_up(int experts, int model_dim, int inter_dim, const
   }
   std::copy_n(w2_packed, w.w2_packed.size(), w.w2_packed.begin());
   std::copy_n(w2_scales, w.w2_scales.size(), w.w2_scales.begin());
+  return w;
+}
+
+Mxfp4ExpertWeights from_interleaved_gate_up(int experts, int model_dim, int inter_dim,
+                                            const std::uint8_t* gate_up_packed, const std::uint8_t* gate_up_scales,
+                                            const float* gate_up_bias, const std::uint8_t* down_packed,
+                                            const std::uint8_t* down_scales, const float* down_bias) {
+  if ((gate_up_bias == nullptr) != (down_bias == nullptr))
+    throw Error(fmt::format("megamoe: weights: {} is null and {} is given, expected both biases or neither",
+                            gate_up_bias ? "down_bias" : "gate_up_bias", gate_up_bias ? "gate_up_bias" : "down_bias"));
+  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, model_dim, inter_dim);
+  const std::size_t E = experts, I = inter_dim, row_packed = std::size_t(model_dim) / 2, row_scales = row_packed / 16;
+  // Row 2i of an expert is gate i, row 2i+1 up i: they go to rows i and I + i.
+  for (std::size_t e = 0; e < E; ++e)
+    for (std::size_t r = 0; r < 2 * I; ++r) {
+      const std::size_t from = e * 2 * I + r, to = e * 2 * I + (r % 2) * I + r / 2;
+      std::copy_n(gate_up_packed + from * row_packed, row_packed, w.w1_packed.begin() + to * row_packed);
+      std::copy_n(gate_up_scales + from * row_scales, row_scales, w.w1_scales.begin() + to * row_scales);
+    }
+  std::copy_n(down_packed, w.w2_packed.size(), w.w2_packed.begin());
+  std::copy_n(down_scales, w.w2_scales.size(), w.w2_scales.begin());
+  if (gate_up_bias) {
+    w.b1.resize(E * 2 * I), w.b2.assign(down_bias, down_bias + E * model_dim);
+    for (std::size_t e = 0; e < E; ++e)
+      for (std::size_t r = 0; r < 2 * I; ++r) w.b1[e * 2 * I + (r % 2) * I + r / 2] = gate_up_bias[e * 2 * I + r];
+  }
   return w;
 }
 

@@ -10,6 +10,7 @@
 #include "codegen/path_requirements.hpp"
 
 #include "weights/fp8_resident_layout.hpp"
+#include "weights/padded_weights.hpp"
 #include "weights/tensor_core_layout.hpp"
 #include "megamoe/errors.hpp"
 
@@ -40,7 +41,9 @@ std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& c
   expect("experts", w.experts, m.experts_per_rank, held.c_str());
   expect("model_dim", w.model_dim, m.model_dim, "model.model_dim");
   expect("inter_dim", w.inter_dim, m.inter_dim, "model.inter_dim");
-  require_dims(path, w.model_dim, w.inter_dim, "prepare_weights");  // the path's layout (shape contract)
+  if (w.has_biases() != m.expert_biases)
+    throw Error(fmt::format("megamoe: weights {} expert biases (b1, b2), and config {} says model.expert_biases {}",
+                            w.has_biases() ? "carry" : "lack", config.name, m.expert_biases));
   auto p = std::make_unique<PreparedWeights>();
   p->path = path;
   p->experts = w.experts, p->model_dim = w.model_dim, p->inter_dim = w.inter_dim;
@@ -50,25 +53,32 @@ std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& c
     device.copy_to_device(b.get(), host.data(), bytes);
     return b;
   };
+  // The path's own shape: zero rows and columns where the model's dims miss its multiple.
+  const ModelShape shape = padded_model(path, m);
+  Mxfp4ExpertWeights padded;
+  const bool pads = shape.model_dim != m.model_dim || shape.inter_dim != m.inter_dim;
+  if (pads) padded = pad_expert_weights(w, shape.model_dim, shape.inter_dim);
+  const Mxfp4ExpertWeights& k = pads ? padded : w;
+  if (k.has_biases()) p->b1 = upload(k.b1), p->b2 = upload(k.b2);  // none: null pointers in the kernels' args
   if (path == KernelPath::portable) {  // layout v1: the checkpoint layout itself
-    p->w1_packed = upload(w.w1_packed);
-    p->w1_scales = upload(w.w1_scales);
-    p->w2_packed = upload(w.w2_packed);
-    p->w2_scales = upload(w.w2_scales);
+    p->w1_packed = upload(k.w1_packed);
+    p->w1_scales = upload(k.w1_scales);
+    p->w2_packed = upload(k.w2_packed);
+    p->w2_scales = upload(k.w2_scales);
     return p;
   }
   const bool resident = needs_fp8_resident_copy(config, max_tokens);
-  TensorCoreWeights w1 = to_tensor_core_layout(w.w1_packed.data(), w.w1_scales.data(), w.experts, 2 * w.inter_dim,
-                                               w.model_dim, true);
+  TensorCoreWeights w1 = to_tensor_core_layout(k.w1_packed.data(), k.w1_scales.data(), k.experts, 2 * k.inter_dim,
+                                               k.model_dim, true);
   p->w1_units = upload(w1.units), p->w1_row_scale = upload(w1.row_scale);
   p->flushed_blocks = w1.flushed_blocks;
-  if (resident) p->w1_resident = upload(to_fp8_resident_layout(w1, w.experts, 2 * w.inter_dim, w.model_dim));
+  if (resident) p->w1_resident = upload(to_fp8_resident_layout(w1, k.experts, 2 * k.inter_dim, k.model_dim));
   w1 = {};
-  TensorCoreWeights w2 = to_tensor_core_layout(w.w2_packed.data(), w.w2_scales.data(), w.experts, w.model_dim,
-                                               w.inter_dim, false);
+  TensorCoreWeights w2 = to_tensor_core_layout(k.w2_packed.data(), k.w2_scales.data(), k.experts, k.model_dim,
+                                               k.inter_dim, false);
   p->w2_units = upload(w2.units), p->w2_row_scale = upload(w2.row_scale);
   p->flushed_blocks += w2.flushed_blocks;
-  if (resident) p->w2_resident = upload(to_fp8_resident_layout(w2, w.experts, w.model_dim, w.inter_dim));
+  if (resident) p->w2_resident = upload(to_fp8_resident_layout(w2, k.experts, k.model_dim, k.inter_dim));
   p->resident_bytes = p->w1_resident.bytes() + p->w2_resident.bytes();
   return p;
 }

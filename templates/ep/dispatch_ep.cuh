@@ -56,12 +56,13 @@ MM_DEVICE void ep_send_token(const EpArgs& ep, const EpDispatch& d, int t, int l
   }
   const int x_block = ep_x_block<kXBlock>(D), scales = D / x_block;
   int row_exponent = 0;
-  if constexpr (kXBlock == kXPerRow) row_exponent = mm_fp8_block_exponent(row_absmax_bf16(d.x + (i64)t * D, D));
+  const u16* x = d.x + (i64)t * d.x_dim;  // x_dim wide; the wire's columns past it (the path's padding) are zero
+  if constexpr (kXBlock == kXPerRow) row_exponent = mm_fp8_block_exponent(row_absmax_bf16(x, d.x_dim));
   for (int c0 = 0; c0 < D; c0 += kEpValuesPerStep) {
     const int c = c0 + lane * 16;
     const bool live = c < D;  // D is a multiple of kXBlock: a block's lanes are live together
     float v[16] = {};
-    if (live) load_bf16x16(d.x + (i64)t * D + c, v);
+    if (live && c < d.x_dim) load_bf16x16(x + c, v);
     RoutedPiece q;
     if constexpr (kXBlock == kXPerRow) q = quantize_piece_with(v, row_exponent);
     else q = quantize_piece<kXBlock / 16>(v);

@@ -25,11 +25,12 @@ struct RoutedRows {
 };
 
 // One GEMM's expert weights, as prepare_weights laid them out (docs/layer.md), and the experts'
-// shape.
+// shape: the path's, the model's dims padded up to its multiple.
 struct ExpertWeights {
   const u8* data;          // layout v1's nibbles, layout v3's units, or the fp8-resident copy
   const u8* block_scales;  // layout v1: e8m0 per 32 values (null for the others)
   const float* row_scale;  // layout v3 and the fp8-resident copy: 2^r per weight row (null for v1)
+  const float* bias;       // [experts][outputs] fp32 by output in natural order (W1: gate then up), or null
   int experts, model_dim, inter_dim;
 };
 
@@ -69,8 +70,9 @@ struct RouteArgs {
 // quantize_rows (moe/quantize_rows.cuh): x to fp8 by token, e8m0 scales per block of values.
 struct QuantizeRowsArgs {
   static constexpr const char* kName = "QuantizeRowsArgs";
-  const u16* x;  // [rows][cols] bf16
+  const u16* x;  // [rows][x_cols] bf16
   int rows, cols;
+  int x_cols;  // the model's model_dim: q's columns past it (the path's padding) are zero
   u8* q;       // [rows][cols] e4m3
   u8* scales;  // [rows][cols / block] e8m0
 };
@@ -84,6 +86,7 @@ struct DispatchRowsArgs {
   const int* slot_row;
   const int* expert_offsets;
   int tokens, topk, experts, model_dim;
+  int x_dim;     // x's row: the model's model_dim (the routed row's columns past it are zero)
   int rows_pad;  // rows per chunk of the routed layout
   int rows_capacity;
   u8* xr;     // routed x, e4m3
@@ -175,10 +178,11 @@ struct Stage2HopperArgs {
 struct CombineArgs {
   static constexpr const char* kName = "CombineArgs";
   const int* ids;
-  int tokens, topk, experts, model_dim;
+  int tokens, topk, experts, model_dim;  // model_dim: the wire's row (the path's padded one)
+  int y_dim;                             // y's row: the model's model_dim
   const void* wire;
   const u8* wire_scales;
-  u16* y;  // [tokens][model_dim] bf16
+  u16* y;  // [tokens][y_dim] bf16
 };
 
 // --- expert parallelism (templates/ep/, docs/ep.md) ---
@@ -232,7 +236,8 @@ struct RouteEpArgs {
 // ranks send here laid out for Stage1. Run by the first `blocks` blocks of Stage1, or by every
 // block of dispatch_ep (the serial path).
 struct EpDispatch {
-  const u16* x;  // [tokens][model_dim] bf16
+  const u16* x;  // [tokens][x_dim] bf16
+  int x_dim;     // the model's model_dim (EpArgs::model_dim is the path's padded one)
   const int* ids;
   const float* weights;
   int tokens;

@@ -2,7 +2,8 @@
 // rows on the wire (slot t * topk + k), for the slots whose id is in [0, experts); y in bf16.
 // One thread per (token, 8 columns), grid-stride: 16-byte loads (8 bytes and a scale byte on the
 // fp8 wire), kCombineBatch slots loaded before the first is added so their loads overlap.
-// Needs model_dim % 8 == 0 and y 16-byte aligned (the runtime checks both).
+// Needs model_dim % 8 == 0 and y 16-byte aligned (the runtime checks both). The wire's rows are
+// model_dim wide (the path's shape), y's y_dim (the model's: the columns past it are padding).
 #pragma once
 #include "common/numerics.cuh"
 #include "interface/kernel_args.cuh"
@@ -34,7 +35,7 @@ MM_DEVICE void combine(const CombineArgs& a) {
   const int topk = a.topk, experts = a.experts, model_dim = a.model_dim;
   mm_wait_prior_grid();  // Device::launch's early_start
   mm_release_dependents();
-  const int groups = model_dim / 8;
+  const int groups = a.y_dim / 8;
   const i64 tasks = (i64)a.tokens * groups;
   for (i64 task = (i64)blockIdx.x * kCombineThreads + threadIdx.x; task < tasks;
        task += (i64)gridDim.x * kCombineThreads) {
@@ -64,7 +65,7 @@ MM_DEVICE void combine(const CombineArgs& a) {
     }
     u32 out[4];
     for (int i = 0; i < 4; ++i) out[i] = u32(mm_f32_to_bf16(acc[2 * i])) | u32(mm_f32_to_bf16(acc[2 * i + 1])) << 16;
-    *reinterpret_cast<uint4*>(a.y + (i64)t * model_dim + c) = make_uint4(out[0], out[1], out[2], out[3]);
+    *reinterpret_cast<uint4*>(a.y + (i64)t * a.y_dim + c) = make_uint4(out[0], out[1], out[2], out[3]);
   }
 }
 

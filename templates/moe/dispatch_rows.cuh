@@ -6,7 +6,8 @@
 // and store is 16 bytes wide, and a block's chunks are in one warp. With kXBlock kXPerRow (one
 // scale per row) each warp takes the row's maximum first; from kDispatchRowTokens tokens a warp
 // takes a whole token, its chunks four at a time (dispatch_rows_tasks). The checked build
-// refuses, and counts, rows outside the workspace.
+// refuses, and counts, rows outside the workspace. x's rows are x_dim wide; the routed rows'
+// columns past it (the path's padding, whole 16-value pieces: x_dim is a multiple of 64) are zero.
 #pragma once
 #include "interface/kernel_args.cuh"
 #include "moe/routed_rows.cuh"
@@ -58,23 +59,23 @@ MM_DEVICE void dispatch_rows(const DispatchRowsArgs& a) {
   };
   for (i64 task = (i64)blockIdx.x * warps + threadIdx.x / 32; task < tasks; task += (i64)gridDim.x * warps) {
     const int t = int(whole_rows ? task : task / groups);
-    const u16* x = a.x + (i64)t * model_dim;
+    const u16* x = a.x + (i64)t * a.x_dim;
     if constexpr (kPerRow) {
-      const int e = mm_fp8_block_exponent(row_absmax_bf16(x, model_dim));
+      const int e = mm_fp8_block_exponent(row_absmax_bf16(x, a.x_dim));
       wait_route();
       const int g0 = whole_rows ? 0 : int(task % groups), g1 = whole_rows ? groups : g0 + 1;
       for (int g = g0; g < g1; ++g) {
         const int chunk = g * kDispatchChunks + lane / 8;
         const bool live = chunk < chunks;  // the last group may hold fewer than four chunks
         float v[16] = {};
-        if (live) load_bf16x16(x + chunk * 128 + piece * 16, v);
+        if (live && chunk * 128 + piece * 16 < a.x_dim) load_bf16x16(x + chunk * 128 + piece * 16, v);
         dispatch_piece<kCheck>(a, t, chunk, live, quantize_piece_with(v, e), lane);
       }
     } else {
       const int chunk = int(task % groups) * kDispatchChunks + lane / 8;
       const bool live = chunk < chunks;
       float v[16] = {};
-      if (live) load_bf16x16(x + chunk * 128 + piece * 16, v);
+      if (live && chunk * 128 + piece * 16 < a.x_dim) load_bf16x16(x + chunk * 128 + piece * 16, v);
       const RoutedPiece q = quantize_piece<kXBlock / 16>(v);
       wait_route();
       dispatch_piece<kCheck>(a, t, chunk, live, q, lane);

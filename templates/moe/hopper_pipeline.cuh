@@ -293,21 +293,23 @@ struct HopperPipeline {
   }
 
   // Consumer thread ctid's share of a tile's sums into the output region [BM][ld]: row g of its
-  // warp's slab (at column 16 w + g) times that row's scale, row g + 8 (at 16 w + g + 8) times
-  // its own, token column n times col(n). row_scale: the expert's weight-row scales.
+  // warp's slab (at column 16 w + g) times that row's scale and `scale`, plus its bias, row g + 8
+  // (at 16 w + g + 8) likewise, token column n then times col(n). row_scale, bias: the expert's
+  // per weight row (bias null for none). scale is a power of two: the product rounds as before.
   template <class Col>
-  MM_DEVICE static void stash_rows(const float (&acc)[NT][4], const float* row_scale, int col_tile, float* o, int ld,
-                                   int ctid, Col col) {
+  MM_DEVICE static void stash_rows(const float (&acc)[NT][4], const float* row_scale, const float* bias, int col_tile,
+                                   float* o, int ld, int ctid, float scale, Col col) {
     const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
-    const float* rs = row_scale + col_tile * kRows + warp * 16;
-    const float s_lo = rs[g], s_hi = rs[g + 8];
+    const int at = col_tile * kRows + warp * 16;
+    const float s_lo = row_scale[at + g] * scale, s_hi = row_scale[at + g + 8] * scale;
+    const float b_lo = bias ? bias[at + g] : 0.f, b_hi = bias ? bias[at + g + 8] : 0.f;
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 2; ++c) {
         const int n = 8 * j + 2 * t + c;
         const float f = col(n);
         float* row = o + n * ld + 16 * warp + g;
-        row[0] = acc[j][c] * s_lo * f;
-        row[8] = acc[j][2 + c] * s_hi * f;
+        row[0] = (acc[j][c] * s_lo + b_lo) * f;
+        row[8] = (acc[j][2 + c] * s_hi + b_hi) * f;
       }
   }
 

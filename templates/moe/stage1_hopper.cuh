@@ -15,6 +15,7 @@
 #pragma once
 #include "common/activation.cuh"
 #include "interface/kernel_args.cuh"
+#include "moe/expert_bias.cuh"
 #include "moe/hopper_gemm.cuh"
 #include "moe/routed_rows.cuh"
 #include "moe/routed_tiles.cuh"
@@ -128,18 +129,21 @@ struct Stage1Storer {
 // g + 8 of its warp's slab), so h needs no trip through shared memory in between, and the
 // storers, which the consumers wait for at every tile, keep only the quantization. The region
 // holds h of the tile's 64 x kGroups columns per token row at 8 * warp + g (the rows' scales
-// applied).
+// applied, then the biases: the slab's gate column 8 * slab + g and its up).
 template <class Act, class Gemm, int kLd>
 MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBM>& ti, const float (&acc)[Gemm::NT][4], int ctid, float* o,
-                            const float* w1_row_scale, i64 rows_e) {
+                            const ExpertWeights& w1) {
   const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
-  const float* rs = w1_row_scale + ti.expert * rows_e + ti.col_tile * Gemm::kRows + warp * 16;
+  const int rows_e = 2 * w1.inter_dim, slab = ti.col_tile * (Gemm::kRows / 16) + warp;
+  const float* rs = w1.row_scale + ti.expert * i64(rows_e) + slab * 16;
   const float s_gate = rs[g], s_up = rs[g + 8];
+  const float b_gate = expert_bias(w1.bias, ti.expert, rows_e, 8 * slab + g),
+              b_up = expert_bias(w1.bias, ti.expert, rows_e, w1.inter_dim + 8 * slab + g);
 #pragma unroll  // acc stays in registers
   for (int j = 0; j < Gemm::NT; ++j) {
     if (8 * j >= ti.rows) break;  // columns past the routed rows are never stored
     for (int c = 0; c < 2; ++c)
-      o[(8 * j + 2 * t + c) * kLd + 8 * warp + g] = Act::apply(acc[j][c] * s_gate, acc[j][2 + c] * s_up);
+      o[(8 * j + 2 * t + c) * kLd + 8 * warp + g] = Act::apply(acc[j][c] * s_gate + b_gate, acc[j][2 + c] * s_up + b_up);
   }
 }
 
@@ -161,7 +165,7 @@ MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1Pai
   } else {
     Gemm::run_consumers(smem, walk, a.w1.model_dim,
                         [=](const TileInfo<BM>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                          stage1_stash<Act, Gemm, kLd>(ti, acc, ctid, o, a.w1.row_scale, rows_e);
+                          stage1_stash<Act, Gemm, kLd>(ti, acc, ctid, o, a.w1);
                         });
   }
 }

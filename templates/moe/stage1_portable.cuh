@@ -5,6 +5,7 @@
 #include "common/activation.cuh"
 #include "interface/kernel_args.cuh"
 #include "moe/epilogue_fp8.cuh"
+#include "moe/expert_bias.cuh"
 #include "moe/portable_gemm.cuh"
 #include "moe/routed_tiles.cuh"
 #include "moe/stage_gate.cuh"
@@ -36,8 +37,11 @@ MM_DEVICE void stage1_portable_tiles(const Stage1PortableArgs& a, int first, int
     float acc[2][Gemm::TM][Gemm::TN];
     Gemm::run(smem.gemm, a.x_q, a.x_scales, a_rows, model_dim, a.w1.data + (i64)e * inter_dim * model_dim,
               a.w1.block_scales + (i64)e * 2 * inter_dim * (model_dim / 32), col0, inter_dim, acc);
-    for (int i = 0; i < Gemm::TM; ++i)
-      for (int j = 0; j < Gemm::TN; ++j) smem.h[ty + 16 * i][tx + 16 * j] = Act::apply(acc[0][i][j], acc[1][i][j]);
+    for (int j = 0; j < Gemm::TN; ++j) {
+      const int col = col0 + tx + 16 * j;
+      const float bg = expert_bias(a.w1.bias, e, 2 * inter_dim, col), bu = expert_bias(a.w1.bias, e, 2 * inter_dim, inter_dim + col);
+      for (int i = 0; i < Gemm::TM; ++i) smem.h[ty + 16 * i][col - col0] = Act::apply(acc[0][i][j] + bg, acc[1][i][j] + bu);
+    }
     __syncthreads();
     store_tile_fp8<BM, BW, 32, Gemm::kThreads>(&smem.h[0][0], BW + 1, out_rows,
                                                DenseRows{a.h_q, inter_dim, a.h_scales, inter_dim / 32}, col0, tid);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_paths.hpp"
+#include "codegen/path_requirements.hpp"
 #include "codegen/layer_kernels.hpp"
 #include "codegen/tile_sizes.hpp"
 #include "codegen/template_library.hpp"
@@ -74,7 +75,7 @@ TEST_CASE("every template header a kernel includes is collected, each once", "[c
   CHECK(paths == std::vector<std::string>{"moe/stage1_portable.cuh", "common/activation.cuh",
                                           "prelude/megamoe_prelude.cuh", "interface/scalar_types.cuh",
                                           "interface/kernel_args.cuh", "interface/kernel_constants.cuh",
-                                          "moe/epilogue_fp8.cuh", "common/numerics.cuh", "moe/portable_gemm.cuh",
+                                          "moe/epilogue_fp8.cuh", "common/numerics.cuh", "moe/expert_bias.cuh", "moe/portable_gemm.cuh",
                                           "moe/routed_tiles.cuh", "moe/stage_gate.cuh"});
   for (auto& h : k.headers) CHECK(h.text == std::string(template_text(h.path)));
 }
@@ -250,10 +251,27 @@ TEST_CASE("the kernel path follows the backend, the arch and the shape", "[codeg
   CHECK_THROWS_WITH(resolve_path(KernelPath::hopper, kimi, BackendKind::hip, "gfx90a"), Catch::Contains("gfx90a"));
   CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::cuda, "sm_80") == KernelPath::portable);
   CHECK(resolve_path(KernelPath::automatic, kimi, BackendKind::hip, "gfx90a") == KernelPath::portable);
-  CHECK(resolve_path(KernelPath::automatic, odd, BackendKind::cuda, "sm_90a") == KernelPath::portable);
+  // A shape off the 128 grid runs the fast paths padded (padded_model), not a slower path.
+  CHECK(resolve_path(KernelPath::automatic, odd, BackendKind::cuda, "sm_90a") == KernelPath::hopper);
   CHECK(resolve_path(KernelPath::portable, kimi, BackendKind::cuda, "sm_90a") == KernelPath::portable);
-  CHECK_THROWS_WITH(resolve_path(KernelPath::tensor_core, odd, BackendKind::cuda, "sm_90a"),
-                    Catch::Contains("model_dim 192") && Catch::Contains("multiples of 128"));
+  CHECK(resolve_path(KernelPath::tensor_core, odd, BackendKind::cuda, "sm_90a") == KernelPath::tensor_core);
+}
+
+TEST_CASE("a path pads the model's dims up to its multiple, and only those", "[codegen]") {
+  const ModelShape gpt_oss{.experts = 128, .experts_per_rank = 128, .model_dim = 2880, .inter_dim = 2880, .topk = 4};
+  for (KernelPath path : {KernelPath::hopper, KernelPath::tensor_core}) {
+    const ModelShape p = padded_model(path, gpt_oss);
+    CHECK(p.model_dim == 2944);  // 23 x 128: the next multiple
+    CHECK(p.inter_dim == 2944);
+    CHECK(p.experts == 128);
+    CHECK(p.topk == 4);
+  }
+  const ModelShape portable = padded_model(KernelPath::portable, gpt_oss);  // 2880 is 45 x 64: as it is
+  CHECK(portable.model_dim == 2880);
+  CHECK(portable.inter_dim == 2880);
+  const ModelShape mixed{.experts = 8, .experts_per_rank = 8, .model_dim = 4096, .inter_dim = 1472, .topk = 2};
+  CHECK(padded_model(KernelPath::hopper, mixed).model_dim == 4096);
+  CHECK(padded_model(KernelPath::hopper, mixed).inter_dim == 1536);
 }
 
 TEST_CASE("automatic says why it runs a path slower than the GPU's fastest, and only then", "[codegen]") {
@@ -266,14 +284,19 @@ TEST_CASE("automatic says why it runs a path slower than the GPU's fastest, and 
   // A path asked for by name runs as asked.
   CHECK(choose_path(KernelPath::portable, kimi, BackendKind::cuda, "sm_90a").note.empty());
 
-  // A shape off the 128 grid: portable on sm_90a, naming both faster paths' reason.
+  // A shape off the 128 grid: the Hopper path, padded, and the note says to what and what it costs
+  // (2944 x 3072 over 2880 x 3072: 2.2% more), whether the path was asked for or not.
   Config odd = kimi;
   odd.name = "odd";
   odd.model.model_dim = 2880;  // a multiple of 64, not of 128
   const PathChoice c = choose_path(KernelPath::automatic, odd, BackendKind::cuda, "sm_90a");
-  CHECK(c.path == KernelPath::portable);
-  CHECK_THAT(c.note, Catch::Contains("config odd runs the portable path") && Catch::Contains("the hopper path needs") &&
-                         Catch::Contains("model_dim 2880") && Catch::Contains("multiples of 128"));
+  CHECK(c.path == KernelPath::hopper);
+  CHECK_THAT(c.note, Catch::Contains("config odd runs the hopper path at model_dim 2880 and inter_dim 3072") &&
+                         Catch::Contains("padded with zeros to 2944 and 3072") &&
+                         Catch::Contains("multiples of 128") && Catch::Contains("2.2% more GEMM work"));
+  CHECK_THAT(choose_path(KernelPath::tensor_core, odd, BackendKind::cuda, "sm_90a").note,
+             Catch::Contains("runs the tensor_core path") && Catch::Contains("2944"));
+  CHECK(choose_path(KernelPath::portable, odd, BackendKind::cuda, "sm_90a").note.empty());  // 2880 is 45 x 64
 
   // The tensor-core kernels' shared memory grows with K: Kimi-K3's widest tiles (128 tokens,
   // K 3584) need more than an sm_89 block may have (99 KB), not more than an sm_100 block (227 KB).

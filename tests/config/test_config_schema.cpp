@@ -248,6 +248,32 @@ TEST_CASE("the built-in configs load", "[config]") {
     for (auto& b : c.buckets) CHECK(b.h_scale == HScale::per_block);  // SiLU has no bound for a static h scale
     CHECK(config_for_world(c, 8).model.experts_per_rank == m.keys);
   }
+  // gpt-oss: expert biases, its SwiGLU, dims off the 128 grid, keyed on one GPU.
+  for (auto [name, experts] : {std::pair{"gpt_oss_120b_a8w4", 128}, std::pair{"gpt_oss_20b_a8w4", 32}}) {
+    INFO(name);
+    const Config c = load_config(name);
+    CHECK(c.model.experts == experts);
+    CHECK(c.model.topk == 4);
+    CHECK(c.model.model_dim == 2880);
+    CHECK(c.model.inter_dim == 2880);
+    CHECK(c.model.expert_biases);
+    CHECK(c.keys_experts_per_rank == experts);
+    CHECK(c.activation.kind == ActivationKind::swiglu);
+    CHECK(c.activation.limit == 7.f);
+    CHECK(c.activation.alpha == 1.702f);
+    CHECK(c.activation.up_offset == 1.f);
+  }
+  CHECK_FALSE(k.model.expert_biases);  // absent: none
+}
+
+TEST_CASE("config errors: model.expert_biases takes true or false", "[config]") {
+  json d = valid();
+  d["model"]["expert_biases"] = 1;
+  ConfigError e = rejection(d);
+  CHECK(e.json_path == "$.model.expert_biases");
+  CHECK_THAT(e.expected, Catch::Contains("true or false"));
+  d["model"]["expert_biases"] = true;
+  CHECK(parse_config(d.dump(), "cfg/t.json").model.expert_biases);
 }
 
 TEST_CASE("config errors: unknown field", "[config]") {

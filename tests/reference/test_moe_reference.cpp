@@ -2,10 +2,12 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <random>
 
 #include "formats/formats.hpp"
 #include "reference/activation_ref.hpp"
 #include "reference/moe_reference.hpp"
+#include "weights/padded_weights.hpp"
 
 using namespace megamoe;
 using Catch::Matchers::WithinRel;
@@ -179,4 +181,71 @@ TEST_CASE("reference layer: h in one static scale from the activation's bound", 
 
   in.activation = {ActivationKind::silu};  // unbounded: no static scale
   CHECK_THROWS_WITH(reference::reference_layer(in, {0}, 2), Catch::Contains("bounded activation"));
+}
+
+TEST_CASE("reference layer: biases, by hand", "[reference]") {
+  // The hand weights with b1 gate i = i / 64, up i = -i / 128, b2 d = d / 16: with x = 1,
+  // g_i = 32 a_e + i / 64, u_i = 1 - i / 128, o_d = 0.5 sum_i act(g_i, u_i) + d / 16, and
+  // y_d = 0.25 o_d(expert 0) + 0.75 o_d(expert 1).
+  Mxfp4ExpertWeights w = hand_weights();
+  const int E = 2, D = 32, I = 32;
+  w.b1.resize(E * 2 * I), w.b2.resize(E * D);
+  for (int e = 0; e < E; ++e) {
+    for (int i = 0; i < I; ++i) w.b1[e * 2 * I + i] = float(i) / 64, w.b1[e * 2 * I + I + i] = -float(i) / 128;
+    for (int d = 0; d < D; ++d) w.b2[e * D + d] = float(d) / 16;
+  }
+  std::vector<std::uint16_t> x(32, formats::float_to_bf16(1.f));
+  std::vector<int> ids = {0, 1};
+  std::vector<float> weights = {0.25f, 0.75f};
+  reference::LayerInputs in;
+  in.weights = &w, in.activation = {ActivationKind::silu}, in.topk = 2, in.x = x.data(), in.ids = ids.data();
+  in.route_weights = weights.data();
+  const reference::LayerOutputs out = reference::reference_layer(in, {0}, 2);
+  const float a[2] = {0.0625f, -0.0625f};
+  for (int d = 0; d < D; ++d) {
+    double y = 0;
+    for (int e = 0; e < E; ++e) {
+      double o = 0;
+      for (int i = 0; i < I; ++i) o += 0.5 * reference::silu(32 * a[e] + float(i) / 64, 1.f - float(i) / 128);
+      y += weights[e] * (o + d / 16.0);
+    }
+    CHECK_THAT(out.exact[d], WithinRel(float(y), 1e-5f));
+    CHECK_THAT(out.emulated[d], WithinRel(float(y), 5e-2f));  // h in fp8 (3 mantissa bits), y bf16
+  }
+}
+
+TEST_CASE("reference layer: at a padded shape the outputs are the model's", "[reference]") {
+  // D 96 and I 64 padded to 128 and 192: zero rows and columns add nothing, x's padding is zero,
+  // and each fp8 block of x and h either lies in the model's columns or is all padding.
+  const int E = 2, D = 96, I = 64, T = 5, K = 2;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.f, 0.2f);
+  std::vector<float> w1(std::size_t(E) * 2 * I * D), w2(std::size_t(E) * D * I);
+  for (float& v : w1) v = n(rng);
+  for (float& v : w2) v = n(rng);
+  Mxfp4ExpertWeights w = quantize_expert_weights(w1.data(), w2.data(), E, D, I);
+  w.b1.resize(E * 2 * I), w.b2.resize(E * D);
+  for (float& v : w.b1) v = n(rng);
+  for (float& v : w.b2) v = n(rng);
+  std::vector<std::uint16_t> x(T * D);
+  for (auto& v : x) v = formats::float_to_bf16(5 * n(rng));
+  std::vector<int> ids = {0, 1, 1, 0, 0, -1, 1, 1, 0, 1};
+  std::vector<float> weights = {0.5f, 0.5f, 0.25f, 0.75f, 1.f, 0.f, 0.6f, 0.4f, 0.3f, 0.7f};
+  reference::LayerInputs in;
+  in.weights = &w, in.activation = {ActivationKind::swiglu, 0.f, 0.f, 7.f, 1.702f, 1.f}, in.topk = K;
+  in.x = x.data(), in.ids = ids.data(), in.route_weights = weights.data();
+  const reference::LayerOutputs own = reference::reference_layer(in, {0, 1, 2, 3, 4}, 2);
+  in.model_dim = 128, in.inter_dim = 192;
+  const reference::LayerOutputs padded = reference::reference_layer(in, {0, 1, 2, 3, 4}, 2);
+  REQUIRE(padded.exact.size() == std::size_t(T) * D);  // the model's width
+  CHECK(padded.exact == own.exact);
+  CHECK(padded.emulated == own.emulated);
+  double norm = 0;
+  for (float v : own.exact) norm += double(v) * v;
+  CHECK(norm > 0);
+  // Without the biases the outputs move: they count.
+  Mxfp4ExpertWeights bare = w;
+  bare.b1.clear(), bare.b2.clear();
+  in.weights = &bare;
+  CHECK(reference::reference_layer(in, {0, 1, 2, 3, 4}, 2).exact != own.exact);
 }

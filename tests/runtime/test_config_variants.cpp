@@ -114,6 +114,25 @@ const std::vector<ConfigVariant>& config_variants() {
        R"({"model": {"experts": 8, "model_dim": 768, "inter_dim": 512, "topk": 4},
            "bucket_defaults": {"weights": "fp8_resident", "x_scale": "block", "stage1": {"weight_tile": 128}},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
+      // Expert biases and dims off the 128 grid (320 and 192: the tensor-core and Hopper paths
+      // run them padded to 384 and 256, x's last block of 128 half padding), gpt-oss's SwiGLU;
+      // each scale mode pair's extremes.
+      {"small_padded_biases", "generic_a8w4",
+       R"({"model": {"experts": 8, "model_dim": 320, "inter_dim": 192, "topk": 4, "expert_biases": true},
+           "activation": {"kind": "swiglu", "limit": 7.0, "alpha": 1.702, "up_offset": 1.0},
+           "bucket_defaults": {"x_scale": "block", "h_scale": "block", "stage1": {"weight_tile": 128}},
+           "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
+      {"small_padded_biases_x_row_h_static", "generic_a8w4",
+       R"({"model": {"experts": 8, "model_dim": 320, "inter_dim": 192, "topk": 4, "expert_biases": true},
+           "activation": {"kind": "swiglu", "limit": 7.0, "alpha": 1.702, "up_offset": 1.0},
+           "bucket_defaults": {"x_scale": "row", "h_scale": "static"},
+           "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
+      // Expert biases through every Kimi-K3 bucket's kernels (token tiles, 256 weight rows, the
+      // fp8-resident copy).
+      {"kimi_swiglu_oss_biases", "kimi_k3_a8w4",
+       R"({"model": {"expert_biases": true},
+           "activation": {"kind": "swiglu", "limit": 7.0, "alpha": 1.702, "up_offset": 1.0, "beta": null,
+                          "linear_beta": null}})"},
   };
   return v;
 }

@@ -38,8 +38,8 @@ Config kimi(int world, int per_rank = 112) { return cli::load_for_world("kimi_k3
 // experts asked so far (Kimi-K3's 896 are 16 GB). Each expert is drawn from the seed and its
 // global id alone, so a group of fewer experts takes the first of them.
 const Mxfp4ExpertWeights& group_weights(const ModelShape& m) {
-  static std::map<std::tuple<int, int>, Mxfp4ExpertWeights> cache;
-  auto key = std::make_tuple(m.model_dim, m.inter_dim);
+  static std::map<std::tuple<int, int, bool>, Mxfp4ExpertWeights> cache;
+  auto key = std::make_tuple(m.model_dim, m.inter_dim, m.expert_biases);
   auto it = cache.find(key);
   if (it == cache.end() || it->second.experts < m.experts) {
     if (it != cache.end()) cache.erase(it);
@@ -231,6 +231,26 @@ TEST_CASE("EP loopback: every activation, the fp8 wire, the checked build, fp8-r
       g.launch(in);
       g.sync();
       g.check(in, 64, rng, fmt::format("{} {} path", g.ranks[0]->config().name, to_string(g.ranks[0]->path())));
+    }
+  }
+}
+
+// Padded dims cross the ranks: x is sent at the path's width (zeros past 2880), y written at the
+// model's; the biases of each rank's own experts. Fused and serial dispatch.
+TEST_CASE("EP loopback, gpt-oss-120b: W = 4 and 8, dims padded to 2944, expert biases, fused and serial",
+          "[gpu][ep][gpt_oss]") {
+  std::mt19937_64 rng(28);
+  for (int world : {4, 8}) {
+    LoopbackGroup g(load_config("gpt_oss_120b_a8w4"), world, 2048, KernelPath::automatic, 5000, 2LL * 2048 * 4);
+    REQUIRE(g.model().experts_per_rank == 128 / world);
+    for (bool serial : {false, true}) {
+      for (auto& r : g.ranks) r->set_serial(serial);
+      for (std::int64_t t : {1, 128, 2000}) {
+        auto in = g.inputs(same(world, t), t == 128 ? "holes" : "uniform", rng);
+        g.launch(in);
+        g.sync();
+        g.check(in, 16, rng, fmt::format("gpt-oss-120b W {}{}", world, serial ? " serial" : ""));
+      }
     }
   }
 }

@@ -36,8 +36,8 @@ Config kimi() { return cli::load_for_world("kimi_k3_a8w4", 1, 112); }
 
 // Weights are generated once per shape (Kimi-K3's are 2 GB).
 const Mxfp4ExpertWeights& weights_for(const ModelShape& m) {
-  static std::map<std::tuple<int, int, int>, Mxfp4ExpertWeights> cache;
-  auto key = std::make_tuple(m.experts_per_rank, m.model_dim, m.inter_dim);
+  static std::map<std::tuple<int, int, int, bool>, Mxfp4ExpertWeights> cache;
+  auto key = std::make_tuple(m.experts_per_rank, m.model_dim, m.inter_dim, m.expert_biases);
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, workload::random_weights(m, 42)).first;
   return it->second;
@@ -281,6 +281,45 @@ TEST_CASE("odd chunk counts: model_dim 384 and inter_dim 640 (3 and 5 chunks of 
 // x in blocks of 256 where a dispatch warp's last group of chunks is not full.
 TEST_CASE("model_dim 768: x in blocks of 256 over six chunks", "[gpu][silu]") {
   run_cases(variant("small_x256_partial"), {{1}, {64}, {1000}});
+}
+
+// Biases and padding on each path: every path meets both bars of its own arithmetic.
+TEST_CASE("expert biases, and dims off the 128 grid run padded, on every path", "[gpu][swiglu][padded]") {
+  using workload::InputKind;
+  for (const char* name : {"small_padded_biases", "small_padded_biases_x_row_h_static"})
+    for (KernelPath path : {KernelPath::hopper, KernelPath::tensor_core, KernelPath::portable})
+      run_cases(variant(name), {{1}, {64}, {.tokens = 1000, .inputs = InputKind::outliers}}, path);
+}
+
+TEST_CASE("expert biases at Kimi-K3's shape and every bucket's kernels", "[gpu][swiglu][biases]") {
+  using workload::InputKind;
+  run_cases(variant("kimi_swiglu_oss_biases"), {{1}, {8}, {128}, {512}, {.tokens = 1024, .inputs = InputKind::massive},
+                                                {8192}});
+  run_cases(variant("kimi_swiglu_oss_biases"), {{8}, {1024}}, KernelPath::tensor_core);
+  run_cases(variant("kimi_swiglu_oss_biases"), {{8}, {300}}, KernelPath::portable);
+}
+
+// gpt-oss: 2880 run padded to 2944, expert biases, its SwiGLU; 120b as a rank of EP4 holds it.
+TEST_CASE("gpt-oss-20b and a rank's share of gpt-oss-120b (gpt_oss_*_a8w4)", "[gpu][swiglu][gpt_oss]") {
+  using workload::InputKind;
+  const std::vector<Case> sizes = {{1}, {8}, {128}, {.tokens = 1024, .inputs = InputKind::outliers},
+                                   {.tokens = 8192, .inputs = InputKind::massive}};
+  run_cases(load_config("gpt_oss_20b_a8w4"), sizes);
+  run_cases(cli::load_for_world("gpt_oss_120b_a8w4", 1, 32), sizes);
+}
+
+TEST_CASE("weights without the biases the config names, or with biases it does not, are refused", "[gpu][biases]") {
+  auto rt = Runtime::create(variant("small_padded_biases"));
+  Mxfp4ExpertWeights w = weights_for(rt->config().model);
+  REQUIRE(w.has_biases());
+  w.b1.clear(), w.b2.clear();
+  CHECK_THROWS_WITH(rt->prepare_weights(w), Catch::Contains("lack expert biases") &&
+                                                Catch::Contains("model.expert_biases true"));
+  auto plain = Runtime::create("generic_a8w4");
+  Mxfp4ExpertWeights g = weights_for(plain->config().model);
+  g.b1.assign(std::size_t(g.experts) * 2 * g.inter_dim, 0.f), g.b2.assign(std::size_t(g.experts) * g.model_dim, 0.f);
+  CHECK_THROWS_WITH(plain->prepare_weights(g), Catch::Contains("carry expert biases") &&
+                                                   Catch::Contains("model.expert_biases false"));
 }
 
 TEST_CASE("prepared weights hold the checkpoint bytes (layout v1)", "[gpu]") {

@@ -1,6 +1,8 @@
-// MXFP4 expert weights: quantization round trip from fp32 and bf16, and shape checks.
+// MXFP4 expert weights: quantization round trip from fp32 and bf16, shape and bias checks, and the
+// checkpoint layouts (gate and up apart, gpt-oss's interleaved rows) turned into W1's halves.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <random>
 
 #include "formats/formats.hpp"
@@ -93,4 +95,92 @@ TEST_CASE("gate and up stored apart join into W1's halves, every byte in its pla
   CHECK(w.w2_scales == w2_s);
   CHECK_THROWS_WITH(join_gate_up(E, D, 100, gate.data(), gate_s.data(), up.data(), up_s.data(), w2.data(), w2_s.data()),
                     Catch::Contains("inter_dim = 100"));
+}
+
+TEST_CASE("gpt-oss's interleaved gate and up become W1's halves, every byte and bias in its place",
+          "[weights][layout]") {
+  const int E = 3, D = 64, I = 96;
+  const std::size_t row_p = D / 2, row_s = D / 32;  // a W1 row's packed bytes and scales
+  auto fill = [](std::vector<std::uint8_t>& v, int tag) {
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::uint8_t(tag * 37 + i * 11 + i / 256);
+  };
+  std::vector<std::uint8_t> gu(E * 2 * I * row_p), gu_s(E * 2 * I * row_s), down(E * D * I / 2), down_s(E * D * I / 32);
+  fill(gu, 1), fill(gu_s, 2), fill(down, 3), fill(down_s, 4);
+  // Each bias names its expert and stored row, exactly in fp32.
+  std::vector<float> gu_b(E * 2 * I), down_b(E * D);
+  for (std::size_t i = 0; i < gu_b.size(); ++i) gu_b[i] = 0.5f * float(i) - 100.f;
+  for (std::size_t i = 0; i < down_b.size(); ++i) down_b[i] = -0.25f * float(i) + 7.f;
+
+  const Mxfp4ExpertWeights w = from_interleaved_gate_up(E, D, I, gu.data(), gu_s.data(), gu_b.data(), down.data(),
+                                                        down_s.data(), down_b.data());
+  REQUIRE_NOTHROW(w.check());
+  REQUIRE(w.has_biases());
+  for (int e = 0; e < E; ++e)
+    for (int i = 0; i < I; ++i)
+      for (int part = 0; part < 2; ++part) {  // 0: gate i, stored row 2i; 1: up i, stored row 2i + 1
+        const std::size_t expert = std::size_t(e) * 2 * I;
+        const std::size_t stored = expert + 2 * i + part, halves = expert + part * I + i;
+        for (std::size_t b = 0; b < row_p; ++b) REQUIRE(w.w1_packed[halves * row_p + b] == gu[stored * row_p + b]);
+        for (std::size_t b = 0; b < row_s; ++b) REQUIRE(w.w1_scales[halves * row_s + b] == gu_s[stored * row_s + b]);
+        REQUIRE(w.b1[halves] == gu_b[stored]);
+      }
+  CHECK(w.w2_packed == down);
+  CHECK(w.w2_scales == down_s);
+  CHECK(w.b2 == down_b);
+
+  // Without biases: the same bytes, and no biases.
+  const Mxfp4ExpertWeights nb =
+      from_interleaved_gate_up(E, D, I, gu.data(), gu_s.data(), nullptr, down.data(), down_s.data(), nullptr);
+  REQUIRE_NOTHROW(nb.check());
+  CHECK(!nb.has_biases());
+  CHECK(nb.w1_packed == w.w1_packed);
+  CHECK(nb.w1_scales == w.w1_scales);
+}
+
+TEST_CASE("gpt-oss's layout: one bias without the other and bad dims are named", "[weights][layout]") {
+  const int E = 2, D = 64, I = 64;
+  std::vector<std::uint8_t> gu(E * 2 * I * D / 2), gu_s(E * 2 * I * D / 32);
+  std::vector<std::uint8_t> down(E * D * I / 2), down_s(E * D * I / 32);
+  std::vector<float> gu_b(E * 2 * I), down_b(E * D);
+  CHECK_THROWS_WITH(from_interleaved_gate_up(E, D, I, gu.data(), gu_s.data(), gu_b.data(), down.data(), down_s.data(),
+                                             nullptr),
+                    Catch::Contains("down_bias is null") && Catch::Contains("both biases or neither"));
+  CHECK_THROWS_WITH(from_interleaved_gate_up(E, D, I, gu.data(), gu_s.data(), nullptr, down.data(), down_s.data(),
+                                             down_b.data()),
+                    Catch::Contains("gate_up_bias is null") && Catch::Contains("both biases or neither"));
+  CHECK_THROWS_WITH(from_interleaved_gate_up(E, D, 100, gu.data(), gu_s.data(), gu_b.data(), down.data(),
+                                             down_s.data(), down_b.data()),
+                    Catch::Contains("inter_dim = 100"));
+}
+
+TEST_CASE("weights: biases come both or neither, of their sizes, finite", "[weights]") {
+  const int E = 2, D = 64, I = 32;
+  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(E, D, I);
+  w.b1.assign(E * 2 * I, 0.5f), w.b2.assign(E * D, -1.f);
+  REQUIRE_NOTHROW(w.check());
+  SECTION("b1 without b2") {
+    w.b2.clear();
+    CHECK_THROWS_WITH(w.check(), Catch::Contains("b2 has 0 floats") && Catch::Contains("expected 128") &&
+                                     Catch::Contains("both or neither"));
+  }
+  SECTION("b2 without b1") {
+    w.b1.clear();
+    CHECK_THROWS_WITH(w.check(), Catch::Contains("b1 has 0 floats") && Catch::Contains("expected 128"));
+  }
+  SECTION("a b1 of another size") {
+    w.b1.pop_back();
+    CHECK_THROWS_WITH(w.check(), Catch::Contains("b1 has 127 floats") && Catch::Contains("[experts][2*inter_dim]"));
+  }
+  SECTION("a b2 of another size") {
+    w.b2.push_back(0.f);
+    CHECK_THROWS_WITH(w.check(), Catch::Contains("b2 has 129 floats") && Catch::Contains("[experts][model_dim]"));
+  }
+  SECTION("a NaN in b2") {
+    w.b2[77] = std::nanf("");
+    CHECK_THROWS_WITH(w.check(), Catch::Contains("b2[77] = nan") && Catch::Contains("finite"));
+  }
+  SECTION("an infinity in b1") {
+    w.b1[5] = -INFINITY;
+    CHECK_THROWS_WITH(w.check(), Catch::Contains("b1[5] = -inf") && Catch::Contains("finite"));
+  }
 }

@@ -67,6 +67,17 @@ void fill_scales(std::vector<std::uint8_t>& v, int k, std::uint64_t seed) {
   scale_bytes(v.data(), v.size(), k, rng);
 }
 
+// Expert biases where the model has them (model.expert_biases): N(0, 0.5^2), about a third of a
+// GEMM output's rms (scale_bytes), so that a bias lost or misplaced shows against the bars.
+void add_biases(Mxfp4ExpertWeights& w, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.f, 0.5f);
+  w.b1.resize(std::size_t(w.experts) * 2 * w.inter_dim);
+  w.b2.resize(std::size_t(w.experts) * w.model_dim);
+  for (float& b : w.b1) b = n(rng);
+  for (float& b : w.b2) b = n(rng);
+}
+
 float softmax_weights(std::vector<float>& w, std::size_t at, int k, std::mt19937_64& rng) {
   std::normal_distribution<float> n(0.f, 1.f);
   float sum = 0;
@@ -93,6 +104,7 @@ Mxfp4ExpertWeights random_weights(const ModelShape& m, std::uint64_t seed) {
   fill_random(w.w2_packed, seed + 1);
   fill_scales(w.w1_scales, m.model_dim, seed + 2);
   fill_scales(w.w2_scales, m.inter_dim, seed + 3);
+  if (m.expert_biases) add_biases(w, seed + 4);
   return w;
 }
 
@@ -110,6 +122,7 @@ Mxfp4ExpertWeights random_group_weights(const ModelShape& m, int world, std::uin
     scale_bytes(w.w1_scales.data() + e * s1, s1, m.model_dim, rng);
     scale_bytes(w.w2_scales.data() + e * s2, s2, m.inter_dim, rng);
   });
+  if (m.expert_biases) add_biases(w, seed + 4);
   return w;
 }
 
@@ -123,6 +136,14 @@ Mxfp4ExpertWeights slice_experts(const Mxfp4ExpertWeights& w, int first, int cou
   copy(w.w1_scales, out.w1_scales);
   copy(w.w2_packed, out.w2_packed);
   copy(w.w2_scales, out.w2_scales);
+  if (w.has_biases()) {
+    auto slice = [&](const std::vector<float>& from, std::vector<float>& to) {
+      const std::size_t per = from.size() / w.experts;
+      to.assign(from.begin() + first * per, from.begin() + (first + count) * per);
+    };
+    slice(w.b1, out.b1);
+    slice(w.b2, out.b2);
+  }
   return out;
 }
 
@@ -322,6 +343,7 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
   in.activation = config.activation;
   in.wire = config.bucket_for_tokens(ranks.empty() ? 1 : ranks[0].routing->tokens).combine_wire;
   in.x_block = arithmetic.x, in.h_block = arithmetic.h, in.h_static = arithmetic.h_static;
+  in.model_dim = arithmetic.model_dim, in.inter_dim = arithmetic.inter_dim;
   in.accumulation = arithmetic.accumulation;
   in.topk = K;
   in.x = x.data();

@@ -13,7 +13,8 @@
 namespace megamoe::workload {
 
 // Random MXFP4 weights: uniform random e2m1 codes, block scales around 2^s with s chosen so
-// that each GEMM's outputs are of order 1 for inputs of order 1.
+// that each GEMM's outputs are of order 1 for inputs of order 1; biases N(0, 0.5^2) where
+// shape.expert_biases.
 Mxfp4ExpertWeights random_weights(const ModelShape& shape, std::uint64_t seed);
 
 // The same for a group of `world` ranks: world x experts_per_rank experts, each drawn from the

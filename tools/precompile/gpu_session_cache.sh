@@ -16,7 +16,7 @@ jobs=(-j "$(nproc)")
 export MEGAMOE_CACHE_DIR="$PWD/.megamoe-cache"
 rm -rf build/test-configs
 keep=$(mktemp)
-configs=(kimi_k3_a8w4 generic_a8w4 deepseek_v3_a8w4 kimi_k2_a8w4 qwen3_235b_a8w4 tests/python/configs/small_a8w4.json tests/python/configs/small_a8w4_fp8res.json)
+configs=(kimi_k3_a8w4 generic_a8w4 deepseek_v3_a8w4 kimi_k2_a8w4 qwen3_235b_a8w4 gpt_oss_120b_a8w4 gpt_oss_20b_a8w4 tests/python/configs/small_a8w4.json tests/python/configs/small_a8w4_fp8res.json)
 while read -r file; do configs+=("$file"); done < <(./build/tests/megamoe_gpu_tests --write-configs build/test-configs)
 for c in "${configs[@]}"; do
   for world in 1 2; do  # the single-GPU layer's kernels, and a rank's of an expert-parallel group
