@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _megamoe
-from ._tensors import HostArray, describe, to_host
+from ._layouts import bias_host, to_halves
+from ._tensors import describe, to_host
 from .errors import InputError
 
 _layers = weakref.WeakValueDictionary()  # handle -> Layer, for the torch custom op
@@ -110,14 +111,17 @@ class Layer:
     model_dim = property(lambda self: self._info["model_dim"])
     inter_dim = property(lambda self: self._info["inter_dim"])
     topk = property(lambda self: self._info["topk"])
+    expert_biases = property(lambda self: self._info["expert_biases"],
+                             doc="whether the model adds expert biases: load_weights then takes b1 and b2")
     fp8_resident_bytes = property(lambda self: self._runtime.resident_bytes,
                                   doc="device bytes of the weights' fp8-resident copy (0: none made)")
 
     def arithmetic(self, tokens):
         """How a call of `tokens` tokens rounds on the running path (its bucket's scale modes):
-        x_block and h_block (values per fp8 scale; x_block == model_dim: one per row), h_static
-        (h in one static scale), the GEMMs' accumulation and the combine wire: what an emulating
-        reference repeats."""
+        x_block and h_block (values per fp8 scale; x_block == the path's model_dim: one per row),
+        h_static (h in one static scale), the GEMMs' accumulation, the combine wire, and model_dim
+        and inter_dim as the path runs them (the model's padded with zeros to its multiple): what
+        an emulating reference repeats."""
         return self._runtime.arithmetic(int(tokens))
 
     def __repr__(self):
@@ -125,7 +129,7 @@ class Layer:
                 f"path={self.path!r}, world={self.world}, rank={self.rank})")
 
     # --- weights ---
-    def load_weights(self, w1, w2, w1_scales=None, w2_scales=None, *, layout="halves"):
+    def load_weights(self, w1, w2, w1_scales=None, w2_scales=None, *, layout="halves", b1=None, b2=None):
         """Loads this rank's expert weights (E = experts_per_rank, D = model_dim, I = inter_dim;
         W1's rows 0..I-1 are gate, I..2I-1 up).
 
@@ -135,34 +139,36 @@ class Layer:
         Or dense (no scales): w1 [E, 2I, D] and w2 [E, D, I], float32 or bfloat16, quantized to
         MXFP4 here. Host or device tensors of any framework; they are copied.
 
-        layout: how the checkpoint stores W1 (docs/layer.md, "Checkpoint layouts"). "halves": one
-        tensor, gate rows then up rows (the library's own; transformers' Qwen3-MoE gate_up_proj).
+        b1 [E, 2I] and b2 [E, D]: the expert biases (gpt-oss), float32, bfloat16 or float16 (kept
+        as float32): b1 added to GEMM1's outputs before the activation, b2 to GEMM2's before the
+        route weight. Both or neither, as the config's model.expert_biases says (expert_biases).
+
+        layout: how the checkpoint stores W1 (docs/layer.md, "Checkpoint layouts").
+        "halves": one tensor, gate rows then up rows (the library's own; transformers' Qwen3-MoE
+        gate_up_proj); b1 gate then up.
         "separate_gate_up": w1 = (gate, up), each [E, I, D/2] (dense: [E, I, D]), and w1_scales =
         (gate_scales, up_scales), each [E, I, D/32]: compressed-tensors' mxfp4-pack-quantized, as
-        Kimi checkpoints ship them. gpt-oss's layout (gate and up interleaved by row, 4-D
-        *_blocks) is not taken yet: it comes with expert biases, which the layer does not take
-        yet. The shapes cannot tell halves from rows interleaved: give the checkpoint's layout.
+        Kimi checkpoints ship them; b1 = (gate_bias, up_bias), each [E, I], or one [E, 2I] tensor,
+        gate then up.
+        "gpt_oss": gpt-oss's checkpoint, gate and up interleaved by row (row 2i gate i, row 2i+1
+        up i): w1 = gate_up_proj_blocks [E, 2I, D/32, 16] (or the same bytes as [E, 2I, D/2]),
+        w1_scales = gate_up_proj_scales [E, 2I, D/32], w2 = down_proj_blocks [E, D, I/32, 16] (or
+        [E, D, I/2]), w2_scales = down_proj_scales [E, D, I/32], b1 = gate_up_proj_bias [E, 2I]
+        (interleaved alike), b2 = down_proj_bias [E, D]. Dense, it takes transformers'
+        GptOssExperts parameters as they are: w1 = gate_up_proj [E, D, 2I] (x @ W, the output
+        axis interleaved) and w2 = down_proj [E, I, D].
+        The shapes cannot tell halves from rows interleaved ([E, 2I, ...] either way), nor, where
+        D == I (gpt-oss's own), a dense down_proj [E, I, D] from [E, D, I]: give the checkpoint's
+        layout.
 
         Returns the number of MX blocks the kernels' layout flushed to zero (scales too far below
         their row's largest; 0 for most checkpoints)."""
-        if layout == "separate_gate_up":
-            w1 = _join_gate_up("w1", w1, self.experts_per_rank, self.inter_dim)
-            if w1_scales is not None:
-                w1_scales = _join_gate_up("w1_scales", w1_scales, self.experts_per_rank, self.inter_dim)
-        elif layout == "halves":
-            for name, a in (("w1", w1), ("w1_scales", w1_scales)):
-                if isinstance(a, (tuple, list)):
-                    raise InputError(name, f"a pair of {len(a)} tensors", "one tensor of gate and up rows; for gate "
-                                     "and up apart pass layout='separate_gate_up'")
-            shape = tuple(getattr(w1, "shape", ()))
-            if len(shape) == 4 and shape[-1] == 16:
-                raise InputError("w1", f"shape {list(shape)}", "[E, 2I, D/2]: a 4-D [E, N, K/32, 16] tensor is gpt-oss's "
-                                 "*_blocks layout, which the layer does not take yet (it comes with expert biases)")
-        else:
-            raise InputError("layout", repr(layout), "'halves' or 'separate_gate_up'")
         E, D, I = self.experts_per_rank, self.model_dim, self.inter_dim
         if (w1_scales is None) != (w2_scales is None):
             raise InputError("w1_scales, w2_scales", "one given", "both (MXFP4) or neither (dense weights)")
+        self._check_biases_given(b1, b2)
+        w1, w1_scales, w2, w2_scales, b1 = to_halves(layout, w1, w1_scales, w2, w2_scales, b1, E, D, I)
+        biases = () if b1 is None else (b1, bias_host("b2", b2, (E, D)))
         if w1_scales is not None:
             args = []
             for name, a, shape in (("w1", w1, (E, 2 * I, D // 2)), ("w1_scales", w1_scales, (E, 2 * I, D // 32)),
@@ -170,14 +176,26 @@ class Layer:
                 h, dtype = to_host(a, name)
                 _check(name, h.shape, dtype, shape, ("uint8",))
                 args.append(np.ascontiguousarray(h))
-            return self._runtime.load_mxfp4(*args)
+            return self._runtime.load_mxfp4(*args, *biases)
         h1, t1 = to_host(w1, "w1")
         h2, t2 = to_host(w2, "w2")
         _check("w1", h1.shape, t1, (E, 2 * I, D), ("float32", "bfloat16"))
         _check("w2", h2.shape, t2, (E, D, I), (t1,))
         if t1 == "float32":
-            return self._runtime.load_fp32(np.ascontiguousarray(h1), np.ascontiguousarray(h2))
-        return self._runtime.load_bf16(np.ascontiguousarray(h1), np.ascontiguousarray(h2))
+            return self._runtime.load_fp32(np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
+        return self._runtime.load_bf16(np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
+
+    def _check_biases_given(self, b1, b2):
+        """Both biases or neither, and what the config says (before anything is copied)."""
+        if (b1 is None) != (b2 is None):
+            raise InputError("b1, b2", f"{'b1' if b2 is None else 'b2'} alone", "both (expert biases) or neither")
+        given = b1 is not None
+        if given and not self.expert_biases:
+            raise InputError("b1, b2", "biases given", f"none: config {self.config!r} has no expert biases "
+                             "(model.expert_biases is false)")
+        if not given and self.expert_biases:
+            raise InputError("b1, b2", "no biases", f"both: config {self.config!r} adds expert biases "
+                             "(model.expert_biases is true; gpt-oss's gate_up_proj_bias and down_proj_bias)")
 
     # --- calls ---
     def __call__(self, x, topk_ids, topk_weights, *, out=None, stream=None):
@@ -259,22 +277,6 @@ class Layer:
         """Several ranks: dispatch, the expert GEMMs and combine as separate launches (every rank
         the same choice)."""
         self._runtime.set_serial(bool(serial))
-
-
-def _join_gate_up(field, pair, experts, inter_dim):
-    """(gate, up), each [E, I, ...], as one host tensor [E, 2I, ...]: gate rows, then up rows."""
-    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-        raise InputError(field, f"a {type(pair).__name__}", "a pair (gate, up) with layout='separate_gate_up'")
-    parts = []
-    for name, a in zip((f"{field}[0] (gate)", f"{field}[1] (up)"), pair):
-        h, dtype = to_host(a, name)
-        if h.ndim != 3 or h.shape[0] != experts or h.shape[1] != inter_dim:
-            raise InputError(name, f"shape {list(h.shape)}", f"[{experts}, {inter_dim}, ...]: experts, inter_dim rows")
-        parts.append((h, dtype))
-    (g, tg), (u, tu) = parts
-    if g.shape != u.shape or tg != tu:
-        raise InputError(f"{field}[1] (up)", f"shape {list(u.shape)} {tu}", f"gate's: {list(g.shape)} {tg}")
-    return HostArray(np.concatenate((g, u), axis=1), tg)
 
 
 def _check(field, shape, dtype, expected_shape, dtypes):

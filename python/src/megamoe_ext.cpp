@@ -9,6 +9,7 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -31,6 +32,7 @@ namespace {
 using HostBytes = nb::ndarray<const std::uint8_t, nb::device::cpu, nb::c_contig>;
 using HostFloats = nb::ndarray<const float, nb::device::cpu, nb::c_contig>;
 using HostHalfWords = nb::ndarray<const std::uint16_t, nb::device::cpu, nb::c_contig>;  // bf16 bits
+using OptionalFloats = std::optional<HostFloats>;  // a bias, or None
 
 // A numpy array that owns a vector's bytes.
 nb::ndarray<nb::numpy, std::uint8_t> numpy_bytes(std::vector<std::uint8_t> bytes, std::vector<std::size_t> shape) {
@@ -49,6 +51,7 @@ nb::dict config_info(const std::string& name) {
   d["name"] = c.name, d["source"] = c.source;
   d["experts"] = c.model.experts, d["bucket_keys_experts_per_rank"] = c.keys_experts_per_rank;
   d["model_dim"] = c.model.model_dim, d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
+  d["expert_biases"] = c.model.expert_biases;
   d["activation"] = std::string(to_string(c.activation.kind));
   d["beta"] = c.activation.beta, d["linear_beta"] = c.activation.linear_beta, d["limit"] = c.activation.limit;
   d["alpha"] = c.activation.alpha, d["up_offset"] = c.activation.up_offset;
@@ -159,28 +162,32 @@ class PyRuntime {
     runtime_ = Runtime::create(std::move(c), o);
   }
 
-  // MXFP4 checkpoint tensors of this rank's experts, as host bytes.
-  std::size_t load_mxfp4(HostBytes w1_packed, HostBytes w1_scales, HostBytes w2_packed, HostBytes w2_scales) {
+  // MXFP4 checkpoint tensors of this rank's experts, as host bytes; the biases (fp32, W1's rows
+  // as halves) where the model has them.
+  std::size_t load_mxfp4(HostBytes w1_packed, HostBytes w1_scales, HostBytes w2_packed, HostBytes w2_scales,
+                         OptionalFloats b1, OptionalFloats b2) {
     const ModelShape& m = runtime_->config().model;
     Mxfp4ExpertWeights w;
     w.experts = m.experts_per_rank, w.model_dim = m.model_dim, w.inter_dim = m.inter_dim;
     w.w1_packed = copy_bytes(w1_packed), w.w1_scales = copy_bytes(w1_scales);
     w.w2_packed = copy_bytes(w2_packed), w.w2_scales = copy_bytes(w2_scales);
-    return prepare(w);
+    return prepare(with_biases(std::move(w), b1, b2));
   }
 
-  std::size_t load_fp32(HostFloats w1, HostFloats w2) {
+  std::size_t load_fp32(HostFloats w1, HostFloats w2, OptionalFloats b1, OptionalFloats b2) {
     const ModelShape& m = runtime_->config().model;
     check_count("w1", w1.size(), std::size_t(m.experts_per_rank) * 2 * m.inter_dim * m.model_dim);
     check_count("w2", w2.size(), std::size_t(m.experts_per_rank) * m.model_dim * m.inter_dim);
-    return prepare(quantize_expert_weights(w1.data(), w2.data(), m.experts_per_rank, m.model_dim, m.inter_dim));
+    return prepare(with_biases(
+        quantize_expert_weights(w1.data(), w2.data(), m.experts_per_rank, m.model_dim, m.inter_dim), b1, b2));
   }
 
-  std::size_t load_bf16(HostHalfWords w1, HostHalfWords w2) {
+  std::size_t load_bf16(HostHalfWords w1, HostHalfWords w2, OptionalFloats b1, OptionalFloats b2) {
     const ModelShape& m = runtime_->config().model;
     check_count("w1", w1.size(), std::size_t(m.experts_per_rank) * 2 * m.inter_dim * m.model_dim);
     check_count("w2", w2.size(), std::size_t(m.experts_per_rank) * m.model_dim * m.inter_dim);
-    return prepare(quantize_expert_weights_bf16(w1.data(), w2.data(), m.experts_per_rank, m.model_dim, m.inter_dim));
+    return prepare(with_biases(
+        quantize_expert_weights_bf16(w1.data(), w2.data(), m.experts_per_rank, m.model_dim, m.inter_dim), b1, b2));
   }
 
   void forward(std::uintptr_t x, std::uintptr_t ids, std::uintptr_t weights, std::uintptr_t y, std::int64_t tokens,
@@ -222,6 +229,7 @@ class PyRuntime {
     d["max_tokens"] = runtime_->options().max_tokens, d["device"] = runtime_->options().device;
     d["experts"] = c.model.experts, d["experts_per_rank"] = c.model.experts_per_rank;
     d["model_dim"] = c.model.model_dim, d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
+    d["expert_biases"] = c.model.expert_biases;
     return d;
   }
 
@@ -231,6 +239,7 @@ class PyRuntime {
     const BucketConfig& b = runtime_->config().bucket_for_tokens(tokens);
     nb::dict d;
     d["x_block"] = a.x, d["h_block"] = a.h, d["h_static"] = a.h_static;
+    d["model_dim"] = a.model_dim, d["inter_dim"] = a.inter_dim;  // the path's shape (padded)
     d["accumulation"] = a.accumulation == Accumulation::exact ? "exact" : "sm90_fp8_mma";
     d["combine_wire"] = std::string(to_string(b.combine_wire));
     return d;
@@ -245,6 +254,14 @@ class PyRuntime {
     if (got != want)
       throw Error("megamoe: load_weights: " + std::string(name) + " has " + std::to_string(got) +
                   " values, expected " + std::to_string(want));
+  }
+  // Both biases or neither; their sizes and values are checked by prepare_weights (check()).
+  static Mxfp4ExpertWeights with_biases(Mxfp4ExpertWeights w, const OptionalFloats& b1, const OptionalFloats& b2) {
+    if (b1.has_value() != b2.has_value())
+      throw Error(std::string("megamoe: load_weights: ") + (b1 ? "b1" : "b2") + " given without " +
+                  (b1 ? "b2" : "b1") + ", expected both biases or neither");
+    if (b1) w.b1.assign(b1->data(), b1->data() + b1->size()), w.b2.assign(b2->data(), b2->data() + b2->size());
+    return w;
   }
   std::size_t prepare(const Mxfp4ExpertWeights& w) {
     nb::gil_scoped_release unlocked;
@@ -284,9 +301,10 @@ NB_MODULE(_megamoe, m) {
                     long long, bool, int>(),
            "config"_a, "max_tokens"_a, "device"_a, "path"_a, "world"_a, "rank"_a, "transport"_a, "timeout_ms"_a,
            "all_gather"_a.none(), "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a)
-      .def("load_mxfp4", &PyRuntime::load_mxfp4)
-      .def("load_fp32", &PyRuntime::load_fp32)
-      .def("load_bf16", &PyRuntime::load_bf16)
+      .def("load_mxfp4", &PyRuntime::load_mxfp4, "w1_packed"_a, "w1_scales"_a, "w2_packed"_a, "w2_scales"_a,
+           "b1"_a = nb::none(), "b2"_a = nb::none())
+      .def("load_fp32", &PyRuntime::load_fp32, "w1"_a, "w2"_a, "b1"_a = nb::none(), "b2"_a = nb::none())
+      .def("load_bf16", &PyRuntime::load_bf16, "w1"_a, "w2"_a, "b1"_a = nb::none(), "b2"_a = nb::none())
       .def("forward", &PyRuntime::forward, "x"_a, "ids"_a, "weights"_a, "y"_a, "tokens"_a, "stream"_a)
       .def("prepare", &PyRuntime::prepare_tokens, "tokens"_a)
       .def("take_errors", &PyRuntime::take_errors)

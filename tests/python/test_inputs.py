@@ -30,8 +30,8 @@ class Recorder:
         return 0
 
 
-def offline_layer(max_tokens=64):
-    info = megamoe.config_info(SMALL_CONFIG)
+def offline_layer(max_tokens=64, config=SMALL_CONFIG):
+    info = megamoe.config_info(config)
     layer = megamoe.Layer.__new__(megamoe.Layer)
     layer._info = dict(info, config=info["name"], path="portable", world=1, rank=0, max_tokens=max_tokens,
                        experts_per_rank=info["experts"])  # world 1: every expert
@@ -195,7 +195,7 @@ def test_layout_mistakes_the_shapes_show_are_named():
     assert e.value.field == "w1[1] (up)"
     with pytest.raises(megamoe.InputError) as e:  # gpt-oss's 4-D blocks
         layer.load_weights(np.zeros((E, 2 * I, D // 32, 16), np.uint8), w2, np.zeros((E, 2 * I, D // 32), np.uint8), w2s)
-    assert e.value.field == "w1" and "gpt-oss" in e.value.expected
+    assert e.value.field == "w1" and "gpt-oss" in e.value.expected and "layout='gpt_oss'" in e.value.expected
     with pytest.raises(megamoe.InputError) as e:
         layer.load_weights(gate, w2, scales, w2s, layout="interleaved")
     assert e.value.field == "layout" and "'interleaved'" in e.value.value

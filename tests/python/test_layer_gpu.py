@@ -1,6 +1,7 @@
 """The layer on a GPU through PyTorch: against the plain-PyTorch fp32 block of
-examples/moe_block.py within the C++ check's bar, out= and streams, graph capture and replay,
-torch.compile(fullgraph=True), no host sync inside a call, errors, and a group of two processes."""
+examples/moe_block.py and against transformers' Qwen3-MoE block and gpt-oss experts within the C++
+check's bar, out= and streams, graph capture and replay, torch.compile(fullgraph=True), no host
+sync inside a call, errors, and a group of two processes."""
 
 import importlib.util
 import json
@@ -316,6 +317,93 @@ def test_layer_matches_transformers_qwen3_moe_block(ex, tmp_path):
             err = ex.rel_l2(y, ref)
             print(f"Qwen3-MoE block (transformers), {tokens} tokens: relL2 {err:.3e}")
             assert err <= EXACT_BAR
+    assert not layer.take_errors().any()
+
+
+def random_gpt_oss_experts(experts, model_dim, inter_dim, gen):
+    """gpt-oss's expert tensors as its checkpoints store them, drawn at random: e2m1 codes uniform;
+    e8m0 scales over 2^-11..2^-6, six binades within a row as trained weights have; biases bf16,
+    gate_up_proj_bias of deviation 3 (so that gate and up pass gpt-oss's clamp at 7 in a few
+    percent of the rows) and down_proj_bias 2 (a third of the outputs' size, so that a lost or
+    misplaced one shows)."""
+    import torch
+
+    def blocks_and_scales(rows, k):
+        blocks = torch.randint(0, 256, (experts, rows, k // 32, 16), dtype=torch.uint8, device="cuda", generator=gen)
+        scales = torch.randint(116, 122, (experts, rows, k // 32), dtype=torch.uint8, device="cuda", generator=gen)
+        return blocks, scales
+
+    gate_up, gate_up_scales = blocks_and_scales(2 * inter_dim, model_dim)
+    down, down_scales = blocks_and_scales(model_dim, inter_dim)
+    def bias(deviation, *shape):
+        return (torch.randn(*shape, device="cuda", generator=gen) * deviation).to(torch.bfloat16)
+
+    return {"gate_up_proj_blocks": gate_up, "gate_up_proj_scales": gate_up_scales,
+            "gate_up_proj_bias": bias(3.0, experts, 2 * inter_dim), "down_proj_blocks": down,
+            "down_proj_scales": down_scales, "down_proj_bias": bias(2.0, experts, model_dim)}
+
+
+def test_layer_matches_transformers_gpt_oss_experts(ex):
+    """Against code that others wrote: transformers' gpt-oss experts (GptOssExperts, eager, fp32:
+    biases, the clamped SwiGLU with alpha 1.702 and up + 1, gate and up interleaved by row) holding
+    a random gpt-oss checkpoint as transformers' own MXFP4 dequantizer makes it, routed as
+    GptOssTopKRouter routes (top-k of the logits, softmax over the k) and fed the same bf16 x as
+    fp32; the layer loads the same checkpoint tensors with layout="gpt_oss"."""
+    import torch
+
+    pytest.importorskip("transformers", reason="skipped: transformers is not installed here")
+    try:
+        from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+        from transformers.models.gpt_oss.configuration_gpt_oss import GptOssConfig
+        from transformers.models.gpt_oss.modeling_gpt_oss import GptOssExperts, GptOssTopKRouter
+    except ImportError as e:
+        pytest.skip(f"skipped: this transformers has no gpt-oss experts or MXFP4 dequantizer ({e})")
+
+    # 8 of gpt-oss-20b's 32 experts (its shape, activation and buckets): 0.8 GB of fp32 weights
+    # in transformers' experts rather than 3.2.
+    layer = megamoe.Layer("gpt_oss_20b_a8w4", max_tokens=256, device=0, experts_per_rank=8)
+    E, D, I, K = layer.experts_per_rank, layer.model_dim, layer.inter_dim, layer.topk
+    assert layer.expert_biases
+    gen = torch.Generator(device="cuda").manual_seed(51)
+    ckpt = random_gpt_oss_experts(E, D, I, gen)
+    flushed = layer.load_weights(ckpt["gate_up_proj_blocks"], ckpt["down_proj_blocks"], ckpt["gate_up_proj_scales"],
+                                 ckpt["down_proj_scales"], layout="gpt_oss", b1=ckpt["gate_up_proj_bias"],
+                                 b2=ckpt["down_proj_bias"])
+    assert flushed == 0
+
+    hf = GptOssConfig(hidden_size=D, intermediate_size=I, num_local_experts=E, num_experts_per_tok=K,
+                      num_hidden_layers=1, experts_implementation="eager")
+    with torch.device("cuda"):
+        experts, router = GptOssExperts(hf), GptOssTopKRouter(hf)
+    # The config's activation is the one transformers' experts compute.
+    info = megamoe.config_info("gpt_oss_20b_a8w4")
+    assert info["activation"] == "swiglu" and info["up_offset"] == 1.0
+    assert info["limit"] == pytest.approx(experts.limit) and info["alpha"] == pytest.approx(experts.alpha)
+    with torch.no_grad():
+        # transformers' dequantizer gives its experts' layout: gate_up_proj [E, D, 2I], down_proj [E, I, D].
+        experts.gate_up_proj.copy_(convert_moe_packed_tensors(ckpt["gate_up_proj_blocks"], ckpt["gate_up_proj_scales"],
+                                                              dtype=torch.float32))
+        experts.down_proj.copy_(convert_moe_packed_tensors(ckpt["down_proj_blocks"], ckpt["down_proj_scales"],
+                                                           dtype=torch.float32))
+        experts.gate_up_proj_bias.copy_(ckpt["gate_up_proj_bias"].float())
+        experts.down_proj_bias.copy_(ckpt["down_proj_bias"].float())
+        router.weight.copy_(torch.randn(E, D, device="cuda", generator=gen) * 0.05)
+        router.bias.copy_(torch.randn(E, device="cuda", generator=gen) * 0.1)
+        for tokens in (1, 37, 256):
+            x = torch.randn(tokens, D, device="cuda", generator=gen).to(torch.bfloat16)
+            _, scores, ids = router(x.float())  # scores [T, K]: softmax over each token's top-k logits
+            ref = experts(x.float(), ids, scores)
+            y = layer(x, ids.to(torch.int32), scores.float())
+            err = ex.rel_l2(y, ref)
+            print(f"gpt-oss experts (transformers), {tokens} tokens: relL2 {err:.3e}")
+            assert err <= EXACT_BAR
+        # Each bias weighs in: without it transformers' output moves well past the bar, so a bias
+        # lost or misplaced by the layer would fail above.
+        for bias in (experts.gate_up_proj_bias, experts.down_proj_bias):
+            kept = bias.clone()
+            bias.zero_()
+            assert ex.rel_l2(experts(x.float(), ids, scores), ref) > 2 * EXACT_BAR
+            bias.copy_(kept)
     assert not layer.take_errors().any()
 
 
