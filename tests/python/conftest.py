@@ -43,3 +43,18 @@ def pytest_collection_modifyitems(config, items):
 def pytest_report_header(config):
     reason = gpu_skip_reason()
     return "GPU tests: " + (reason if reason else "a GPU is present, running them")
+
+
+def load_gpt_oss_checkpoint(experts, ckpt):
+    """A gpt-oss checkpoint (blocks, e8m0 scales, biases) into transformers' GptOssExperts, through
+    transformers' own MXFP4 dequantizer: gate_up_proj [E, D, 2I] and down_proj [E, I, D], fp32."""
+    import torch
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+
+    with torch.no_grad():
+        experts.gate_up_proj.copy_(convert_moe_packed_tensors(ckpt["gate_up_proj_blocks"], ckpt["gate_up_proj_scales"],
+                                                              dtype=torch.float32))
+        experts.down_proj.copy_(convert_moe_packed_tensors(ckpt["down_proj_blocks"], ckpt["down_proj_scales"],
+                                                           dtype=torch.float32))
+        experts.gate_up_proj_bias.copy_(ckpt["gate_up_proj_bias"].float())
+        experts.down_proj_bias.copy_(ckpt["down_proj_bias"].float())

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import megamoe
-from conftest import ROOT, SMALL_CONFIG, SMALL_FP8RES_CONFIG
+from conftest import ROOT, SMALL_CONFIG, SMALL_FP8RES_CONFIG, load_gpt_oss_checkpoint
 
 pytestmark = pytest.mark.gpu
 EXACT_BAR = 0.06  # relL2 against the exact reference, as megamoe-run --check
@@ -353,7 +353,7 @@ def test_layer_matches_transformers_gpt_oss_experts(ex):
 
     pytest.importorskip("transformers", reason="skipped: transformers is not installed here")
     try:
-        from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+        import transformers.integrations.mxfp4  # noqa: F401 (load_gpt_oss_checkpoint's dequantizer)
         from transformers.models.gpt_oss.configuration_gpt_oss import GptOssConfig
         from transformers.models.gpt_oss.modeling_gpt_oss import GptOssExperts, GptOssTopKRouter
     except ImportError as e:
@@ -379,14 +379,8 @@ def test_layer_matches_transformers_gpt_oss_experts(ex):
     info = megamoe.config_info("gpt_oss_20b_a8w4")
     assert info["activation"] == "swiglu" and info["up_offset"] == 1.0
     assert info["limit"] == pytest.approx(experts.limit) and info["alpha"] == pytest.approx(experts.alpha)
+    load_gpt_oss_checkpoint(experts, ckpt)
     with torch.no_grad():
-        # transformers' dequantizer gives its experts' layout: gate_up_proj [E, D, 2I], down_proj [E, I, D].
-        experts.gate_up_proj.copy_(convert_moe_packed_tensors(ckpt["gate_up_proj_blocks"], ckpt["gate_up_proj_scales"],
-                                                              dtype=torch.float32))
-        experts.down_proj.copy_(convert_moe_packed_tensors(ckpt["down_proj_blocks"], ckpt["down_proj_scales"],
-                                                           dtype=torch.float32))
-        experts.gate_up_proj_bias.copy_(ckpt["gate_up_proj_bias"].float())
-        experts.down_proj_bias.copy_(ckpt["down_proj_bias"].float())
         router.weight.copy_(torch.randn(E, D, device="cuda", generator=gen) * 0.05)
         router.bias.copy_(torch.randn(E, device="cuda", generator=gen) * 0.1)
         for tokens in (1, 37, 256):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import megamoe
-from conftest import SMALL_CONFIG
+from conftest import SMALL_CONFIG, load_gpt_oss_checkpoint
 from megamoe._tensors import HostArray
 from test_inputs import offline_layer
 
@@ -217,7 +217,7 @@ def test_what_gpt_oss_uploads_computes_what_transformers_gpt_oss_experts_compute
     torch = pytest.importorskip("torch", reason="skipped: PyTorch is not installed here")
     pytest.importorskip("transformers", reason="skipped: transformers is not installed here")
     try:
-        from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+        import transformers.integrations.mxfp4  # noqa: F401 (load_gpt_oss_checkpoint's dequantizer)
         from transformers.models.gpt_oss.configuration_gpt_oss import GptOssConfig
         from transformers.models.gpt_oss.modeling_gpt_oss import GptOssExperts
     except ImportError as e:
@@ -244,13 +244,8 @@ def test_what_gpt_oss_uploads_computes_what_transformers_gpt_oss_experts_compute
     x = torch.randn(tokens, D, generator=gen)
     ids = torch.stack([torch.randperm(E, generator=gen)[:K] for _ in range(tokens)])
     weights = torch.softmax(torch.randn(tokens, K, generator=gen), dim=-1)
+    load_gpt_oss_checkpoint(experts, ckpt)
     with torch.no_grad():
-        experts.gate_up_proj.copy_(convert_moe_packed_tensors(ckpt["gate_up_proj_blocks"], ckpt["gate_up_proj_scales"],
-                                                              dtype=torch.float32))
-        experts.down_proj.copy_(convert_moe_packed_tensors(ckpt["down_proj_blocks"], ckpt["down_proj_scales"],
-                                                           dtype=torch.float32))
-        experts.gate_up_proj_bias.copy_(ckpt["gate_up_proj_bias"].float())
-        experts.down_proj_bias.copy_(ckpt["down_proj_bias"].float())
         ref = experts(x, ids, weights)
         y = torch.zeros_like(x)
         for t in range(tokens):
