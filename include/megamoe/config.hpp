@@ -79,7 +79,7 @@ enum class Accumulation { exact, sm90_fp8_mma };
 // How a path rounds, which the emulating reference repeats: values per fp8 scale along K of the
 // activations it quantizes (x at dispatch, h after the activation) and how it sums.
 // portable 32 and 32, tensor_core 64 and 64, both exact; hopper (by its bucket's scale modes) x
-// 256 (128 where model_dim is no multiple of 256) or model_dim (one scale per row), h 128 or one
+// 256 (128 where the padded model_dim is no multiple of 256) or model_dim (one scale per row), h 128 or one
 // static scale (h_static: h unused), sm90_fp8_mma.
 struct PathArithmetic {
   int x = 32, h = 32;

@@ -62,7 +62,7 @@ def _from_gpt_oss(w1, w1_scales, w2, w2_scales, b1, E, D, I):
                      "for gate and up apart pass layout='separate_gate_up'")
     if w1_scales is not None:  # MXFP4: *_blocks and *_scales as the checkpoint has them
         w1 = _deinterleave(*_blocks_3d("w1", w1, E, 2 * I, D, "gate_up_proj_blocks"))
-        w1_scales = _deinterleave(*to_host(w1_scales, "w1_scales"))
+        w1_scales = _deinterleave(*_shaped("w1_scales", w1_scales, (E, 2 * I, D // 32), "gate_up_proj_scales"))
         w2 = HostArray(*_blocks_3d("w2", w2, E, D, I, "down_proj_blocks"))
     else:  # dense: transformers' GptOssExperts parameters, x @ W, W1's output axis interleaved
         h1, t1 = _dense("w1", w1, (E, D, 2 * I), "GptOssExperts.gate_up_proj")
@@ -115,6 +115,13 @@ def _blocks_3d(field, array, E, N, K, name):
     if tuple(h.shape) != three:
         raise InputError(field, f"shape {list(h.shape)}",
                          f"{list(four)} ({name}) or {list(three)} with layout='gpt_oss'")
+    return h, dtype
+
+
+def _shaped(field, array, shape, name):
+    h, dtype = to_host(array, field)
+    if tuple(h.shape) != shape:
+        raise InputError(field, f"shape {list(h.shape)}", f"{list(shape)} ({name}) with layout='gpt_oss'")
     return h, dtype
 
 

@@ -101,7 +101,8 @@ class Layer:
     config = property(lambda self: self._info["config"])
     path = property(lambda self: self._info["path"], doc="the kernel path running: portable, tensor_core or hopper")
     path_note = property(lambda self: self._info["path_note"],
-                         doc="why path 'auto' runs a slower path than the GPU's fastest ('' where it does not)")
+                         doc="why path 'auto' runs a slower path than the GPU's fastest, and where the path "
+                             "runs the model's dims padded, to what and at what cost ('' for neither)")
     world = property(lambda self: self._info["world"])
     rank = property(lambda self: self._info["rank"])
     device = property(lambda self: self._device)

@@ -277,10 +277,9 @@ void check_tiles(const BucketConfig& b, const ModelShape& m, const std::string& 
       const int rows = stage == 1 ? 2 * hopper.inter_dim : hopper.model_dim;
       if (rows % t.weight_tile)
         throw ConfigError(file, at, value,
-                          fmt::format("128: Stage{}'s {} weight rows ({}) are no multiple of {}", stage, rows,
-                                      stage == 1 ? "2 x inter_dim, padded to a multiple of 128"
-                                                 : "model_dim, padded to a multiple of 128",
-                                      t.weight_tile));
+                          fmt::format("128: Stage{}'s {} weight rows ({}, with the dims padded to multiples of 128) "
+                                      "are no multiple of {}",
+                                      stage, rows, stage == 1 ? "2 x inter_dim" : "model_dim", t.weight_tile));
     }
     const int limit = hopper_max_bm(stage, promotes, resident, t.weight_tile / kWeightRowsPerBlock);
     if (t.token_tile > limit) {

@@ -33,8 +33,8 @@ MM_DEVICE void stage2_store(const TileInfo<BM>& ti, const float* o, int stid, co
 }
 
 // The tiles of a grid-wide walk, rows onto `wire`; every thread returns here. The region:
-// [BM][hopper_region_ld(2, kGroups)] floats, the tile's rows with the weight rows' scales and the
-// route weights applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8): the
+// [BM][hopper_region_ld(2, kGroups)] floats, the tile's rows with the weight rows' scales, the
+// biases and the route weights applied (row g of a warp's slab at 16 * warp + g, row g + 8 at + 8): the
 // consumers' writes fall in 32 different banks, and the storers read 16-byte pieces.
 template <class Gemm, bool kHStatic, int kHExponent, int kWire, bool kCheck, class Wire>
 MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wire& wire) {

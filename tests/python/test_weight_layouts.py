@@ -194,6 +194,7 @@ def mxfp4_args(**over):
     ("gpt_oss", dict(w1=np.zeros((E, 2 * I, D // 32, 8), np.uint8)), "w1", "gate_up_proj_blocks"),
     ("gpt_oss", dict(w2=np.zeros((E, I, D // 32, 16), np.uint8)), "w2", "down_proj_blocks"),
     ("gpt_oss", dict(w1_scales=np.zeros((E, 2 * I, D // 16), np.uint8)), "w1_scales", f"[{E}, {2 * I}, {D // 32}]"),
+    ("gpt_oss", dict(w1_scales=np.zeros(7, np.uint8)), "w1_scales", f"[{E}, {2 * I}, {D // 32}]"),
     ("gpt_oss", dict(w1=np.zeros((E, I, D), np.float32), w2=np.zeros((E, I, D), np.float32), w1_scales=None,
                      w2_scales=None), "w1", "GptOssExperts.gate_up_proj"),
     ("gpt_oss", dict(w1=np.zeros((E, D, 2 * I), np.float32), w2=np.zeros((E, D, I), np.float32), w1_scales=None,

@@ -184,19 +184,21 @@ TEST_CASE("reference layer: h in one static scale from the activation's bound", 
 }
 
 TEST_CASE("reference layer: biases, by hand", "[reference]") {
-  // The hand weights with b1 gate i = i / 64, up i = -i / 128, b2 d = d / 16: with x = 1,
-  // g_i = 32 a_e + i / 64, u_i = 1 - i / 128, o_d = 0.5 sum_i act(g_i, u_i) + d / 16, and
-  // y_d = 0.25 o_d(expert 0) + 0.75 o_d(expert 1).
+  // The hand weights with expert e's b1 gate i = (e + 1) i / 64, up i = -i / 128 + e, b2 d =
+  // (d - 3 e) / 16: with x = 1, g_i = 32 a_e + (e + 1) i / 64, u_i = 1 - i / 128 + e,
+  // o_d = 0.5 sum_i act(g_i, u_i) + (d - 3 e) / 16, and y_d = 0.25 o_d(0) + 0.5 o_d(1). Each
+  // expert's own biases, and route weights that do not sum to 1: b2 must come before the weight.
   Mxfp4ExpertWeights w = hand_weights();
   const int E = 2, D = 32, I = 32;
   w.b1.resize(E * 2 * I), w.b2.resize(E * D);
   for (int e = 0; e < E; ++e) {
-    for (int i = 0; i < I; ++i) w.b1[e * 2 * I + i] = float(i) / 64, w.b1[e * 2 * I + I + i] = -float(i) / 128;
-    for (int d = 0; d < D; ++d) w.b2[e * D + d] = float(d) / 16;
+    for (int i = 0; i < I; ++i)
+      w.b1[e * 2 * I + i] = float((e + 1) * i) / 64, w.b1[e * 2 * I + I + i] = -float(i) / 128 + float(e);
+    for (int d = 0; d < D; ++d) w.b2[e * D + d] = float(d - 3 * e) / 16;
   }
   std::vector<std::uint16_t> x(32, formats::float_to_bf16(1.f));
   std::vector<int> ids = {0, 1};
-  std::vector<float> weights = {0.25f, 0.75f};
+  std::vector<float> weights = {0.25f, 0.5f};
   reference::LayerInputs in;
   in.weights = &w, in.activation = {ActivationKind::silu}, in.topk = 2, in.x = x.data(), in.ids = ids.data();
   in.route_weights = weights.data();
@@ -206,8 +208,9 @@ TEST_CASE("reference layer: biases, by hand", "[reference]") {
     double y = 0;
     for (int e = 0; e < E; ++e) {
       double o = 0;
-      for (int i = 0; i < I; ++i) o += 0.5 * reference::silu(32 * a[e] + float(i) / 64, 1.f - float(i) / 128);
-      y += weights[e] * (o + d / 16.0);
+      for (int i = 0; i < I; ++i)
+        o += 0.5 * reference::silu(32 * a[e] + float((e + 1) * i) / 64, 1.f - float(i) / 128 + float(e));
+      y += weights[e] * (o + (d - 3 * e) / 16.0);
     }
     CHECK_THAT(out.exact[d], WithinRel(float(y), 1e-5f));
     CHECK_THAT(out.emulated[d], WithinRel(float(y), 5e-2f));  // h in fp8 (3 mantissa bits), y bf16

@@ -10,14 +10,15 @@ namespace megamoe::test {
 
 namespace {
 // Kimi-K3's buckets with token tiles of at most 96 (kHopperMaxBmWide) and the scale modes of no
-// promotion, over 256 weight rows a block or 128.
-std::string kimi_wide(int weight_tile) {
+// promotion, over 256 weight rows a block or 128; `extra` merged over them.
+std::string kimi_wide(int weight_tile, const nlohmann::json& extra = nlohmann::json::object()) {
   const int tiles[] = {16, 16, 16, 16, 16, 16, 16, 32, 48, 96, 80, 96, 96, 96, 96, 96};
   nlohmann::json patch = {{"bucket_defaults", {{"x_scale", "row"}, {"h_scale", "static"}}}};
   for (int i = 0; i < 16; ++i) {
     const nlohmann::json tile = {{"token_tile", tiles[i]}, {"weight_tile", weight_tile}};
     patch["buckets"][std::to_string(1 << i)] = {{"stage1", tile}, {"stage2", tile}, {"weights", "mxfp4"}};
   }
+  patch.merge_patch(extra);
   return patch.dump();
 }
 const std::string kKimiWide256 = kimi_wide(256), kKimiWide128 = kimi_wide(128);
@@ -128,7 +129,11 @@ const std::vector<ConfigVariant>& config_variants() {
            "bucket_defaults": {"x_scale": "row", "h_scale": "static"},
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // Expert biases through every Kimi-K3 bucket's kernels (token tiles, 256 weight rows, the
-      // fp8-resident copy).
+      // fp8-resident copy), and over 256 weight rows in both stages at every bucket.
+      {"kimi_w256_oss_biases", "kimi_k3_a8w4",
+       kimi_wide(256, nlohmann::json::parse(R"({"model": {"expert_biases": true},
+           "activation": {"kind": "swiglu", "limit": 7.0, "alpha": 1.702, "up_offset": 1.0, "beta": null,
+                          "linear_beta": null}})"))},
       {"kimi_swiglu_oss_biases", "kimi_k3_a8w4",
        R"({"model": {"expert_biases": true},
            "activation": {"kind": "swiglu", "limit": 7.0, "alpha": 1.702, "up_offset": 1.0, "beta": null,

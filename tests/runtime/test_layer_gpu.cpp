@@ -297,12 +297,14 @@ TEST_CASE("expert biases at Kimi-K3's shape and every bucket's kernels", "[gpu][
                                                 {8192}});
   run_cases(variant("kimi_swiglu_oss_biases"), {{8}, {1024}}, KernelPath::tensor_core);
   run_cases(variant("kimi_swiglu_oss_biases"), {{8}, {300}}, KernelPath::portable);
+  run_cases(variant("kimi_w256_oss_biases"), {{1}, {128}, {512}, {2048}});  // both stages over 256 weight rows
 }
 
 // gpt-oss: 2880 run padded to 2944, expert biases, its SwiGLU; 120b as a rank of EP4 holds it.
 TEST_CASE("gpt-oss-20b and a rank's share of gpt-oss-120b (gpt_oss_*_a8w4)", "[gpu][swiglu][gpt_oss]") {
   using workload::InputKind;
-  const std::vector<Case> sizes = {{1}, {8}, {128}, {.tokens = 1024, .inputs = InputKind::outliers},
+  // 512 tokens: Stage1 over 256 weight rows (the 20b's bucket 512, the 120b share's 2048).
+  const std::vector<Case> sizes = {{1}, {8}, {128}, {512}, {.tokens = 1024, .inputs = InputKind::outliers},
                                    {.tokens = 8192, .inputs = InputKind::massive}};
   run_cases(load_config("gpt_oss_20b_a8w4"), sizes);
   run_cases(cli::load_for_world("gpt_oss_120b_a8w4", 1, 32), sizes);

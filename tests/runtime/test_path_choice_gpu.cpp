@@ -1,5 +1,5 @@
-// On the GPU: a model off the faster paths' 128 grid runs the portable path, and the runtime says
-// why once (a warning and Runtime::path_choice()); a path asked for that cannot run is refused.
+// On the GPU: a model off the fast paths' 128 grid runs them padded, and the runtime says so once
+// (a warning and Runtime::path_choice()); the portable path takes it as it is.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -11,7 +11,7 @@
 
 using namespace megamoe;
 
-TEST_CASE("automatic names the reason it runs a slower path than the GPU's fastest, once", "[gpu][runtime]") {
+TEST_CASE("a model off the fast paths' 128 grid runs them padded, and the runtime says so once", "[gpu][runtime]") {
   test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
   Config off_grid = load_config("generic_a8w4");
   off_grid.name = "off_grid_320";
@@ -26,27 +26,32 @@ TEST_CASE("automatic names the reason it runs a slower path than the GPU's faste
   set_warning_handler(old);
 
   const std::string arch = first->device().arch();
+  const bool hopper = arch == "sm_90a";
+  const bool fast = hopper || arch.starts_with("sm_89") || arch.starts_with("sm_1");
   const PathChoice& c = first->path_choice();
-  CHECK(c.path == KernelPath::portable);
-  CHECK(first->path() == KernelPath::portable);
-  if (arch == "sm_90a" || arch.starts_with("sm_89") || arch.starts_with("sm_1")) {
-    // A GPU with a faster path: the note names the config, the path and the shape's fault.
-    CHECK_THAT(c.note, Catch::Contains("off_grid_320") && Catch::Contains("portable") &&
-                           Catch::Contains("model_dim 320") && Catch::Contains("multiples of 128"));
+  RuntimeOptions asked = o;
+  if (fast) {
+    // The GPU's fastest path, at 384 and 256: the note names the config, the path and the padding.
+    CHECK(c.path == (hopper ? KernelPath::hopper : KernelPath::tensor_core));
+    CHECK_THAT(c.note, Catch::Contains("off_grid_320") && Catch::Contains(std::string(to_string(c.path))) &&
+                           Catch::Contains("model_dim 320 and inter_dim 192 padded with zeros to 384 and 256"));
     REQUIRE(said.size() == 1);  // two runtimes, one warning
     CHECK(said[0] == c.note);
     CHECK(second->path_choice().note == c.note);
+    asked.path = KernelPath::tensor_core;  // asked for by name: padded too, and said
+    auto tc = Runtime::create(off_grid, asked);
+    CHECK(tc->path() == KernelPath::tensor_core);
+    CHECK_THAT(tc->path_choice().note, Catch::Contains("tensor_core") && Catch::Contains("384"));
   } else {
+    CHECK(c.path == KernelPath::portable);
     CHECK(c.note.empty());
     CHECK(said.empty());
   }
-
-  RuntimeOptions asked = o;
-  asked.path = KernelPath::tensor_core;
-  CHECK_THROWS_WITH(Runtime::create(off_grid, asked), Catch::Contains("tensor_core") && Catch::Contains("320"));
+  asked.path = KernelPath::portable;  // 320 and 192 are multiples of its 64: nothing to pad
+  CHECK(Runtime::create(off_grid, asked)->path_choice().note.empty());
 
   // The model on the grid: the fastest path runs and nothing is said.
   auto on_grid = Runtime::create(load_config("generic_a8w4"), o);
   CHECK(on_grid->path_choice().note.empty());
-  if (arch == "sm_90a") CHECK(on_grid->path() == KernelPath::hopper);
+  if (hopper) CHECK(on_grid->path() == KernelPath::hopper);
 }

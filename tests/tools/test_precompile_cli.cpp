@@ -99,7 +99,7 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   std::string out;
   REQUIRE(test::run_command("'" MEGAMOE_GPU_TESTS_EXE "' --write-configs '" + dir.path().string() + "/cfg'", out) == 0);
   INFO(out);
-  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 27);
+  CHECK(count(out, R"(/cfg/\w+\.json\n)") == 28);
   for (const char* name : {"kimi_silu", "kimi_swiglu", "kimi_swiglu_oss", "kimi_wide_tiles", "kimi_wide_tiles_fp8res",
                            "kimi_wide_as_160", "kimi_fp8wire", "kimi_checked", "small_odd_chunks",
                            "small_x256_partial", "kimi_fp8res", "small_odd_fp8res", "small_x256_fp8res",

@@ -57,10 +57,11 @@ TEST_CASE("padded weights: every value where it was, zeros around it, biases wit
   }
   // A padded block's scale is the least e8m0 (0): no row's largest scale moves.
   for (std::size_t r = 0; r < std::size_t(E) * 2 * Ip; ++r)
-    for (int b = 0; b < Dp / 32; ++b) {
-      const bool pad = b >= D / 32 || int(r % Ip) >= I;
-      if (pad) REQUIRE(p.w1_scales[r * (Dp / 32) + b] == 0);
-    }
+    for (int b = 0; b < Dp / 32; ++b)
+      if (b >= D / 32 || int(r % Ip) >= I) REQUIRE(p.w1_scales[r * (Dp / 32) + b] == 0);
+  for (std::size_t r = 0; r < std::size_t(E) * Dp; ++r)
+    for (int b = 0; b < Ip / 32; ++b)
+      if (b >= I / 32 || int(r % Dp) >= D) REQUIRE(p.w2_scales[r * (Ip / 32) + b] == 0);
 }
 
 TEST_CASE("padded weights: the same shape is a copy, a smaller one an error", "[weights]") {

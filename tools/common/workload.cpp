@@ -67,15 +67,19 @@ void fill_scales(std::vector<std::uint8_t>& v, int k, std::uint64_t seed) {
   scale_bytes(v.data(), v.size(), k, rng);
 }
 
-// Expert biases where the model has them (model.expert_biases): N(0, 0.5^2), about a third of a
-// GEMM output's rms (scale_bytes), so that a bias lost or misplaced shows against the bars.
-void add_biases(Mxfp4ExpertWeights& w, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
+// Expert e's biases where the model has them (model.expert_biases): N(0, 0.5^2), about a third
+// of a GEMM output's rms (scale_bytes), so that a bias lost or misplaced shows against the bars.
+// b1 and b2 must be sized for every expert first.
+void draw_biases(Mxfp4ExpertWeights& w, int e, std::mt19937_64& rng) {
   std::normal_distribution<float> n(0.f, 0.5f);
+  const std::size_t b1 = std::size_t(2) * w.inter_dim, b2 = w.model_dim;
+  for (std::size_t i = 0; i < b1; ++i) w.b1[e * b1 + i] = n(rng);
+  for (std::size_t i = 0; i < b2; ++i) w.b2[e * b2 + i] = n(rng);
+}
+
+void size_biases(Mxfp4ExpertWeights& w) {
   w.b1.resize(std::size_t(w.experts) * 2 * w.inter_dim);
   w.b2.resize(std::size_t(w.experts) * w.model_dim);
-  for (float& b : w.b1) b = n(rng);
-  for (float& b : w.b2) b = n(rng);
 }
 
 float softmax_weights(std::vector<float>& w, std::size_t at, int k, std::mt19937_64& rng) {
@@ -104,7 +108,11 @@ Mxfp4ExpertWeights random_weights(const ModelShape& m, std::uint64_t seed) {
   fill_random(w.w2_packed, seed + 1);
   fill_scales(w.w1_scales, m.model_dim, seed + 2);
   fill_scales(w.w2_scales, m.inter_dim, seed + 3);
-  if (m.expert_biases) add_biases(w, seed + 4);
+  if (m.expert_biases) {
+    size_biases(w);
+    std::mt19937_64 rng(seed + 4);
+    for (int e = 0; e < w.experts; ++e) draw_biases(w, e, rng);
+  }
   return w;
 }
 
@@ -113,7 +121,9 @@ Mxfp4ExpertWeights random_group_weights(const ModelShape& m, int world, std::uin
   Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, m.model_dim, m.inter_dim);
   const std::size_t p1 = w.w1_packed.size() / experts, p2 = w.w2_packed.size() / experts;
   const std::size_t s1 = w.w1_scales.size() / experts, s2 = w.w2_scales.size() / experts;
-  // One stream per expert: its codes, then its scales from a generator seeded where they end.
+  if (m.expert_biases) size_biases(w);
+  // One stream per expert: its codes, then its scales (and biases) from a generator seeded where
+  // they end.
   run_jobs(unsigned(experts), [&](unsigned e) {
     std::uint64_t s = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (std::uint64_t(e) + 1) * 0xD1B54A32D192ED03ull;
     s = xorshift_bytes(w.w1_packed.data() + e * p1, p1, s);
@@ -121,8 +131,8 @@ Mxfp4ExpertWeights random_group_weights(const ModelShape& m, int world, std::uin
     std::mt19937_64 rng(s);
     scale_bytes(w.w1_scales.data() + e * s1, s1, m.model_dim, rng);
     scale_bytes(w.w2_scales.data() + e * s2, s2, m.inter_dim, rng);
+    if (m.expert_biases) draw_biases(w, int(e), rng);
   });
-  if (m.expert_biases) add_biases(w, seed + 4);
   return w;
 }
 
