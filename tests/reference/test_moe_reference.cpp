@@ -7,7 +7,7 @@
 #include "formats/formats.hpp"
 #include "reference/activation_ref.hpp"
 #include "reference/moe_reference.hpp"
-#include "weights/padded_weights.hpp"
+#include "support/normal_weights.hpp"
 
 using namespace megamoe;
 using Catch::Matchers::WithinRel;
@@ -221,17 +221,11 @@ TEST_CASE("reference layer: at a padded shape the outputs are the model's", "[re
   // D 96 and I 64 padded to 128 and 192: zero rows and columns add nothing, x's padding is zero,
   // and each fp8 block of x and h either lies in the model's columns or is all padding.
   const int E = 2, D = 96, I = 64, T = 5, K = 2;
-  std::mt19937 rng(3);
-  std::normal_distribution<float> n(0.f, 0.2f);
-  std::vector<float> w1(std::size_t(E) * 2 * I * D), w2(std::size_t(E) * D * I);
-  for (float& v : w1) v = n(rng);
-  for (float& v : w2) v = n(rng);
-  Mxfp4ExpertWeights w = quantize_expert_weights(w1.data(), w2.data(), E, D, I);
-  w.b1.resize(E * 2 * I), w.b2.resize(E * D);
-  for (float& v : w.b1) v = n(rng);
-  for (float& v : w.b2) v = n(rng);
+  const Mxfp4ExpertWeights w = test::normal_expert_weights(E, D, I, 3, 0.2f, true);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> n(0.f, 1.f);
   std::vector<std::uint16_t> x(T * D);
-  for (auto& v : x) v = formats::float_to_bf16(5 * n(rng));
+  for (auto& v : x) v = formats::float_to_bf16(n(rng));
   std::vector<int> ids = {0, 1, 1, 0, 0, -1, 1, 1, 0, 1};
   std::vector<float> weights = {0.5f, 0.5f, 0.25f, 0.75f, 1.f, 0.f, 0.6f, 0.4f, 0.3f, 0.7f};
   reference::LayerInputs in;

@@ -2,10 +2,9 @@
 // row's largest scale changed (the kernels' layout takes each row's scales relative to it).
 #include <catch2/catch.hpp>
 
-#include <random>
-
 #include "formats/formats.hpp"
 #include "megamoe/errors.hpp"
+#include "support/normal_weights.hpp"
 #include "weights/padded_weights.hpp"
 
 using namespace megamoe;
@@ -22,15 +21,7 @@ std::vector<float> dequantized(const std::vector<std::uint8_t>& packed, const st
 
 TEST_CASE("padded weights: every value where it was, zeros around it, biases with them", "[weights]") {
   const int E = 3, D = 96, I = 64, Dp = 128, Ip = 192;
-  std::mt19937 rng(7);
-  std::normal_distribution<float> n(0.f, 1.f);
-  std::vector<float> w1(std::size_t(E) * 2 * I * D), w2(std::size_t(E) * D * I);
-  for (float& v : w1) v = n(rng);
-  for (float& v : w2) v = n(rng);
-  Mxfp4ExpertWeights w = quantize_expert_weights(w1.data(), w2.data(), E, D, I);
-  w.b1.resize(std::size_t(E) * 2 * I), w.b2.resize(std::size_t(E) * D);
-  for (float& v : w.b1) v = n(rng);
-  for (float& v : w.b2) v = n(rng);
+  const Mxfp4ExpertWeights w = test::normal_expert_weights(E, D, I, 7, 1.f, true);
   const Mxfp4ExpertWeights p = pad_expert_weights(w, Dp, Ip);
   REQUIRE_NOTHROW(p.check());
   CHECK(p.model_dim == Dp);
