@@ -3,6 +3,7 @@
 // Runtime::prepare_weights() turns them into the layout the kernels read (docs/layer.md).
 #pragma once
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace megamoe {
@@ -49,6 +50,37 @@ Mxfp4ExpertWeights from_interleaved_gate_up(int experts, int model_dim, int inte
                                             const std::uint8_t* gate_up_packed, const std::uint8_t* gate_up_scales,
                                             const float* gate_up_bias, const std::uint8_t* down_packed,
                                             const std::uint8_t* down_scales, const float* down_bias);
+
+// How a checkpoint stores W1 (docs/layer.md, "Checkpoint layouts"); the shapes cannot tell halves
+// from gpt-oss's rows interleaved, so the caller names it.
+//  - halves: W1 one tensor, each expert's gate rows then its up rows (this library's own).
+//  - separate_gate_up: gate and up as two tensors (compressed-tensors' mxfp4-pack-quantized, as
+//    Kimi checkpoints ship them).
+//  - gpt_oss: gate_up_proj_blocks [E][2I][D/32][16] (the bytes of [E][2I][D/2]) and its scales,
+//    gate and up interleaved by row (row 2i gate i, row 2i+1 up i), gate_up_proj_bias alike.
+enum class CheckpointLayout { halves, separate_gate_up, gpt_oss };
+std::string_view to_string(CheckpointLayout layout);  // "halves", "separate_gate_up", "gpt_oss"
+// An Error naming the value and the names there are otherwise.
+CheckpointLayout checkpoint_layout_from_name(std::string_view name);
+
+// A checkpoint's expert tensors as stored: contiguous host arrays, MXFP4 values two per byte with
+// element 2j in the low nibble, e8m0 scales one per 32 values along K.
+struct CheckpointTensors {
+  const std::uint8_t* w1 = nullptr;         // halves [E][2I][D/2]; separate_gate_up: gate [E][I][D/2]; gpt_oss as above
+  const std::uint8_t* w1_scales = nullptr;  // W1's shape with D/32 for D/2
+  const std::uint8_t* up = nullptr;         // separate_gate_up only: up [E][I][D/2]
+  const std::uint8_t* up_scales = nullptr;  // separate_gate_up only: [E][I][D/32]
+  const std::uint8_t* w2 = nullptr;         // [E][D][I/2] (gpt_oss: down_proj_blocks, the same bytes)
+  const std::uint8_t* w2_scales = nullptr;  // [E][D][I/32]
+  const float* b1 = nullptr;  // [E][2I], gate then up (gpt_oss: interleaved as W1); null for none
+  const float* b2 = nullptr;  // [E][D]; both biases or neither
+};
+
+// The library's weights from a checkpoint in `layout`: W1 as halves, b1 alike. Throws
+// megamoe::Error naming a pointer the layout needs that is null, one it does not take that is
+// given, a bias without the other, a shape off the MXFP4 blocks, or a bias that is not finite.
+Mxfp4ExpertWeights load_checkpoint(CheckpointLayout layout, int experts, int model_dim, int inter_dim,
+                                   const CheckpointTensors& tensors);
 
 // Quantizes fp32 / bf16 expert weights (same shapes as above, unpacked) to MXFP4.
 Mxfp4ExpertWeights quantize_expert_weights(const float* w1, const float* w2, int experts, int model_dim,
