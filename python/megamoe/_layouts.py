@@ -65,8 +65,9 @@ def _from_gpt_oss(w1, w1_scales, w2, w2_scales, b1, E, D, I):
         w1_scales = _deinterleave(*_shaped("w1_scales", w1_scales, (E, 2 * I, D // 32), "gate_up_proj_scales"))
         w2 = HostArray(*_blocks_3d("w2", w2, E, D, I, "down_proj_blocks"))
     else:  # dense: transformers' GptOssExperts parameters, x @ W, W1's output axis interleaved
-        h1, t1 = _dense("w1", w1, (E, D, 2 * I), "GptOssExperts.gate_up_proj")
-        h2, t2 = _dense("w2", w2, (E, I, D), "GptOssExperts.down_proj")
+        held = "as transformers holds it: [experts, in, out], for dense weights"
+        h1, t1 = _shaped("w1", w1, (E, D, 2 * I), f"GptOssExperts.gate_up_proj, {held}")
+        h2, t2 = _shaped("w2", w2, (E, I, D), f"GptOssExperts.down_proj, {held}")
         w1 = _deinterleave(h1.transpose(0, 2, 1), t1)
         w2 = HostArray(np.ascontiguousarray(h2.transpose(0, 2, 1)), t2)
     b1 = _bias_or_none("b1", b1, (E, 2 * I))
@@ -119,15 +120,8 @@ def _blocks_3d(field, array, E, N, K, name):
 
 
 def _shaped(field, array, shape, name):
+    """A host copy of `array`, refused unless it has gpt-oss's `shape` (name: what it is there)."""
     h, dtype = to_host(array, field)
     if tuple(h.shape) != shape:
         raise InputError(field, f"shape {list(h.shape)}", f"{list(shape)} ({name}) with layout='gpt_oss'")
-    return h, dtype
-
-
-def _dense(field, array, shape, name):
-    h, dtype = to_host(array, field)
-    if tuple(h.shape) != shape:
-        raise InputError(field, f"shape {list(h.shape)}", f"{list(shape)} ({name}, as transformers holds it: "
-                         "[experts, in, out]) for dense weights with layout='gpt_oss'")
     return h, dtype
