@@ -18,7 +18,7 @@ std::string kimi_wide(int weight_tile, const nlohmann::json& extra = nlohmann::j
     const nlohmann::json tile = {{"token_tile", tiles[i]}, {"weight_tile", weight_tile}};
     patch["buckets"][std::to_string(1 << i)] = {{"stage1", tile}, {"stage2", tile}, {"weights", "mxfp4"}};
   }
-  patch.merge_patch(extra);
+  for (auto& [key, value] : extra.items()) patch[key] = value;  // as it is: its nulls must reach the config's merge
   return patch.dump();
 }
 const std::string kKimiWide256 = kimi_wide(256), kKimiWide128 = kimi_wide(128);
