@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/path_requirements.hpp"
+#include "config/bucket_check.hpp"
 #include "interface/kernel_constants.cuh"
 #include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
@@ -295,6 +296,14 @@ void check_tiles(const BucketConfig& b, const ModelShape& m, const std::string& 
 
 }  // namespace
 
+void check_bucket(const Config& c, const BucketConfig& b, const std::string& path, const std::string& file) {
+  if (b.h_scale == HScale::static_bound && !std::isfinite(activation_bound(c.activation)))
+    throw ConfigError(file, path + ".h_scale", "\"static\"",
+                      fmt::format("\"block\": a static h scale needs a bounded activation, and {} has no bound",
+                                  to_string(c.activation.kind)));
+  check_tiles(b, c.model, path, file);
+}
+
 Config parse_config(std::string_view json_text, const std::string& source) {
   json doc;
   try {
@@ -355,11 +364,7 @@ Config parse_config(std::string_view json_text, const std::string& source) {
       path = "$.buckets." + std::to_string(bucket);
     }
     c.buckets[i] = read_merged_bucket(merged, bucket, path, source);
-    if (c.buckets[i].h_scale == HScale::static_bound && !std::isfinite(activation_bound(c.activation)))
-      throw ConfigError(source, path + ".h_scale", "\"static\"",
-                        fmt::format("\"block\": a static h scale needs a bounded activation, and {} has no bound",
-                                    to_string(c.activation.kind)));
-    check_tiles(c.buckets[i], c.model, path, source);
+    check_bucket(c, c.buckets[i], path, source);
   }
   if (v1) top.fail("$.schema", fmt::format("\"{}\"", kSchemaV1), fmt::format("\"{}\" ({})", kSchema, kV2Changes));
   return c;

@@ -1,7 +1,8 @@
 // megamoe-bench: the layer's Stage1, Stage2 and total time per batch size on one GPU, against
 // the physical floor computed from the card's own ceilings measured in the same run.
 //   total: median over graph replays of a captured burst of calls, each call on its own input
-//          set (rotated so that the L2 holds none of them between calls);
+//          set (rotated so that the L2 holds none of them between calls), the replays of the
+//          tables timed beside it (--against, --crossover) in turn with the config's;
 //   stages: median over direct calls with events between the launches;
 //   call: median over single calls, each waited for before the next (an isolated call's time,
 //         beside the burst's).
@@ -22,6 +23,7 @@
 #include "bench/ceilings.hpp"
 #include "bench/group_bench.hpp"
 #include "common/cli.hpp"
+#include "common/input_sets.hpp"
 #include "common/workload.hpp"
 #include "interface/kernel_constants.cuh"
 #include "megamoe/megamoe.hpp"
@@ -40,8 +42,9 @@ or --experts-per-rank's, uniform routing) and prints per batch size the Stage1, 
 single-call and total (burst) times, the floor max(weight bytes of the experts touched / copy
 bandwidth, FLOPs / fp8 rate) with both ceilings measured sustained in the same run, and
 time / floor. --against CONFIG also times the same model with CONFIG's bucket table (tiles,
-dispatch blocks, combine wire: with_buckets_of), side by side with it on the same inputs, and
-prints both totals and their ratio (against / config: above 1, the config is faster).
+dispatch blocks, combine wire: with_buckets_of), side by side with it on the same inputs (the
+two totals' graph replays in turn, so that the clock's drift under the power limit falls on
+both), and prints both totals and their ratio (against / config: above 1, the config is faster).
 --crossover (Hopper path) also times the config's table with every bucket's weights mxfp4 and
 with every bucket's fp8_resident, side by side on the same inputs, and names the crossover: the batch size from which fp8_resident is the faster at every
 size measured.
@@ -79,17 +82,56 @@ Config with_weights(Config c, WeightSource w) {
   return c;
 }
 
-// One call's inputs, and its output poisoned.
-struct InputSet {
-  DeviceBuffer x, ids, w, y;
-};
+using workload::InputSet;
 
 struct LayerTimes {
-  double stage1_ms = 0, stage2_ms = 0, call_ms = 0, total_ms = 0;
+  double stage1_ms = 0, stage2_ms = 0, call_ms = 0;
 };
 
-// The layer of `rt` over the input sets: stages (direct calls with events between the launches),
-// single calls, and the total (graph replays of a call per set).
+// rt's call on every input set, captured as one graph (the caller destroys it).
+GraphHandle capture_calls(Runtime& rt, const PreparedWeights& w, const std::vector<InputSet>& sets, std::int64_t bs,
+                          StreamHandle stream) {
+  rt.prepare(bs);
+  Device& dev = rt.device();
+  dev.begin_capture(stream);
+  for (const InputSet& s : sets)
+    rt.forward(w, s.x.get(), static_cast<const int*>(s.ids.get()), static_cast<const float*>(s.w.get()), s.y.get(), bs,
+               stream);
+  return dev.end_capture(stream);
+}
+
+void check_no_errors(Runtime& rt) {
+  CallErrors errors = rt.take_errors();
+  if (errors.any()) throw Error(fmt::format("megamoe-bench: the kernels reported {} bad ids", errors.bad_ids));
+}
+
+// The totals of several layers on the same inputs: each one's graph of a call per set, replayed
+// in turn (a, b, c, a, b, c, ...) so that the clock's drift under the power limit falls on all
+// alike; medians per call.
+std::vector<double> interleaved_totals(Device& dev, StreamHandle stream, const std::vector<GraphHandle>& graphs,
+                                       std::size_t calls, int reps) {
+  EventHandle start = dev.create_event(), stop = dev.create_event();
+  auto replay = [&](GraphHandle g) {
+    dev.record(start, stream);
+    dev.launch_graph(g, stream);
+    dev.record(stop, stream);
+    dev.synchronize(stream);
+    return dev.elapsed_ms(start, stop);
+  };
+  std::vector<std::vector<float>> ms(graphs.size());
+  for (int i = 0; i < 2; ++i)
+    for (GraphHandle g : graphs) replay(g);
+  for (int i = 0; i < reps; ++i)
+    for (std::size_t k = 0; k < graphs.size(); ++k) ms[k].push_back(replay(graphs[k]));
+  dev.destroy_event(start);
+  dev.destroy_event(stop);
+  std::vector<double> totals;
+  for (auto& m : ms) totals.push_back(bench::median(std::move(m)) / calls);
+  return totals;
+}
+
+// The layer of `rt` over the input sets: stages (direct calls with events between the launches)
+// and single calls. The total (graph replays of a call per set) is interleaved_totals'.
 LayerTimes time_layer(Runtime& rt, const PreparedWeights& w, const std::vector<InputSet>& sets, std::int64_t bs,
                       int reps, StreamHandle stream) {
   Device& dev = rt.device();
@@ -110,13 +152,7 @@ LayerTimes time_layer(Runtime& rt, const PreparedWeights& w, const std::vector<I
   t.stage1_ms = bench::median(s1), t.stage2_ms = bench::median(s2);
   std::size_t next = 0;
   t.call_ms = bench::median_ms(dev, stream, 3, reps, [&] { call(sets[next++ % sets.size()]); });
-  dev.begin_capture(stream);
-  for (const InputSet& s : sets) call(s);
-  GraphHandle graph = dev.end_capture(stream);
-  t.total_ms = bench::median_ms(dev, stream, 3, reps, [&] { dev.launch_graph(graph, stream); }) / sets.size();
-  dev.destroy_graph(graph);
-  CallErrors errors = rt.take_errors();
-  if (errors.any()) throw Error(fmt::format("megamoe-bench: the kernels reported {} bad ids", errors.bad_ids));
+  check_no_errors(rt);
   return t;
 }
 
@@ -138,9 +174,6 @@ struct Beside {
   std::unique_ptr<Runtime> rt;
   std::unique_ptr<PreparedWeights> prepared;
   explicit operator bool() const { return rt != nullptr; }
-  double total_ms(const std::vector<InputSet>& sets, std::int64_t bs, int reps, StreamHandle stream) const {
-    return time_layer(*rt, *prepared, sets, bs, reps, stream).total_ms;
-  }
 };
 
 // --crossover: the config's table with every bucket's weights mxfp4, and with every bucket's
@@ -160,34 +193,6 @@ Crossover open_crossover(bool on, const Config& config, const RuntimeOptions& op
   if (on) c.resident.rt = Runtime::create(with_weights(config, WeightSource::fp8_resident), options);
   if (on) fmt::print("crossover: every bucket mxfp4 against every bucket fp8_resident, on the same inputs\n");
   return c;
-}
-
-// One size's input sets: enough that together they are three times the 60 MB L2 (2 to 64 of
-// them). Sets row.input_sets and row.experts_touched, and `pairs` to the first set's routed pairs.
-std::vector<InputSet> make_input_sets(Device& dev, const ModelShape& m, std::int64_t bs, std::uint64_t seed, Row& row,
-                                      long long& pairs) {
-  const double set_bytes = double(bs) * (4.0 * m.model_dim + 8.0 * m.topk);
-  row.input_sets = int(std::clamp(std::ceil(180e6 / set_bytes), 2.0, 64.0));
-  std::vector<InputSet> sets;
-  std::mt19937_64 rng = workload::inputs_rng(seed, bs);
-  std::set<int> touched;
-  pairs = 0;
-  for (int i = 0; i < row.input_sets; ++i) {
-    workload::Routing r = workload::make_routing("uniform", bs, m.topk, m.experts_per_rank, rng);
-    std::vector<std::uint16_t> x = workload::random_bf16(bs, m.model_dim, rng);
-    InputSet s{DeviceBuffer(dev, x.size() * 2), DeviceBuffer(dev, r.ids.size() * 4),
-               DeviceBuffer(dev, r.weights.size() * 4), DeviceBuffer(dev, x.size() * 2)};
-    dev.copy_to_device(s.x.get(), x.data(), x.size() * 2);
-    dev.copy_to_device(s.ids.get(), r.ids.data(), r.ids.size() * 4);
-    dev.copy_to_device(s.w.get(), r.weights.data(), r.weights.size() * 4);
-    dev.fill_bytes(s.y.get(), 0xFF, s.y.bytes());
-    if (i == 0) {
-      for (int id : r.ids) touched.insert(id), pairs += id >= 0;
-    }
-    sets.push_back(std::move(s));
-  }
-  row.experts_touched = int(touched.size());
-  return sets;
 }
 
 void print_header(bool against, bool crossover) {
@@ -255,7 +260,7 @@ void write_json(const std::string& json_path, const Runtime& rt, Device& dev, co
 
 void print_footnotes(int reps, bool against, bool crossover) {
   fmt::print("stages: median of {} direct calls; call: median of {} single calls, each waited for; total: median "
-             "of {} graph replays over the input sets{}\n",
+             "of {} graph replays over the input sets (each layer's replays in turn with the others' timed beside it){}\n",
              reps, reps, reps, against ? "; against: the other bucket table's total, ratio: against / total" : "");
   if (crossover)
     fmt::print("mxfp4_ms, fp8res_ms: totals with every bucket's weights so; res/mx: their ratio (below 1, "
@@ -297,17 +302,26 @@ int run_world1(const Options& o) {
   for (std::int64_t bs : o.sizes) {
     Row row;
     row.bs = bs;
-    long long pairs = 0;
-    const std::vector<InputSet> sets = make_input_sets(dev, m, bs, o.seed, row, pairs);
-    const bench::Floor floor = bench::layer_floor(m, row.experts_touched, pairs, ceilings.tbps, ceilings.tflops);
+    const workload::InputSets inputs = workload::make_input_sets(dev, m, bs, o.seed);
+    const std::vector<InputSet>& sets = inputs.sets;
+    row.input_sets = int(sets.size()), row.experts_touched = inputs.experts_touched;
+    const bench::Floor floor = bench::layer_floor(m, row.experts_touched, inputs.pairs, ceilings.tbps, ceilings.tflops);
     row.bytes_ms = floor.bytes_ms, row.flops_ms = floor.flops_ms, row.floor_ms = floor.ms;
     const LayerTimes t = time_layer(*rt, *prepared, sets, bs, o.reps, stream);
-    row.stage1_ms = t.stage1_ms, row.stage2_ms = t.stage2_ms, row.call_ms = t.call_ms, row.total_ms = t.total_ms;
-    if (other) row.against_total_ms = other.total_ms(sets, bs, o.reps, stream);
-    if (crossover) {
-      row.mxfp4_total_ms = crossover.mxfp4.total_ms(sets, bs, o.reps, stream);
-      row.resident_total_ms = crossover.resident.total_ms(sets, bs, o.reps, stream);
-    }
+    row.stage1_ms = t.stage1_ms, row.stage2_ms = t.stage2_ms, row.call_ms = t.call_ms;
+    // The totals: the config's and those beside it, replayed in turn.
+    std::vector<std::pair<Runtime*, const PreparedWeights*>> layers = {{rt.get(), prepared.get()}};
+    for (const Beside* b : {&other, &crossover.mxfp4, &crossover.resident})
+      if (*b) layers.push_back({b->rt.get(), b->prepared.get()});
+    std::vector<GraphHandle> graphs;
+    for (auto [r, w] : layers) graphs.push_back(capture_calls(*r, *w, sets, bs, stream));
+    const std::vector<double> totals = interleaved_totals(dev, stream, graphs, sets.size(), o.reps);
+    for (GraphHandle g : graphs) dev.destroy_graph(g);
+    for (auto [r, w] : layers) check_no_errors(*r);
+    std::size_t next = 0;
+    row.total_ms = totals[next++];
+    if (other) row.against_total_ms = totals[next++];
+    if (crossover) row.mxfp4_total_ms = totals[next++], row.resident_total_ms = totals[next++];
     print_row(row, bool(other), bool(crossover));
     rows.push_back(row);
   }
