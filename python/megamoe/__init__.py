@@ -52,7 +52,7 @@ from .errors import CompileError, ConfigError, DeviceError, Error, InputError, N
 from .layer import CallErrors, Layer
 
 __version__ = _megamoe.version()
-__all__ = ["Layer", "CallErrors", "precompile", "cache_dir", "configs", "config_info", "gpu_available",
+__all__ = ["Layer", "CallErrors", "precompile", "tune", "cache_dir", "configs", "config_info", "gpu_available",
            "quantize_mxfp4", "dequantize_mxfp4", "Error", "ConfigError", "CompileError", "DeviceError",
            "NoGpuError", "PeerTimeoutError", "InputError"]
 
@@ -102,6 +102,32 @@ def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=No
         raise CompileError(f"megamoe: precompile: {len(failed)} of {len(results)} kernel(s) failed; "
                            f"first {first['name']}:\n{first['error']}", kernel_name=first["name"], key=first["key"])
     return results
+
+
+def tune(config, out, *, start=None, buckets=None, minutes=None, journal=None, pairs=10, min_gain=0.005,
+         fp8_resident=True, fp8_wire=True, search_modes=True, modes=None, seed=123, jobs=None, progress=True):
+    """A tuned bucket table for a config's model on GPU 0, as megamoe-tune makes it (docs/tools.md):
+    writes `out` (NAME.json, a config named NAME that megamoe.Layer(out) takes), NAME.report.txt
+    and the journal NAME.journal.jsonl beside it. start: another config whose table to start from
+    (default the config's own); buckets: the table keys to time (default 1 to 8192); minutes: a
+    bound on the search; journal: another journal path (a run with the same journal resumes);
+    pairs, min_gain: replays per comparison and the least gain that replaces an incumbent;
+    fp8_resident, fp8_wire, search_modes=False: leave those knobs as the start has them; modes:
+    "x=row,h=static,wire=bf16" to take those table-wide modes instead of searching them. Prints its
+    progress unless progress=False (or calls progress(line) when it is callable).
+
+    Returns a dict: config (the path), name, modes, rows (per bucket: bucket, rows_per_expert,
+    start, tuned, runner_up, start_ms, tuned_ms, runner_up_ms, timed, pruned, note), report (its
+    text), seconds, compile_seconds, kernels_compiled, cut_short. Raises NoGpuError without a GPU,
+    ConfigError or MegaMoeError naming what is wrong."""
+    if progress is True:
+        def progress(line):
+            print(line, file=_sys.stderr, flush=True)
+    elif progress is False:
+        progress = None
+    return _megamoe.tune(str(config), str(out), str(start or ""), [int(b) for b in (buckets or [])],
+                         float(minutes or 0), str(journal or ""), int(pairs), float(min_gain), bool(fp8_resident),
+                         bool(fp8_wire), bool(search_modes), str(modes or ""), int(seed), int(jobs or 0), progress)
 
 
 def quantize_mxfp4(values):

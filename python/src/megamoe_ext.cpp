@@ -9,6 +9,7 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/function.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -21,6 +22,7 @@
 #include "jit/precompile.hpp"
 #include "megamoe/megamoe.hpp"
 #include "tensor_info.hpp"
+#include "tune/tuner.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -102,6 +104,40 @@ nb::ndarray<nb::numpy, float> dequantize_mxfp4(HostBytes packed, HostBytes scale
   std::vector<std::size_t> shape(packed.shape_ptr(), packed.shape_ptr() + packed.ndim());
   shape.back() *= 2;
   return nb::ndarray<nb::numpy, float>(out->data(), shape.size(), shape.data(), owner);
+}
+
+// megamoe-tune's search (tools/tune/tuner.hpp) on GPU 0; progress(line) for each line it prints.
+nb::dict run_tuner(const std::string& config, const std::string& out, const std::string& start, const std::vector<int>& buckets,
+              double minutes, const std::string& journal, int pairs, double min_gain, bool fp8_resident, bool fp8_wire,
+              bool search_modes, const std::string& modes, std::uint64_t seed, int jobs, nb::object progress) {
+  tune::TuneOptions o;
+  o.config = config, o.out = out, o.start = start, o.buckets = buckets, o.minutes = minutes, o.journal = journal;
+  o.pairs = pairs, o.min_gain = min_gain, o.seed = seed, o.threads = jobs;
+  o.space.fp8_resident = fp8_resident, o.space.fp8_wire = fp8_wire, o.space.modes = search_modes;
+  if (!modes.empty()) o.modes = tune::parse_modes(modes, {});
+  o.print = [&](const std::string& line) {
+    nb::gil_scoped_acquire locked;
+    if (!progress.is_none()) progress(line);
+  };
+  tune::TuneResult r;
+  {
+    nb::gil_scoped_release unlocked;
+    r = tune::run_tune(o);
+  }
+  nb::list rows;
+  for (const tune::BucketReport& b : r.rows) {
+    nb::dict d;
+    d["bucket"] = b.bucket, d["rows_per_expert"] = b.rows_per_expert, d["start"] = b.start_tactic;
+    d["tuned"] = b.tuned_tactic, d["runner_up"] = b.runner_up_tactic, d["start_ms"] = b.start_ms;
+    d["tuned_ms"] = b.tuned_ms, d["runner_up_ms"] = b.runner_up_ms, d["timed"] = b.timed, d["pruned"] = b.pruned;
+    d["note"] = b.note;
+    rows.append(d);
+  }
+  nb::dict d;
+  d["config"] = out, d["name"] = r.tuned.name, d["modes"] = tune::to_string(r.modes), d["rows"] = rows;
+  d["report"] = r.report, d["seconds"] = r.seconds, d["compile_seconds"] = r.compile_seconds;
+  d["kernels_compiled"] = r.kernels_compiled, d["cut_short"] = r.cut_short;
+  return d;
 }
 
 // Compiles a config's kernels into the cache; progress(line) after each kernel.
@@ -294,6 +330,8 @@ NB_MODULE(_megamoe, m) {
   m.def("tensor_info", &tensor_info, "array"_a);
   m.def("quantize_mxfp4", &quantize_mxfp4, "values"_a);
   m.def("dequantize_mxfp4", &dequantize_mxfp4, "packed"_a, "scales"_a);
+  m.def("tune", &run_tuner, "config"_a, "out"_a, "start"_a, "buckets"_a, "minutes"_a, "journal"_a, "pairs"_a, "min_gain"_a,
+        "fp8_resident"_a, "fp8_wire"_a, "search_modes"_a, "modes"_a, "seed"_a, "jobs"_a, "progress"_a.none());
   m.def("precompile", &precompile, "config"_a, "buckets"_a, "arch"_a, "path"_a, "world"_a, "jobs"_a, "progress"_a.none());
 
   nb::class_<PyRuntime>(m, "Runtime")

@@ -67,6 +67,31 @@ def test_forward_matches_plain_pytorch_fp32(small, ex, tokens):
     assert not layer.take_errors().any()
 
 
+def test_tune_writes_a_config_that_a_layer_runs_within_the_bar(ex, tmp_path):
+    """megamoe.tune on the small config from generic_a8w4's table at two buckets: the config it
+    writes loads, serves a layer, and that layer matches plain PyTorch fp32."""
+    import torch
+
+    lines = []
+    out = tmp_path / "small_tuned.json"
+    r = megamoe.tune(SMALL_CONFIG, out, start="generic_a8w4", buckets=[1, 64], pairs=4, progress=lines.append)
+    assert r["config"] == str(out) and r["name"] == "small_tuned"
+    assert [row["bucket"] for row in r["rows"]] == [1, 64]
+    assert all(row["tuned_ms"] > 0 and row["start_ms"] > 0 and row["timed"] > 0 for row in r["rows"])
+    assert any(l.startswith("clock: ") for l in lines), lines
+    assert (tmp_path / "small_tuned.report.txt").read_text() == r["report"]
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    layer = megamoe.Layer(str(out), max_tokens=64, device=0)
+    info = megamoe.config_info(str(out))
+    w1, w1s, w2, w2s = ex.random_mxfp4(info, layer.experts_per_rank, "cuda", gen)
+    layer.load_weights(w1, w2, w1s, w2s)
+    for tokens in (1, 64):
+        x, ids, w = inputs(layer, tokens, seed=tokens)
+        ref = ex.reference_experts(info, x, ids, w, ex.dequantize_mxfp4(w1, w1s), ex.dequantize_mxfp4(w2, w2s))
+        assert ex.rel_l2(layer(x, ids, w), ref) <= EXACT_BAR
+    assert not layer.take_errors().any()
+
+
 def test_int64_ids_and_bf16_weights_are_converted(small, ex):
     layer, info, w1f, w2f = small
     x, ids, w = inputs(layer, 32, seed=3)

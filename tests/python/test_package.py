@@ -107,6 +107,20 @@ def test_precompile_fills_a_temporary_cache_and_a_second_run_hits(tmp_path):
     assert all(r["result"] == "hit" for r in second)
 
 
+def test_tune_names_a_bad_output_and_needs_a_gpu(tmp_path):
+    with pytest.raises(megamoe.Error) as e:
+        megamoe.tune(SMALL_CONFIG, tmp_path / "Not-A-Name.json", progress=False)
+    assert "expected NAME.json with NAME of [a-z0-9_]" in str(e.value)
+    with pytest.raises(megamoe.Error) as e:
+        megamoe.tune(SMALL_CONFIG, tmp_path / "t.json", modes="x=col", progress=False)
+    assert "part 'x=col'" in str(e.value)
+    if megamoe.gpu_available():
+        return
+    with pytest.raises(megamoe.NoGpuError):
+        megamoe.tune(SMALL_CONFIG, tmp_path / "t.json", buckets=[1], progress=False)
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_precompile_rejects_a_size_that_is_no_bucket():
     with pytest.raises(megamoe.Error) as e:
         megamoe.precompile(SMALL_CONFIG, [3], progress=False)

@@ -1,0 +1,75 @@
+// megamoe-tune end to end on the GPU: a small model's table tuned at three buckets, the config it
+// writes loaded and checked against the CPU references by megamoe-run --check, and the run
+// resumed from its journal without timing again.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "megamoe/megamoe.hpp"
+#include "runtime/test_config_variants.hpp"
+#include "support/test_support.hpp"
+#include "tune/tactic_space.hpp"
+#include "tune/table_json.hpp"
+#include "tune/tuner.hpp"
+
+using namespace megamoe;
+
+TEST_CASE("megamoe-tune: a small table tuned, written, checked by megamoe-run, resumed from its journal",
+          "[tune][gpu_tune]") {
+  test::TempDir dir;
+  tune::TuneOptions o;
+  // 8 experts, dims off the 128 grid (run padded), biases, gpt-oss's SwiGLU (both h modes allowed),
+  // from generic_a8w4's one tile everywhere with h per 128: the modes and the tiles have room to move.
+  o.config = test::write_config_variant(dir.path(), "small_padded_biases_x_row_h_static");
+  o.start = "generic_a8w4";
+  o.buckets = {1, 16, 128};
+  o.out = (dir.path() / "small_tuned.json").string();
+  o.pairs = 5;
+  std::vector<std::string> lines;
+  o.print = [&](const std::string& s) { lines.push_back(s); };
+  const tune::TuneResult r = tune::run_tune(o);
+  std::string all;
+  for (const std::string& s : lines) all += s + "\n";
+  INFO(all);
+
+  REQUIRE(r.rows.size() == 3);
+  const Config start = with_buckets_of(load_config(o.config), load_config("generic_a8w4"));
+  for (const tune::BucketReport& row : r.rows) {
+    CHECK(row.tuned_ms > 0);
+    CHECK(row.start_ms > 0);
+    CHECK(row.timed > 0);
+    CHECK(row.start_tactic == tune::tactic_label(start.bucket(row.bucket)));
+    CHECK(row.tuned_tactic == tune::tactic_label(r.tuned.bucket(row.bucket)));
+  }
+  // The file loads as the result's config, with the model's shape and one set of modes.
+  const Config written = load_config(o.out);
+  CHECK(written.name == "small_tuned");
+  CHECK(written.model.model_dim == 320);
+  CHECK(written.model.expert_biases);
+  for (const BucketConfig& b : written.buckets) {
+    CHECK(tune::modes_of(b) == r.modes);
+    CHECK(tune::entry_text(b) == tune::entry_text(r.tuned.bucket(b.bucket)));
+  }
+  CHECK(std::filesystem::exists(dir.path() / "small_tuned.report.txt"));
+  CHECK_THAT(all, Catch::Contains("clock: "));
+  CHECK_THAT(all, Catch::Contains("bucket   128: "));
+
+  // megamoe-run checks the tuned config's layer against the references at each bucket.
+  std::string out;
+  const std::filesystem::path run =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "megamoe-run";
+  const int rc = test::run_command("'" + run.string() + "' --config '" + o.out + "' --check --bs 1,16,128", out);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK_THAT(out, Catch::Contains("PASS"));
+  CHECK_THAT(out, !Catch::Contains("FAIL"));
+
+  // Again with the same journal: every bucket read back, nothing timed, the same table.
+  lines.clear();
+  o.out = (dir.path() / "small_tuned_again.json").string();
+  o.journal = (dir.path() / "small_tuned.journal.jsonl").string();
+  const tune::TuneResult again = tune::run_tune(o);
+  for (const tune::BucketReport& row : again.rows) CHECK(row.note == "resumed from the journal");
+  for (const BucketConfig& b : again.tuned.buckets)
+    CHECK(tune::entry_text(b) == tune::entry_text(r.tuned.bucket(b.bucket)));
+}

@@ -1,0 +1,131 @@
+#include "tune/table_json.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+namespace megamoe::tune {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+// A float as its shortest text that reads back to the same float (1.702, not 1.7020000219...; 4.0).
+json short_number(float v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";  // a number, not an integer
+  return json::parse(s);
+}
+
+json activation_json(const Activation& a) {
+  json j = {{"kind", std::string(to_string(a.kind))}};
+  if (a.kind == ActivationKind::situv2) j["beta"] = short_number(a.beta), j["linear_beta"] = short_number(a.linear_beta);
+  if (a.kind == ActivationKind::swiglu) {
+    j["limit"] = short_number(a.limit);
+    if (a.alpha != 1.f) j["alpha"] = short_number(a.alpha);
+    if (a.up_offset != 0.f) j["up_offset"] = short_number(a.up_offset);
+  }
+  return j;
+}
+
+// `v` on one line with a space after each comma and colon (as the built-in configs are written).
+std::string one_line(const json& v) {
+  if (v.is_object()) {
+    std::string out;
+    for (auto& [k, x] : v.items()) out += fmt::format("{}{}: {}", out.empty() ? "{" : ", ", json(k).dump(), one_line(x));
+    return out.empty() ? "{}" : out + "}";
+  }
+  if (v.is_array()) {
+    std::string out;
+    for (const json& x : v) out += (out.empty() ? "[" : ", ") + one_line(x);
+    return out.empty() ? "[]" : out + "]";
+  }
+  return v.dump();
+}
+
+// The fields of `entry` that differ from `base`, as a merge patch over it.
+json difference(const json& entry, const json& base) {
+  json d = json::object();
+  for (auto& [key, value] : entry.items()) {
+    auto it = base.find(key);
+    if (it != base.end() && *it == value) continue;
+    d[key] = value.is_object() && it != base.end() && it->is_object() ? difference(value, *it) : value;
+  }
+  return d;
+}
+
+}  // namespace
+
+json entry_json(const BucketConfig& b) {
+  return {{"stage1", {{"token_tile", b.stage1.token_tile}, {"weight_tile", b.stage1.weight_tile}}},
+          {"stage2", {{"token_tile", b.stage2.token_tile}, {"weight_tile", b.stage2.weight_tile}}},
+          {"dispatch", {{"cus", b.dispatch.cus}, {"persistent", b.dispatch.persistent}, {"stride", b.dispatch.stride}}},
+          {"combine_wire", std::string(to_string(b.combine_wire))},
+          {"weights", std::string(to_string(b.weights))},
+          {"x_scale", std::string(to_string(b.x_scale))},
+          {"h_scale", std::string(to_string(b.h_scale))},
+          {"bounds_check", b.bounds_check}};
+}
+
+std::string entry_text(const BucketConfig& b) { return entry_json(b).dump(); }
+
+std::string tactic_label(const BucketConfig& b) {
+  return fmt::format("s1 {}x{} s2 {}x{} {} x {} h {} wire {}", b.stage1.token_tile, b.stage1.weight_tile,
+                     b.stage2.token_tile, b.stage2.weight_tile, to_string(b.weights), to_string(b.x_scale),
+                     to_string(b.h_scale), b.combine_wire == CombineWire::bf16 ? "bf16" : "fp8");
+}
+
+json config_json(const Config& c, const std::string& name, const std::string& description) {
+  std::map<std::string, int> count;  // the most common entry (the smallest bucket's among equals) is the default
+  for (const BucketConfig& b : c.buckets) ++count[entry_text(b)];
+  const BucketConfig* common = &c.buckets[0];
+  for (const BucketConfig& b : c.buckets)
+    if (count[entry_text(b)] > count[entry_text(*common)]) common = &b;
+  const json defaults = entry_json(*common);
+  json buckets = json::object();
+  for (const BucketConfig& b : c.buckets) {
+    json d = difference(entry_json(b), defaults);
+    if (!d.empty()) buckets[std::to_string(b.bucket)] = d;
+  }
+  json model = {{"experts", c.model.experts},
+                {"model_dim", c.model.model_dim},
+                {"inter_dim", c.model.inter_dim},
+                {"topk", c.model.topk}};
+  if (c.model.expert_biases) model["expert_biases"] = true;
+  json j = {{"schema", "megamoe-config/2"}, {"name", name}, {"description", description}, {"model", model}};
+  if (c.keys_experts_per_rank != c.model.experts) j["bucket_keys"] = {{"experts_per_rank", c.keys_experts_per_rank}};
+  j["activation"] = activation_json(c.activation);
+  j["quant"] = {{"activations", c.quant.activations}, {"weights", c.quant.weights}};
+  j["bucket_defaults"] = defaults;
+  j["buckets"] = buckets;
+  return j;
+}
+
+std::string config_text(const json& config) {
+  std::string s = "{\n";
+  std::size_t i = 0;
+  for (auto& [key, value] : config.items()) {
+    const std::string end = ++i < config.size() ? ",\n" : "\n";
+    if ((key == "bucket_defaults" || key == "buckets") && !value.empty()) {
+      std::size_t width = 0;
+      for (auto& [k, v] : value.items()) width = std::max(width, json(k).dump().size() + 1);
+      s += fmt::format("  {}: {{\n", json(key).dump());
+      std::size_t n = 0;
+      for (auto& [k, v] : value.items())
+        s += fmt::format("    {:<{}} {}{}", json(k).dump() + ":", width, one_line(v), ++n < value.size() ? ",\n" : "\n");
+      s += "  }" + end;
+    } else {
+      s += fmt::format("  {}: {}{}", json(key).dump(), one_line(value), end);
+    }
+  }
+  return s + "}\n";
+}
+
+BucketConfig entry_from_text(const Config& config, int bucket, const std::string& text) {
+  json j = config_json(config, "entry", "");
+  j["bucket_defaults"] = json::parse(text);
+  j["buckets"] = json::object();
+  return parse_config(j.dump(), "(an entry of the tuner's journal)").bucket(bucket);
+}
+
+}  // namespace megamoe::tune

@@ -1,0 +1,505 @@
+#include "tune/tuner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "codegen/layer_kernels.hpp"
+#include "common/workload.hpp"
+#include "jit/diagnostics.hpp"
+#include "jit/precompile.hpp"
+#include "megamoe/megamoe.hpp"
+#include "tune/pair_timer.hpp"
+#include "tune/table_json.hpp"
+#include "tune/tune_journal.hpp"
+
+namespace megamoe::tune {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+int bucket_index(int bucket) { return int(std::log2(bucket)); }
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char s[16];
+  std::strftime(s, sizeof s, "%Y-%m-%d", std::gmtime(&t));
+  return s;
+}
+
+// Warnings (a path's padding note, said by every runtime the search creates) once each.
+class WarnOnce {
+ public:
+  explicit WarnOnce(const std::function<void(const std::string&)>& print)
+      : old_(set_warning_handler([this, print](const std::string& m) {
+          if (seen_.insert(m).second) print("warning: " + m);
+        })) {}
+  ~WarnOnce() { set_warning_handler(old_); }
+
+ private:
+  std::set<std::string> seen_;
+  WarningHandler old_;
+};
+
+// What the search times with: the model cut to the experts a rank holds where the table's keys
+// count tokens (a call of `bucket` tokens then takes that bucket), its weights (with the
+// fp8-resident copy where the space has it), and runtimes of one bucket entry each.
+class Bench {
+ public:
+  Bench(const Config& per_rank, const SpaceOptions& space, int max_tokens, std::uint64_t seed) : per_rank_(per_rank) {
+    Config weights_config = per_rank;
+    for (BucketConfig& b : weights_config.buckets)
+      b = with_weights(per_rank, b, space.fp8_resident ? WeightSource::fp8_resident : WeightSource::mxfp4);
+    RuntimeOptions o;
+    o.max_tokens = max_tokens;
+    o.path = KernelPath::hopper;
+    owner_ = Runtime::create(weights_config, o);
+    weights_ = owner_->prepare_weights(workload::random_weights(per_rank.model, seed));
+  }
+  Device& device() { return owner_->device(); }
+  const Config& per_rank() const { return per_rank_; }
+  const PreparedWeights& weights() const { return *weights_; }
+
+  // A runtime whose table is `table` with `entry` at its bucket, for calls of up to `tokens`.
+  std::unique_ptr<Runtime> runtime(const Config& table, const BucketConfig& entry, std::int64_t tokens) const {
+    Config c = table;
+    c.buckets[bucket_index(entry.bucket)] = entry;
+    RuntimeOptions o;
+    o.max_tokens = int(tokens);
+    o.path = KernelPath::hopper;
+    return Runtime::create(c, o);
+  }
+
+ private:
+  Config per_rank_;
+  std::unique_ptr<Runtime> owner_;
+  std::unique_ptr<PreparedWeights> weights_;
+};
+
+// A runtime and its calls captured: the side a pair is timed against.
+struct Side {
+  BucketConfig entry;
+  std::unique_ptr<Runtime> rt;
+  CapturedCalls calls;
+};
+
+class Search {
+ public:
+  Search(const TuneOptions& o, const Config& per_rank, Bench& bench, TuneJournal& journal, Clock::time_point t0)
+      : o_(o), per_rank_(per_rank), bench_(bench), journal_(journal), t0_(t0) {}
+
+  bool out_of_time() const { return o_.minutes > 0 && seconds_since(t0_) > o_.minutes * 60; }
+
+  Side side(PairTimer& timer, const BucketConfig& e) {
+    Side s{e, bench_.runtime(per_rank_, e, timer.tokens()), {}};
+    s.calls = timer.capture(*s.rt, bench_.weights());
+    return s;
+  }
+
+  // `candidate` against `incumbent` at the timer's bucket: from the journal, or timed and recorded.
+  PairTimes pair(PairTimer& timer, const Side& incumbent, const BucketConfig& candidate) {
+    const int bucket = candidate.bucket;
+    const std::string a = entry_text(incumbent.entry), b = entry_text(candidate);
+    if (auto t = journal_.pair(bucket, a, b)) return *t;
+    Side c = side(timer, candidate);
+    const PairTimes t = timer.time_pair(incumbent.calls, c.calls, o_.pairs);
+    journal_.add_pair(bucket, a, b, t);
+    return t;
+  }
+
+ private:
+  const TuneOptions& o_;
+  const Config& per_rank_;
+  Bench& bench_;
+  TuneJournal& journal_;
+  Clock::time_point t0_;
+};
+
+// Builds every kernel that `entries` launch (one job per distinct key) on every core, with a
+// line of progress; returns how many were compiled (not found in the cache) and the seconds.
+std::pair<int, double> compile_ahead(const Config& per_rank, const std::vector<BucketConfig>& entries,
+                                     const std::string& arch, int threads, const std::string& what,
+                                     const std::function<void(const std::string&)>& print) {
+  const auto t0 = Clock::now();
+  KernelBuilder& builder = shared_kernel_builder(BackendKind::cuda, arch);
+  std::vector<PrecompileJob> jobs;
+  std::set<std::string> keys;
+  for (const BucketConfig& e : entries)
+    for (const KernelSpec& spec : kernels_for_bucket(per_rank, e, KernelPath::hopper, 1)) {
+      PlannedKernel p = builder.plan(spec);
+      if (keys.insert(p.key.hex).second) jobs.push_back({std::move(p), {e.bucket}, {}, {}});
+    }
+  int compiled = 0;
+  double said = 0;  // a line at most every 5 s, and the last
+  run_precompile(builder, jobs, threads, [&](const PrecompileJob& j, std::size_t done, std::size_t total) {
+    compiled += j.error.empty() && j.report.origin == BuildOrigin::compiled;
+    if (const double s = seconds_since(t0); s - said >= 5 || done == total)
+      said = s, print(fmt::format("compile ({}): {}/{} kernels, {} compiled (the rest in the cache), {:.0f} s", what,
+                                  done, total, compiled, s));
+  });
+  for (const PrecompileJob& j : jobs)
+    if (!j.error.empty())
+      throw Error(fmt::format("megamoe-tune: kernel {} failed to compile: {}", j.planned.rendered.name, j.error));
+  return {compiled, seconds_since(t0)};
+}
+
+double geometric_mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return v.empty() ? 1 : std::exp(s / v.size());
+}
+
+std::string fmt_ms(double ms) { return ms > 0 ? fmt::format("{:.4f}", ms) : "-"; }
+
+json report_json(const BucketReport& r) {
+  return {{"bucket", r.bucket},           {"rows_per_expert", r.rows_per_expert}, {"start", r.start_tactic},
+          {"tuned", r.tuned_tactic},      {"runner_up", r.runner_up_tactic},      {"start_ms", r.start_ms},
+          {"tuned_ms", r.tuned_ms},       {"runner_up_ms", r.runner_up_ms},       {"timed", r.timed},
+          {"pruned", r.pruned}};
+}
+
+BucketReport report_from_json(const json& j) {
+  BucketReport r;
+  r.bucket = j.at("bucket"), r.rows_per_expert = j.at("rows_per_expert");
+  r.start_tactic = j.at("start"), r.tuned_tactic = j.at("tuned"), r.runner_up_tactic = j.at("runner_up");
+  r.start_ms = j.at("start_ms"), r.tuned_ms = j.at("tuned_ms"), r.runner_up_ms = j.at("runner_up_ms");
+  r.timed = j.at("timed"), r.pruned = j.at("pruned");
+  r.note = "resumed from the journal";
+  return r;
+}
+
+std::string report_text(const TuneResult& res, const std::string& model, const std::string& start,
+                        const std::string& device) {
+  std::string s = fmt::format(
+      "megamoe-tune report: {} from {}'s table on {}, {} (modes: {})\n"
+      "start_ms and tuned_ms: per call, median of interleaved graph replays side by side; start/tuned above 1: the "
+      "tuned entry is faster; runner-up: the best other tactic timed, /tuned its time in its own pair over tuned_ms\n",
+      model, start, device, today(), to_string(res.modes));
+  s += fmt::format("{:>6} {:>8} {:>10} {:>10} {:>12}  {:<60} {:<60} {:>9} {:>6} {:>6}\n", "bucket", "rows/exp",
+                   "start_ms", "tuned_ms", "start/tuned", "tuned", "runner-up", "r-up/tun", "timed", "pruned");
+  for (const BucketReport& r : res.rows)
+    s += fmt::format("{:>6} {:>8.1f} {:>10} {:>10} {:>12} {:<60} {:<60} {:>9} {:>6} {:>6}{}\n", r.bucket,
+                     r.rows_per_expert, fmt_ms(r.start_ms), fmt_ms(r.tuned_ms),
+                     r.tuned_ms > 0 ? fmt::format("{:.3f}", r.start_ms / r.tuned_ms) : "-", r.tuned_tactic,
+                     r.runner_up_tactic.empty() ? "-" : r.runner_up_tactic,
+                     r.runner_up_ms > 0 && r.tuned_ms > 0 ? fmt::format("{:.3f}", r.runner_up_ms / r.tuned_ms) : "-",
+                     r.timed, r.pruned, r.note.empty() ? "" : "  (" + r.note + ")");
+  s += fmt::format("{:.0f} s in all, {:.0f} s of it compiling {} kernels{}\n", res.seconds, res.compile_seconds,
+                   res.kernels_compiled, res.cut_short ? "; the --minutes bound cut the search short" : "");
+  return s;
+}
+
+// The modes phase's entries: each mode candidate (and wire) at every bucket listed.
+std::vector<BucketConfig> mode_phase_entries(const Config& per_rank, const Config& start, const std::vector<int>& buckets,
+                                             const Modes& start_modes, const SpaceOptions& space) {
+  std::vector<BucketConfig> entries;
+  for (const Modes& m : mode_candidates(per_rank, start_modes, space))
+    for (const Modes& w : wire_candidates(m, space))
+      for (int b : buckets) entries.push_back(with_modes(per_rank, start.buckets[bucket_index(b)], w));
+  return entries;
+}
+
+// The tiles phase's entries under `modes`: each bucket's entry from either weight source, and
+// every Stage1 and Stage2 candidate of each.
+std::vector<BucketConfig> tile_phase_entries(const Config& per_rank, const Config& start, const std::vector<int>& buckets,
+                                             const Modes& modes, const SpaceOptions& space) {
+  std::vector<BucketConfig> entries;
+  for (int b : buckets) {
+    const BucketConfig e0 = with_modes(per_rank, start.buckets[bucket_index(b)], modes);
+    entries.push_back(start.buckets[bucket_index(b)]);  // the start's own, timed beside the tuned one
+    for (WeightSource w : {WeightSource::mxfp4, WeightSource::fp8_resident}) {
+      if (w == WeightSource::fp8_resident && !space.fp8_resident) continue;
+      const BucketConfig e = with_weights(per_rank, e0, w);
+      entries.push_back(e);
+      for (Knob k : {Knob::stage1, Knob::stage2})
+        for (const BucketConfig& c : candidates(per_rank, e, k, space)) entries.push_back(c);
+    }
+  }
+  return entries;
+}
+
+}  // namespace
+
+std::string tuned_name(const std::string& out_path) {
+  const std::filesystem::path p(out_path);
+  const std::string stem = p.stem().string();
+  if (p.extension() != ".json" || stem.empty() || stem.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+    throw Error(fmt::format("megamoe-tune: --out {}: expected NAME.json with NAME of [a-z0-9_] (a config's name is its "
+                            "file's)",
+                            out_path));
+  return stem;
+}
+
+TuneResult run_tune(const TuneOptions& o) {
+  const auto t0 = Clock::now();
+  auto print = o.print ? o.print : [](const std::string& s) { fmt::print("{}\n", s), std::fflush(stdout); };
+  const std::string name = tuned_name(o.out);
+  if (o.pairs < 3) throw Error(fmt::format("megamoe-tune: pairs = {}, expected at least 3", o.pairs));
+  if (!(o.min_gain >= 0 && o.min_gain < 0.5))
+    throw Error(fmt::format("megamoe-tune: min_gain = {}, expected 0 to 0.5", o.min_gain));
+  const Config model = load_config(o.config);
+  Config start = model;  // the starting table on the model, keyed as the model keys its table
+  std::string start_name = model.name;
+  if (!o.start.empty()) {
+    const Config other = load_config(o.start);
+    start.buckets = with_buckets_of(model, other).buckets;  // refuses a table the model cannot take
+    start_name = other.name;
+    for (int i = 0; i < kBucketCount; ++i)  // not searched: the model's own
+      start.buckets[i].dispatch = model.buckets[i].dispatch, start.buckets[i].bounds_check = model.buckets[i].bounds_check;
+  }
+  for (const BucketConfig& b : start.buckets)
+    if (!allowed(start, b)) throw Error(fmt::format("megamoe-tune: the starting table's bucket {} breaks the shape "
+                                                    "contract for {}", b.bucket, model.name));
+  std::vector<int> buckets = o.buckets;
+  if (buckets.empty())
+    for (int b = 1; b <= 8192; b *= 2) buckets.push_back(b);
+  std::sort(buckets.begin(), buckets.end());
+  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
+  for (int b : buckets)
+    if (b < kMinBucket || b > kMaxBucket || (b & (b - 1)))
+      throw Error(fmt::format("megamoe-tune: bucket {}: expected a power of two from {} to {}", b, kMinBucket,
+                              kMaxBucket));
+  // Timed at world 1 on the experts a rank holds where the keys count: bucket b is then b tokens.
+  const Config per_rank = start.keys_experts_per_rank == model.model.experts
+                              ? start
+                              : with_experts(start, start.keys_experts_per_rank);
+  WarnOnce warn_once(print);
+
+  auto entry_at = [&](int b) { return start.buckets[bucket_index(b)]; };
+  const Modes start_modes = modes_of(entry_at(buckets.front()));
+  if (o.modes) {
+    BucketConfig probe = with_modes(per_rank, entry_at(buckets.front()), *o.modes);
+    std::string why;
+    if (!allowed(per_rank, probe, &why))
+      throw Error(fmt::format("megamoe-tune: modes {} do not suit {}: {}", to_string(*o.modes), model.name, why));
+  }
+  const bool search_modes = !o.modes && o.space.modes;
+
+  if (o.compile_only) {  // no GPU: what a run would compile, for o.arch
+    print(fmt::format("megamoe-tune --compile-only: {} from {}'s table for {}; buckets {}", model.name, start_name,
+                      o.arch, fmt::join(buckets, ",")));
+    TuneResult res;
+    auto add = [&](std::pair<int, double> c) { res.kernels_compiled += c.first, res.compile_seconds += c.second; };
+    if (search_modes) add(compile_ahead(per_rank, mode_phase_entries(per_rank, start, buckets, start_modes, o.space),
+                                        o.arch, o.threads, "modes", print));
+    add(compile_ahead(per_rank, tile_phase_entries(per_rank, start, buckets, o.modes.value_or(start_modes), o.space),
+                      o.arch, o.threads, "tiles", print));
+    res.seconds = seconds_since(t0);
+    print(fmt::format("compiled {} kernels in {:.0f} s", res.kernels_compiled, res.seconds));
+    return res;
+  }
+
+  Bench bench(per_rank, o.space, buckets.back(), o.seed);
+  Device& dev = bench.device();
+  const std::string arch = dev.arch();
+  print(fmt::format("megamoe-tune: {} ({} experts a rank at the table's keys, {} / {}, top-{}) from {}'s table on {}, "
+                    "Hopper path; buckets {}",
+                    model.name, per_rank.model.experts, model.model.model_dim, model.model.inter_dim,
+                    model.model.topk, start_name, dev.name(), fmt::join(buckets, ",")));
+
+  const std::string journal_path =
+      o.journal.empty() ? (std::filesystem::path(o.out).parent_path() / (name + ".journal.jsonl")).string() : o.journal;
+  std::vector<std::string> start_entries;
+  for (const BucketConfig& b : start.buckets) start_entries.push_back(entry_text(b));
+  const json header = {{"journal", "megamoe-tune/1"},
+                       {"config", model.name},
+                       {"start", start_entries},
+                       {"device", dev.name()},
+                       {"buckets", buckets},
+                       {"space", {{"fp8_resident", o.space.fp8_resident}, {"fp8_wire", o.space.fp8_wire},
+                                  {"modes", o.space.modes}}},
+                       {"pairs", o.pairs},
+                       {"min_gain", o.min_gain},
+                       {"modes", o.modes ? json(to_string(*o.modes)) : json(nullptr)},
+                       {"seed", o.seed}};
+  TuneJournal journal(journal_path, header);
+  if (journal.resumed_pairs())
+    print(fmt::format("journal {}: resuming ({} pairs timed, {} buckets done)", journal_path, journal.resumed_pairs(),
+                      journal.resumed_buckets()));
+  Search search(o, per_rank, bench, journal, t0);
+  TuneResult res;
+  std::map<int, std::unique_ptr<PairTimer>> timers;  // a bucket's input sets, made once
+  auto timer_for = [&](int b) -> PairTimer& {
+    auto& t = timers[b];
+    if (!t) t = std::make_unique<PairTimer>(dev, per_rank.model, b, o.seed);
+    return *t;
+  };
+
+  // 1. The table-wide modes.
+  std::vector<std::string> modes_pruned;
+  const std::vector<Modes> mode_list = mode_candidates(per_rank, start_modes, o.space, &modes_pruned);
+  if (search_modes) {
+    for (const std::string& p : modes_pruned) print("pruned: " + p);
+    auto [n, s] = compile_ahead(per_rank, mode_phase_entries(per_rank, start, buckets, start_modes, o.space), arch,
+                                o.threads, "modes", print);
+    res.kernels_compiled += n, res.compile_seconds += s;
+  }
+  {  // the sustained clock, on the largest bucket's starting entry
+    PairTimer& timer = timer_for(buckets.back());
+    Side s = search.side(timer, entry_at(buckets.back()));
+    std::string how;
+    timer.settle(s.calls, 3, 30, &how);
+    print("clock: " + how);
+  }
+  Modes modes = o.modes.value_or(start_modes);
+  if (!search_modes) {
+    print(fmt::format("modes: {} for every bucket ({})", to_string(modes), o.modes ? "as asked" : "the start's"));
+  } else if (auto m = journal.modes()) {
+    for (const Modes& c : mode_list)
+      for (const Modes& w : wire_candidates(c, o.space))
+        if (to_string(w) == *m) modes = w;
+    print(fmt::format("modes: {} (from the journal)", to_string(modes)));
+  } else {
+    // Each candidate beside `base` at every bucket: the geometric mean of candidate / base.
+    auto score = [&](const Modes& base, const Modes& cand) {
+      std::vector<double> r;
+      for (int b : buckets) {
+        PairTimer& timer = timer_for(b);
+        const Side inc = search.side(timer, with_modes(per_rank, entry_at(b), base));
+        r.push_back(search.pair(timer, inc, with_modes(per_rank, entry_at(b), cand)).ratio);
+      }
+      const double g = geometric_mean(r);
+      print(fmt::format("modes {}: {:.3f} of {}'s time (geometric mean over {} buckets, {:.3f} to {:.3f})",
+                        to_string(cand), g, to_string(base), r.size(), *std::min_element(r.begin(), r.end()),
+                        *std::max_element(r.begin(), r.end())));
+      return g;
+    };
+    auto best_of = [&](const std::vector<Modes>& list, const Modes& base) {
+      Modes best = base;
+      double best_g = 1 - o.min_gain;
+      for (const Modes& m : list)
+        if (!(m == base))
+          if (const double g = score(base, m); g < best_g) best = m, best_g = g;
+      return best;
+    };
+    modes = best_of(mode_list, start_modes);
+    modes = best_of(wire_candidates(modes, o.space), modes);
+    journal.set_modes(to_string(modes));
+    print(fmt::format("modes: {} for every bucket", to_string(modes)));
+  }
+  res.modes = modes;
+
+  // 2. Every bucket's candidates compiled ahead: both weight sources' tiles.
+  {
+    auto [n, s] = compile_ahead(per_rank, tile_phase_entries(per_rank, start, buckets, modes, o.space), arch,
+                                o.threads, "tiles", print);
+    res.kernels_compiled += n, res.compile_seconds += s;
+  }
+
+  // 3. Each bucket's search.
+  Config tuned = start;
+  for (BucketConfig& e : tuned.buckets) e = with_modes(per_rank, e, modes);
+  for (int b : buckets) {
+    const auto tb = Clock::now();
+    BucketReport r;
+    r.bucket = b;
+    r.rows_per_expert = mean_rows_per_expert(per_rank, b);
+    r.start_tactic = tactic_label(entry_at(b));
+    BucketConfig& slot = tuned.buckets[bucket_index(b)];
+    if (auto done = journal.bucket(b)) {
+      slot = entry_from_text(per_rank, b, done->entry);
+      res.rows.push_back(report_from_json(done->report));
+      print(fmt::format("bucket {:>5}: {} (resumed from the journal)", b, tactic_label(slot)));
+      continue;
+    }
+    if (search.out_of_time()) {
+      res.cut_short = true;
+      r.tuned_tactic = tactic_label(slot);
+      r.note = "not searched: the --minutes bound was reached";
+      res.rows.push_back(r);
+      print(fmt::format("bucket {:>5}: {} (not searched: the --minutes bound was reached)", b, tactic_label(slot)));
+      continue;
+    }
+    PairTimer& timer = timer_for(b);
+    Side inc = search.side(timer, slot);
+    timer.warm(inc.calls, 0.3);
+    struct Timed {
+      BucketConfig entry;
+      double ms;
+    };
+    std::vector<Timed> timed;  // every candidate's median in its own pair
+    auto descend = [&](Knob k) {
+      std::vector<Pruned> pruned;
+      const std::vector<BucketConfig> list = candidates(per_rank, inc.entry, k, o.space, &pruned);
+      r.pruned += int(pruned.size());
+      const BucketConfig* best = nullptr;
+      double best_ratio = 1 - o.min_gain;
+      for (const BucketConfig& c : list) {
+        if (search.out_of_time()) break;
+        const PairTimes t = search.pair(timer, inc, c);
+        ++r.timed;
+        timed.push_back({c, t.candidate_ms});
+        if (t.ratio < best_ratio) best = &c, best_ratio = t.ratio;
+      }
+      if (best) inc = search.side(timer, *best);
+      return best != nullptr;
+    };
+    descend(Knob::stage1);
+    descend(Knob::stage2);
+    if (descend(Knob::weights)) descend(Knob::stage1), descend(Knob::stage2);
+    res.cut_short |= search.out_of_time();
+    slot = inc.entry;
+    r.tuned_tactic = tactic_label(slot);
+    // The starting entry beside the tuned one (the same entry: one time for both).
+    const BucketConfig& first = entry_at(b);
+    if (entry_text(first) == entry_text(slot)) {
+      r.start_ms = r.tuned_ms = timer.time_pair(inc.calls, inc.calls, o.pairs).incumbent_ms;
+    } else {
+      const PairTimes t = search.pair(timer, inc, first);
+      r.tuned_ms = t.incumbent_ms, r.start_ms = t.candidate_ms;
+    }
+    for (const Timed& t : timed)
+      if (entry_text(t.entry) != entry_text(slot) && (r.runner_up_ms == 0 || t.ms < r.runner_up_ms))
+        r.runner_up_ms = t.ms, r.runner_up_tactic = tactic_label(t.entry);
+    journal.add_bucket(b, {entry_text(slot), report_json(r)});
+    print(fmt::format("bucket {:>5}: {}: {:.4f} ms, the start's {:.4f} ms ({:.3f}x); {} timed, {} pruned, {:.1f} s", b,
+                      r.tuned_tactic, r.tuned_ms, r.start_ms, r.start_ms / r.tuned_ms, r.timed, r.pruned,
+                      seconds_since(tb)));
+    res.rows.push_back(r);
+  }
+  // 16384 and 32768 (no bench times them) take 8192's entry where it was timed and they were not:
+  // their rows per expert are wider still, and the search's tiles there are already the widest.
+  const bool above_from_8192 = buckets.back() == 8192;
+  for (BucketConfig& e : tuned.buckets)
+    if (above_from_8192 && e.bucket > 8192) {
+      const int keep = e.bucket;
+      e = tuned.buckets[bucket_index(8192)];
+      e.bucket = keep;
+    }
+
+  // 4. The config, written by rename and read back.
+  tuned.name = name;
+  const std::string description = fmt::format(
+      "{} (model: {}). Bucket table tuned by megamoe-tune on {} on {}, from {}'s table: buckets {} timed; modes {} "
+      "for every bucket{}.",
+      name, model.name, dev.name(), today(), start_name, fmt::join(buckets, ","), to_string(modes),
+      above_from_8192 ? "; buckets 16384 and 32768 take 8192's entry (not timed)" : "");
+  Config written = model;
+  written.buckets = tuned.buckets;
+  const std::string text = config_text(config_json(written, name, description));
+  const std::string tmp = o.out + ".tmp";
+  std::ofstream(tmp) << text;
+  std::filesystem::rename(tmp, o.out);
+  res.tuned = load_config(o.out);
+  res.seconds = seconds_since(t0);
+  res.report = report_text(res, model.name, start_name, dev.name());
+  const std::string report_path = (std::filesystem::path(o.out).parent_path() / (name + ".report.txt")).string();
+  std::ofstream(report_path) << res.report;
+  print(res.report);
+  print(fmt::format("wrote {} and {}; journal {}", o.out, report_path, journal_path));
+  return res;
+}
+
+}  // namespace megamoe::tune
