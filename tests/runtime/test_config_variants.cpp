@@ -1,14 +1,37 @@
 #include "runtime/test_config_variants.hpp"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 
 #include "common/embedded_files.hpp"
 #include "support/test_support.hpp"
+#include "tune/tactic_space.hpp"
+#include "tune/table_json.hpp"
 
 namespace megamoe::test {
 
 namespace {
+// Kimi-K3's built-in table in other modes at every bucket (and, where given, another weight
+// source), each stage's tiles narrowed to what its form allows as megamoe-tune narrows them (a
+// 256-row weight tile where the stage now promotes becomes 128; a token tile past the form's
+// widest becomes the widest); `extra` set over the patch's top level (its nulls kept).
+std::string kimi_in_form(XScale x, HScale h, CombineWire wire, std::optional<WeightSource> weights = std::nullopt,
+                         const nlohmann::json& extra = nlohmann::json::object()) {
+  const Config kimi = load_config("kimi_k3_a8w4");
+  nlohmann::json patch = {{"buckets", nlohmann::json::object()}};
+  for (BucketConfig b : kimi.buckets) {
+    b = tune::with_modes(kimi, b, {x, h, wire});
+    if (weights) b = tune::with_weights(kimi, b, *weights);
+    patch["buckets"][std::to_string(b.bucket)] = nlohmann::json::parse(tune::entry_text(b));
+  }
+  for (auto& [key, value] : extra.items()) patch[key] = value;
+  return patch.dump();
+}
+constexpr auto kRow = XScale::per_row, kXBlock = XScale::per_block;
+constexpr auto kStatic = HScale::static_bound, kHBlock = HScale::per_block;
+constexpr auto kBf16 = CombineWire::bf16;
+
 // Kimi-K3's buckets with token tiles of at most 96 (kHopperMaxBmWide) and the scale modes of no
 // promotion, over 256 weight rows a block or 128; `extra` merged over them.
 std::string kimi_wide(int weight_tile, const nlohmann::json& extra = nlohmann::json::object()) {
@@ -37,7 +60,8 @@ std::string kimi_token_tiles(int stage1, int stage2, const char* weights) {
 const std::vector<ConfigVariant>& config_variants() {
   static const std::vector<ConfigVariant> v = {
       {"kimi_silu", "kimi_k3_a8w4",
-       R"({"activation": {"kind": "silu", "beta": null, "linear_beta": null}, "bucket_defaults": {"h_scale": "block"}})"},
+       kimi_in_form(kRow, kHBlock, kBf16, std::nullopt,
+                    nlohmann::json::parse(R"({"activation": {"kind": "silu", "beta": null, "linear_beta": null}})"))},
       {"kimi_swiglu", "kimi_k3_a8w4",
        R"({"activation": {"kind": "swiglu", "limit": 7.0, "beta": null, "linear_beta": null}})"},
       // gpt-oss's SwiGLU (alpha 1.702, up + 1): its bound, 7 x 8, sets the static h scale.
@@ -48,19 +72,12 @@ const std::vector<ConfigVariant>& config_variants() {
       {"kimi_checked", "kimi_k3_a8w4", R"({"bucket_defaults": {"bounds_check": true}})"},
       // Each scale mode at every bucket (docs/layer.md, "Scale modes"), whatever the built-in
       // table takes.
-      // x per block promotes in Stage1: bucket 512's Stage1 over 128 weight rows there, and
-      // 4096's over token tiles of 160 (176 at most where Stage1 promotes).
-      {"kimi_x_block_h_block", "kimi_k3_a8w4",
-       R"({"bucket_defaults": {"x_scale": "block", "h_scale": "block"},
-           "buckets": {"512": {"stage1": {"weight_tile": 128}}, "4096": {"stage1": {"token_tile": 160}}}})"},
-      {"kimi_x_row_h_block", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "row", "h_scale": "block"}})"},
-      {"kimi_x_block_h_static", "kimi_k3_a8w4",
-       R"({"bucket_defaults": {"x_scale": "block", "h_scale": "static"},
-           "buckets": {"512": {"stage1": {"weight_tile": 128}}, "4096": {"stage1": {"token_tile": 160}}}})"},
-      {"kimi_x_row_h_static", "kimi_k3_a8w4", R"({"bucket_defaults": {"x_scale": "row", "h_scale": "static"}})"},
-      {"kimi_fp8res_x_row_h_static", "kimi_k3_a8w4",
-       R"({"bucket_defaults": {"weights": "fp8_resident", "x_scale": "row", "h_scale": "static"},
-           "buckets": {"512": {"stage1": {"weight_tile": 128}}}})"},
+      // A stage that promotes takes 128 weight rows and token tiles of at most 176 (kimi_in_form).
+      {"kimi_x_block_h_block", "kimi_k3_a8w4", kimi_in_form(kXBlock, kHBlock, kBf16)},
+      {"kimi_x_row_h_block", "kimi_k3_a8w4", kimi_in_form(kRow, kHBlock, kBf16)},
+      {"kimi_x_block_h_static", "kimi_k3_a8w4", kimi_in_form(kXBlock, kStatic, kBf16)},
+      {"kimi_x_row_h_static", "kimi_k3_a8w4", kimi_in_form(kRow, kStatic, kBf16)},
+      {"kimi_fp8res_x_row_h_static", "kimi_k3_a8w4", kimi_in_form(kRow, kStatic, kBf16, WeightSource::fp8_resident)},
       // No promotion over odd chunk counts (K / 128 = 3 and 5), both weight sources.
       {"small_odd_x_row_h_static", "generic_a8w4",
        R"({"model": {"experts": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
@@ -105,8 +122,7 @@ const std::vector<ConfigVariant>& config_variants() {
            "buckets": {"1": {"stage1": {"token_tile": 16}, "stage2": {"token_tile": 16}}}})"},
       // The fp8-resident kernels: Kimi-K3 at every bucket; x per 128 with odd chunk counts; x per
       // 256 over six chunks.
-      {"kimi_fp8res", "kimi_k3_a8w4",
-       R"({"bucket_defaults": {"weights": "fp8_resident"}, "buckets": {"512": {"stage1": {"weight_tile": 128}}}})"},
+      {"kimi_fp8res", "kimi_k3_a8w4", kimi_in_form(kRow, kStatic, kBf16, WeightSource::fp8_resident)},
       {"small_odd_fp8res", "generic_a8w4",
        R"({"model": {"experts": 8, "model_dim": 384, "inter_dim": 640, "topk": 4},
            "bucket_defaults": {"weights": "fp8_resident", "x_scale": "block", "stage1": {"weight_tile": 128}},

@@ -58,12 +58,15 @@ TEST_CASE("precompile --list and --dry-run compile nothing", "[cli]") {
   CHECK(count(list.out, "\nmegamoe_") == 10);  // route_count, route, quantize, 3 x stage1, 3 x stage2, combine
   Result dry = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --dry-run");
   CHECK(dry.status == 0);
-  // sm_90a: the Hopper path, 7 + 5 token tiles, and the fp8-resident Stage1 and Stage2 of 8192 on
-  CHECK(count(dry.out, "would compile") == 18);
+  // sm_90a: the Hopper path: route_count, route, dispatch, combine; Stage1 16 / 32w / 64w / 96w from
+  // MXFP4 (w: over 256 weight rows) and 176 / 160 / 208 fp8-resident; Stage2 16 / 32 / 64w / 96 and
+  // 160 / 176 fp8-resident.
+  CHECK(count(dry.out, "would compile") == 17);
   Result both = precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path all");
-  CHECK(count(both.out, "\nmegamoe_") == 34);  // route_count, route, combine shared; 3 quantizers, 6 + 8 + 14 stages
+  CHECK(count(both.out, "\nmegamoe_") == 33);  // route_count, route, combine shared; 3 quantizers, 6 + 8 + 13 stages
   CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_tensor_core_situv2_bm128_bw128_s4_bc0"));
-  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm160_bw128_s5_b1_xrow_hsm2_bc0"));
+  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm96_bw256_s5_b1_xrow_hsm2_bc0"));
+  CHECK_THAT(both.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm208_bw128_s3_b1_fp8res_xrow_hsm2_bc0"));
   CHECK(precompile(dir.path().string(), "--config kimi_k3_a8w4 --all --list --path fast").status == 2);
   // Kimi-K3's model with generic_a8w4's one tile shape (bm 64) in every bucket.
   Result against = precompile(dir.path().string(), "--config kimi_k3_a8w4 --buckets-of generic_a8w4 --all --list");

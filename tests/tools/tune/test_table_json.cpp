@@ -42,6 +42,15 @@ TEST_CASE("config_json reads back to the config it was written from, for every b
   CHECK_THAT(text, Catch::Contains("\"alpha\":1.702"));
 }
 
+TEST_CASE("the built-in configs are written as config_text writes a table (the tuner's form)", "[tune]") {
+  for (const auto& f : embedded::configs()) {
+    INFO(f.path);
+    const Config c = parse_config(f.text, std::string(f.path));
+    const std::string description = nlohmann::json::parse(f.text)["description"];
+    CHECK(config_text(config_json(c, c.name, description)) == std::string(f.text));
+  }
+}
+
 TEST_CASE("a bucket entry round-trips through its text, checked by the schema", "[tune]") {
   const Config kimi = load_config("kimi_k3_a8w4");
   for (const BucketConfig& b : kimi.buckets) {
