@@ -1,5 +1,6 @@
 #include "common/cli.hpp"
 
+#include <cmath>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -26,6 +27,17 @@ std::int64_t parse_int(const char* tool, const std::string& flag, const std::str
   } catch (...) {
   }
   usage_error(tool, fmt::format("{} expects an integer, got '{}'", flag, value));
+}
+
+double parse_number(const char* tool, const std::string& flag, const std::string& value, double lo, double hi,
+                    const std::string& expected) {
+  try {
+    std::size_t used = 0;
+    const double x = std::stod(value, &used);
+    if (used == value.size() && std::isfinite(x) && x >= lo && x <= hi) return x;
+  } catch (...) {
+  }
+  usage_error(tool, fmt::format("{} expects {}, got '{}'", flag, expected, value));
 }
 
 KernelPath parse_path(const char* tool, const std::string& value) {

@@ -14,6 +14,9 @@ namespace megamoe::cli {
 std::string next_value(const char* tool, int argc, char** argv, int& i);
 
 std::int64_t parse_int(const char* tool, const std::string& flag, const std::string& value);
+// A finite number in [lo, hi], or a usage error naming the flag, the value and `expected`.
+double parse_number(const char* tool, const std::string& flag, const std::string& value, double lo, double hi,
+                    const std::string& expected);
 // "auto", "portable" or "tensor_core".
 KernelPath parse_path(const char* tool, const std::string& value);
 

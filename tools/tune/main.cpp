@@ -78,25 +78,12 @@ int main(int argc, char** argv) {
     else if (s == "--world") world = int(cli::parse_int(kTool, s, value()));
     else if (s == "--buckets")
       for (std::int64_t b : cli::parse_int_list(kTool, s, value())) o.buckets.push_back(int(b));
-    else if (s == "--minutes") {
-      const std::string v = value();
-      try {
-        o.minutes = std::stod(v);
-      } catch (...) {
-        o.minutes = -1;
-      }
-      if (!(o.minutes > 0)) cli::usage_error(kTool, "--minutes expects a number of minutes above 0, got '" + v + "'");
-    } else if (s == "--journal") o.journal = value();
+    else if (s == "--minutes")
+      o.minutes = cli::parse_number(kTool, s, value(), 1e-3, 1e6, "a number of minutes above 0");
+    else if (s == "--journal") o.journal = value();
     else if (s == "--pairs") o.pairs = int(cli::parse_int(kTool, s, value()));
-    else if (s == "--min-gain") {
-      const std::string v = value();
-      try {
-        o.min_gain = std::stod(v);
-      } catch (...) {
-        o.min_gain = -1;
-      }
-      if (!(o.min_gain >= 0 && o.min_gain < 0.5)) cli::usage_error(kTool, "--min-gain expects 0 to 0.5, got '" + v + "'");
-    } else if (s == "--no-fp8-resident") o.space.fp8_resident = false;
+    else if (s == "--min-gain") o.min_gain = cli::parse_number(kTool, s, value(), 0, 0.499, "0 to 0.5");
+    else if (s == "--no-fp8-resident") o.space.fp8_resident = false;
     else if (s == "--no-fp8-wire") o.space.fp8_wire = false;
     else if (s == "--no-modes") o.space.modes = false;
     else if (s == "--modes") modes_text = value();

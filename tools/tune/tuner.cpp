@@ -463,7 +463,9 @@ TuneResult run_tune(const TuneOptions& o) {
     for (const Timed& t : timed)
       if (entry_text(t.entry) != entry_text(slot) && (r.runner_up_ms == 0 || t.ms < r.runner_up_ms))
         r.runner_up_ms = t.ms, r.runner_up_tactic = tactic_label(t.entry);
-    journal.add_bucket(b, {entry_text(slot), report_json(r)});
+    const bool cut = search.out_of_time();
+    if (cut) r.note = "searched in part: the --minutes bound was reached (a later run with the journal goes on)";
+    else journal.add_bucket(b, {entry_text(slot), report_json(r)});  // a bucket cut short is searched again on resume
     print(fmt::format("bucket {:>5}: {}: {:.4f} ms, the start's {:.4f} ms ({:.3f}x); {} timed, {} pruned, {:.1f} s", b,
                       r.tuned_tactic, r.tuned_ms, r.start_ms, r.start_ms / r.tuned_ms, r.timed, r.pruned,
                       seconds_since(tb)));
@@ -489,9 +491,10 @@ TuneResult run_tune(const TuneOptions& o) {
   Config written = model;
   written.buckets = tuned.buckets;
   const std::string text = config_text(config_json(written, name, description));
+  if (const auto dir = std::filesystem::path(o.out).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
   const std::string tmp = o.out + ".tmp";
-  std::ofstream(tmp) << text;
-  std::filesystem::rename(tmp, o.out);
+  if (!(std::ofstream(tmp) << text)) throw Error(fmt::format("megamoe-tune: cannot write {}", tmp));
+  std::filesystem::rename(tmp, o.out);  // whole or not at all
   res.tuned = load_config(o.out);
   res.seconds = seconds_since(t0);
   res.report = report_text(res, model.name, start_name, dev.name());
