@@ -119,12 +119,14 @@ def tune(config, out, *, start=None, buckets=None, minutes=None, journal=None, p
     Returns a dict: config (the path), name, modes, rows (per bucket: bucket, rows_per_expert,
     start, tuned, runner_up, start_ms, tuned_ms, runner_up_ms, timed, pruned, note), report (its
     text), seconds, compile_seconds, kernels_compiled, cut_short. Raises NoGpuError without a GPU,
-    ConfigError or MegaMoeError naming what is wrong."""
+    ConfigError or megamoe.Error naming what is wrong, and what the progress callback raises."""
     if progress is True:
         def progress(line):
             print(line, file=_sys.stderr, flush=True)
     elif progress is False:
         progress = None
+    if minutes is not None and not minutes > 0:
+        raise ValueError(f"megamoe.tune: minutes = {minutes!r}, expected a number above 0 (or None: no bound)")
     return _megamoe.tune(str(config), str(out), str(start or ""), [int(b) for b in (buckets or [])],
                          float(minutes or 0), str(journal or ""), int(pairs), float(min_gain), bool(fp8_resident),
                          bool(fp8_wire), bool(search_modes), str(modes or ""), int(seed), int(jobs or 0), progress)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,15 +116,34 @@ nb::dict run_tuner(const std::string& config, const std::string& out, const std:
   o.pairs = pairs, o.min_gain = min_gain, o.seed = seed, o.threads = jobs;
   o.space.fp8_resident = fp8_resident, o.space.fp8_wire = fp8_wire, o.space.modes = search_modes;
   if (!modes.empty()) o.modes = tune::parse_modes(modes, {});
+  // The callback runs on this thread and on the compile workers: an exception it raises is kept
+  // (the first) and raised once the search returns, never thrown across a worker; Ctrl-C on this
+  // thread stops the search at its next line.
+  const std::thread::id caller = std::this_thread::get_id();
+  std::optional<nb::python_error> raised;
   o.print = [&](const std::string& line) {
     nb::gil_scoped_acquire locked;
-    if (!progress.is_none()) progress(line);
+    if (raised) {  // raised on a worker: stop at this thread's next line
+      if (std::this_thread::get_id() == caller) throw Error("megamoe: tune: stopped by Python");
+      return;
+    }
+    try {
+      if (!progress.is_none()) progress(line);
+      if (std::this_thread::get_id() == caller && PyErr_CheckSignals() != 0) throw nb::python_error();
+    } catch (nb::python_error& e) {
+      raised.emplace(std::move(e));
+      if (std::this_thread::get_id() == caller) throw Error("megamoe: tune: stopped by Python");
+    }
   };
   tune::TuneResult r;
-  {
+  try {
     nb::gil_scoped_release unlocked;
     r = tune::run_tune(o);
+  } catch (const Error&) {
+    if (raised) throw std::move(*raised);
+    throw;
   }
+  if (raised) throw std::move(*raised);
   nb::list rows;
   for (const tune::BucketReport& b : r.rows) {
     nb::dict d;
@@ -150,17 +170,24 @@ nb::list precompile(const std::string& config_name, const std::vector<int>& buck
   const KernelPath p = resolve_path(path_from_name(path), config, BackendKind::cuda, arch);
   std::vector<PrecompileJob> plan = plan_precompile(builder, config, buckets, {p}, world);
   if (jobs <= 0) jobs = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::optional<nb::python_error> raised;
   {
     nb::gil_scoped_release unlocked;
     run_precompile(builder, plan, jobs, [&](const PrecompileJob& j, std::size_t done, std::size_t total) {
       if (progress.is_none()) return;
       nb::gil_scoped_acquire locked;
+      if (raised) return;  // the callback raised: kept, raised once the workers are done
       std::string line = "[" + std::to_string(done) + "/" + std::to_string(total) + "] " +
                          (j.error.empty() ? std::string(to_string(j.report.origin)) : "FAILED") + " " +
                          j.planned.rendered.name;
-      progress(line);
+      try {
+        progress(line);
+      } catch (nb::python_error& e) {
+        raised.emplace(std::move(e));
+      }
     });
   }
+  if (raised) throw std::move(*raised);
   nb::list results;
   for (const PrecompileJob& j : plan) {
     nb::dict r;

@@ -92,6 +92,23 @@ def test_tune_writes_a_config_that_a_layer_runs_within_the_bar(ex, tmp_path):
     assert not layer.take_errors().any()
 
 
+def test_tune_raises_what_its_progress_callback_raises(tmp_path):
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def progress(line):
+        seen.append(line)
+        if len(seen) == 3:
+            raise Stop(line)
+
+    with pytest.raises(Stop):
+        megamoe.tune(SMALL_CONFIG, tmp_path / "t.json", start="generic_a8w4", buckets=[1], pairs=3, progress=progress)
+    assert len(seen) == 3  # nothing more reached the callback once it raised
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_int64_ids_and_bf16_weights_are_converted(small, ex):
     layer, info, w1f, w2f = small
     x, ids, w = inputs(layer, 32, seed=3)

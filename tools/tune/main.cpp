@@ -33,8 +33,8 @@ Candidates that the shape contract refuses are pruned, never compiled; every can
 are compiled ahead on every core through the kernel cache; timing starts once the card holds its
 sustained clock. A bucket b is timed as b tokens on the experts a rank holds where the table's
 keys count (bucket_keys.experts_per_rank), so the table serves every world size (docs/configs.md).
-Buckets above the largest listed take its tuned entry; buckets below it that are not listed keep
-the starting table's (with the modes chosen).
+Buckets 16384 and 32768 (no bench times them) take 8192's tuned entry where 8192 is timed; other
+buckets not listed keep the starting table's entries, with the modes chosen.
   --config C       the model: a built-in config's name or a path ending in .json
   --out FILE.json  the tuned config (a config's name is its file's: FILE of [a-z0-9_])
   --from CONFIG    start from CONFIG's bucket table (default: the config's own); the knobs not
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       o.minutes = cli::parse_number(kTool, s, value(), 1e-3, 1e6, "a number of minutes above 0");
     else if (s == "--journal") o.journal = value();
     else if (s == "--pairs") o.pairs = int(cli::parse_int(kTool, s, value()));
-    else if (s == "--min-gain") o.min_gain = cli::parse_number(kTool, s, value(), 0, 0.499, "0 to 0.5");
+    else if (s == "--min-gain") o.min_gain = cli::parse_number(kTool, s, value(), 0, 0.499, "a number from 0 to below 0.5");
     else if (s == "--no-fp8-resident") o.space.fp8_resident = false;
     else if (s == "--no-fp8-wire") o.space.fp8_wire = false;
     else if (s == "--no-modes") o.space.modes = false;

@@ -155,9 +155,10 @@ std::vector<BucketConfig> candidates(const Config& config, const BucketConfig& i
     if (allowed(config, b, &why)) out.push_back(b);
     else if (pruned) pruned->push_back({b, why});
   };
-  if (knob == Knob::weights) {
-    if (incumbent.weights == WeightSource::fp8_resident) consider(with_weights(config, incumbent, WeightSource::mxfp4));
-    else if (space.fp8_resident) consider(with_weights(config, incumbent, WeightSource::fp8_resident));
+  if (knob == Knob::weights) {  // off where the space leaves the weight source as the start has it
+    if (space.fp8_resident)
+      consider(with_weights(config, incumbent, incumbent.weights == WeightSource::fp8_resident ? WeightSource::mxfp4
+                                                                                              : WeightSource::fp8_resident));
     return out;
   }
   for (int weight_tile : {128, 256})

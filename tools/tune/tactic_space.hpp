@@ -14,9 +14,9 @@ namespace megamoe::tune {
 
 // What the search may try beyond the tiles.
 struct SpaceOptions {
-  bool fp8_resident = true;  // the fp8-resident weights (twice the MXFP4 bytes on the device)
-  bool fp8_wire = true;      // the fp8 combine wire
-  bool modes = true;         // the x and h scale modes (false: the starting table's)
+  bool fp8_resident = true;  // the weight source (false: each bucket's stays the start's)
+  bool fp8_wire = true;      // the combine wire (false: the start's)
+  bool modes = true;         // the x and h scale modes (false: the start's)
 };
 
 // The table-wide arithmetic: x's and h's scale modes and the combine wire.
@@ -67,8 +67,8 @@ struct Pruned {
 
 // The entries that differ from `incumbent` in `knob` alone, each passing the shape contract for
 // `config` (those that fail go to `pruned` with the contract's reason). stage1 / stage2: every
-// token tile of token_tiles() with weight tiles 128 and 256; weights: the other weight source
-// (where space allows), its tiles narrowed.
+// token tile of token_tiles() with weight tiles 128 and 256; weights: the other weight source,
+// its tiles narrowed (none where space.fp8_resident is off: the source stays the start's).
 std::vector<BucketConfig> candidates(const Config& config, const BucketConfig& incumbent, Knob knob,
                                      const SpaceOptions& space, std::vector<Pruned>* pruned = nullptr);
 

@@ -55,13 +55,16 @@ class WarnOnce {
 
 // What the search times with: the model cut to the experts a rank holds where the table's keys
 // count tokens (a call of `bucket` tokens then takes that bucket), its weights (with the
-// fp8-resident copy where the space has it), and runtimes of one bucket entry each.
+// fp8-resident copy where the space or the starting table reads it), and runtimes of one bucket
+// entry each.
 class Bench {
  public:
   Bench(const Config& per_rank, const SpaceOptions& space, int max_tokens, std::uint64_t seed) : per_rank_(per_rank) {
+    bool resident = space.fp8_resident;
+    for (const BucketConfig& b : per_rank.buckets) resident |= b.weights == WeightSource::fp8_resident;
     Config weights_config = per_rank;
     for (BucketConfig& b : weights_config.buckets)
-      b = with_weights(per_rank, b, space.fp8_resident ? WeightSource::fp8_resident : WeightSource::mxfp4);
+      b = with_weights(per_rank, b, resident ? WeightSource::fp8_resident : WeightSource::mxfp4);
     RuntimeOptions o;
     o.max_tokens = max_tokens;
     o.path = KernelPath::hopper;
@@ -220,7 +223,7 @@ std::vector<BucketConfig> tile_phase_entries(const Config& per_rank, const Confi
     const BucketConfig e0 = with_modes(per_rank, start.buckets[bucket_index(b)], modes);
     entries.push_back(start.buckets[bucket_index(b)]);  // the start's own, timed beside the tuned one
     for (WeightSource w : {WeightSource::mxfp4, WeightSource::fp8_resident}) {
-      if (w == WeightSource::fp8_resident && !space.fp8_resident) continue;
+      if (w != e0.weights && !space.fp8_resident) continue;  // the weights knob is off: the start's source only
       const BucketConfig e = with_weights(per_rank, e0, w);
       entries.push_back(e);
       for (Knob k : {Knob::stage1, Knob::stage2})
@@ -285,7 +288,7 @@ TuneResult run_tune(const TuneOptions& o) {
     if (!allowed(per_rank, probe, &why))
       throw Error(fmt::format("megamoe-tune: modes {} do not suit {}: {}", to_string(*o.modes), model.name, why));
   }
-  const bool search_modes = !o.modes && o.space.modes;
+  const bool search_modes = !o.modes && (o.space.modes || o.space.fp8_wire);  // x and h, and the wire
 
   if (o.compile_only) {  // no GPU: what a run would compile, for o.arch
     print(fmt::format("megamoe-tune --compile-only: {} from {}'s table for {}; buckets {}", model.name, start_name,
@@ -315,6 +318,8 @@ TuneResult run_tune(const TuneOptions& o) {
   for (const BucketConfig& b : start.buckets) start_entries.push_back(entry_text(b));
   const json header = {{"journal", "megamoe-tune/1"},
                        {"config", model.name},
+                       {"model", json::parse(config_json(model, model.name, "")["model"].dump())},
+                       {"activation", json::parse(config_json(model, model.name, "")["activation"].dump())},
                        {"start", start_entries},
                        {"device", dev.name()},
                        {"buckets", buckets},
@@ -397,6 +402,13 @@ TuneResult run_tune(const TuneOptions& o) {
                                 o.threads, "tiles", print);
     res.kernels_compiled += n, res.compile_seconds += s;
   }
+  if (res.compile_seconds > 5) {  // the card idled through the compiles: its sustained clock again
+    PairTimer& timer = timer_for(buckets.back());
+    Side s = search.side(timer, with_modes(per_rank, entry_at(buckets.back()), modes));
+    std::string how;
+    timer.settle(s.calls, 1, 15, &how);
+    print("clock after compiling: " + how);
+  }
 
   // 3. Each bucket's search.
   Config tuned = start;
@@ -430,6 +442,7 @@ TuneResult run_tune(const TuneOptions& o) {
       double ms;
     };
     std::vector<Timed> timed;  // every candidate's median in its own pair
+    bool cut = false;          // the --minutes bound stopped this bucket's search
     auto descend = [&](Knob k) {
       std::vector<Pruned> pruned;
       const std::vector<BucketConfig> list = candidates(per_rank, inc.entry, k, o.space, &pruned);
@@ -437,19 +450,23 @@ TuneResult run_tune(const TuneOptions& o) {
       const BucketConfig* best = nullptr;
       double best_ratio = 1 - o.min_gain;
       for (const BucketConfig& c : list) {
-        if (search.out_of_time()) break;
+        if ((cut = search.out_of_time())) break;
         const PairTimes t = search.pair(timer, inc, c);
         ++r.timed;
         timed.push_back({c, t.candidate_ms});
         if (t.ratio < best_ratio) best = &c, best_ratio = t.ratio;
       }
-      if (best) inc = search.side(timer, *best);
+      if (best) {
+        const BucketConfig next = *best;
+        inc.calls = CapturedCalls();  // the graph before the runtime it launches into
+        inc = search.side(timer, next);
+      }
       return best != nullptr;
     };
     descend(Knob::stage1);
     descend(Knob::stage2);
     if (descend(Knob::weights)) descend(Knob::stage1), descend(Knob::stage2);
-    res.cut_short |= search.out_of_time();
+    res.cut_short |= cut;
     slot = inc.entry;
     r.tuned_tactic = tactic_label(slot);
     // The starting entry beside the tuned one (the same entry: one time for both).
@@ -463,7 +480,6 @@ TuneResult run_tune(const TuneOptions& o) {
     for (const Timed& t : timed)
       if (entry_text(t.entry) != entry_text(slot) && (r.runner_up_ms == 0 || t.ms < r.runner_up_ms))
         r.runner_up_ms = t.ms, r.runner_up_tactic = tactic_label(t.entry);
-    const bool cut = search.out_of_time();
     if (cut) r.note = "searched in part: the --minutes bound was reached (a later run with the journal goes on)";
     else journal.add_bucket(b, {entry_text(slot), report_json(r)});  // a bucket cut short is searched again on resume
     print(fmt::format("bucket {:>5}: {}: {:.4f} ms, the start's {:.4f} ms ({:.3f}x); {} timed, {} pruned, {:.1f} s", b,
@@ -492,14 +508,15 @@ TuneResult run_tune(const TuneOptions& o) {
   written.buckets = tuned.buckets;
   const std::string text = config_text(config_json(written, name, description));
   if (const auto dir = std::filesystem::path(o.out).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
+  res.tuned = parse_config(text, o.out);  // what the file will hold, read as load_config reads it
   const std::string tmp = o.out + ".tmp";
   if (!(std::ofstream(tmp) << text)) throw Error(fmt::format("megamoe-tune: cannot write {}", tmp));
   std::filesystem::rename(tmp, o.out);  // whole or not at all
-  res.tuned = load_config(o.out);
   res.seconds = seconds_since(t0);
   res.report = report_text(res, model.name, start_name, dev.name());
   const std::string report_path = (std::filesystem::path(o.out).parent_path() / (name + ".report.txt")).string();
-  std::ofstream(report_path) << res.report;
+  if (!(std::ofstream(report_path) << res.report))
+    throw Error(fmt::format("megamoe-tune: wrote {}, but cannot write its report {}", o.out, report_path));
   print(res.report);
   print(fmt::format("wrote {} and {}; journal {}", o.out, report_path, journal_path));
   return res;

@@ -109,6 +109,10 @@ TEST_CASE("the stage candidates cover every tile and both weight tiles where the
   SpaceOptions no_resident;
   no_resident.fp8_resident = false;
   CHECK(candidates(kimi, inc, Knob::weights, no_resident).empty());
+  CHECK(candidates(kimi, kimi.bucket(8192), Knob::weights, no_resident).empty());  // fp8-resident stays so
+  const std::vector<BucketConfig> back = candidates(kimi, kimi.bucket(8192), Knob::weights, SpaceOptions{});
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].weights == WeightSource::mxfp4);
   const std::vector<BucketConfig> flip = candidates(kimi, inc, Knob::weights, SpaceOptions{});
   REQUIRE(flip.size() == 1);
   CHECK(flip[0].weights == WeightSource::fp8_resident);

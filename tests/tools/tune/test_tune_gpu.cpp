@@ -3,7 +3,10 @@
 // resumed from its journal without timing again.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "megamoe/megamoe.hpp"
 #include "runtime/test_config_variants.hpp"
@@ -64,7 +67,13 @@ TEST_CASE("megamoe-tune: a small table tuned, written, checked by megamoe-run, r
   CHECK_THAT(out, Catch::Contains("PASS"));
   CHECK_THAT(out, !Catch::Contains("FAIL"));
 
-  // Again with the same journal: every bucket read back, nothing timed, the same table.
+  // Again with the same journal: every bucket read back, nothing timed (the journal gains no
+  // line), the same table.
+  auto journal_lines = [&] {
+    std::ifstream in(dir.path() / "small_tuned.journal.jsonl");
+    return std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
+  };
+  const auto before = journal_lines();
   lines.clear();
   o.out = (dir.path() / "small_tuned_again.json").string();
   o.journal = (dir.path() / "small_tuned.journal.jsonl").string();
@@ -72,4 +81,5 @@ TEST_CASE("megamoe-tune: a small table tuned, written, checked by megamoe-run, r
   for (const tune::BucketReport& row : again.rows) CHECK(row.note == "resumed from the journal");
   for (const BucketConfig& b : again.tuned.buckets)
     CHECK(tune::entry_text(b) == tune::entry_text(r.tuned.bucket(b.bucket)));
+  CHECK(journal_lines() == before);
 }
