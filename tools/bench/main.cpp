@@ -372,17 +372,11 @@ int main(int argc, char** argv) {
   if (o.sizes.empty() || *std::min_element(o.sizes.begin(), o.sizes.end()) < 1)
     cli::usage_error(kTool, "--bs needs sizes of at least 1");
 
-  try {
+  return cli::run_reporting_errors([&] {
     if (o.world > 1)
       return bench::run_group_bench(
           {cli::load_for_world(o.config_name, o.world, o.experts_per_rank), o.json_path, o.path, o.transport, o.world,
            o.reps, o.seed, o.sizes});
     return run_world1(o);
-  } catch (const NoGpuError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 3;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -14,6 +14,18 @@ void usage_error(const char* tool, const std::string& message) {
   std::exit(2);
 }
 
+int run_reporting_errors(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const NoGpuError& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 3;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
+}
+
 std::string next_value(const char* tool, int argc, char** argv, int& i) {
   if (i + 1 >= argc) usage_error(tool, std::string(argv[i]) + " needs a value");
   return argv[++i];

@@ -1,6 +1,7 @@
 // Command-line helpers shared by the tools: usage errors (exit status 2) and their arguments.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,10 @@
 namespace megamoe::cli {
 
 [[noreturn]] void usage_error(const char* tool, const std::string& message);
+
+// A tool's work after its arguments: body's status, or, for an exception, its message on stderr
+// and 3 for NoGpuError (no GPU present), 1 for any other.
+int run_reporting_errors(const std::function<int()>& body);
 
 // The argument after argv[i] (i moves to it), or a usage error naming the flag.
 std::string next_value(const char* tool, int argc, char** argv, int& i);

@@ -350,7 +350,7 @@ int spawn_ipc_ranks(const Args& a, int argc, char** argv) {
 int main(int argc, char** argv) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // loopback ranks' streams on queues of their own (docs/ep.md)
   const Args a = parse(argc, argv);
-  try {
+  return cli::run_reporting_errors([&] {
     if (a.world > 1 && a.transport == Transport::ipc && a.rank < 0) return spawn_ipc_ranks(a, argc, argv);
     workload::Routing replay;
     std::vector<std::int64_t> sizes = a.sizes;
@@ -380,11 +380,5 @@ int main(int argc, char** argv) {
       fmt::print("checked: tokens compared with the references (* a random subset); worst_tok: the largest relL2 of\n"
                  "one token's row against the emulating reference\n");
     return failures ? 1 : 0;
-  } catch (const NoGpuError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 3;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -102,16 +102,10 @@ int main(int argc, char** argv) {
                                         world));
   if (o.pairs < 3) cli::usage_error(kTool, "--pairs must be at least 3");
   if (o.threads < 0) cli::usage_error(kTool, "-j expects a count of threads, 0 for every core");
-  try {
+  return cli::run_reporting_errors([&] {
     if (!modes_text.empty()) o.modes = tune::parse_modes(modes_text, {});
     tune::tuned_name(o.out);
     tune::run_tune(o);
     return 0;
-  } catch (const NoGpuError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 3;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -316,10 +316,11 @@ TuneResult run_tune(const TuneOptions& o) {
       o.journal.empty() ? (std::filesystem::path(o.out).parent_path() / (name + ".journal.jsonl")).string() : o.journal;
   std::vector<std::string> start_entries;
   for (const BucketConfig& b : start.buckets) start_entries.push_back(entry_text(b));
+  const nlohmann::ordered_json model_json = config_json(model, model.name, "");
   const json header = {{"journal", "megamoe-tune/1"},
                        {"config", model.name},
-                       {"model", json::parse(config_json(model, model.name, "")["model"].dump())},
-                       {"activation", json::parse(config_json(model, model.name, "")["activation"].dump())},
+                       {"model", json::parse(model_json["model"].dump())},
+                       {"activation", json::parse(model_json["activation"].dump())},
                        {"start", start_entries},
                        {"device", dev.name()},
                        {"buckets", buckets},
