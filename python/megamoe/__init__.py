@@ -105,7 +105,8 @@ def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=No
 
 
 def tune(config, out, *, start=None, buckets=None, minutes=None, journal=None, pairs=10, min_gain=0.005,
-         fp8_resident=True, fp8_wire=True, search_modes=True, modes=None, seed=123, jobs=None, progress=True):
+         fp8_resident=True, fp8_wire=True, search_modes=True, modes=None, seed=123, jobs=None, world=1,
+         transport="loopback", progress=True):
     """A tuned bucket table for a config's model on GPU 0, as megamoe-tune makes it (docs/tools.md):
     writes `out` (NAME.json, a config named NAME that megamoe.Layer(out) takes), NAME.report.txt
     and the journal NAME.journal.jsonl beside it. start: another config whose table to start from
@@ -113,12 +114,15 @@ def tune(config, out, *, start=None, buckets=None, minutes=None, journal=None, p
     bound on the search; journal: another journal path (a run with the same journal resumes);
     pairs, min_gain: replays per comparison and the least gain that replaces an incumbent;
     fp8_resident, fp8_wire, search_modes=False: leave those knobs as the start has them; modes:
-    "x=row,h=static,wire=bf16" to take those table-wide modes instead of searching them. Prints its
-    progress unless progress=False (or calls progress(line) when it is callable).
+    "x=row,h=static,wire=bf16" to take those table-wide modes instead of searching them; world
+    (2 to 16): also search each bucket's dispatch knobs on that many ranks of this process, over
+    transport "loopback" (every rank on GPU 0) or "peer" (rank r on GPU r). Prints its progress
+    unless progress=False (or calls progress(line) when it is callable).
 
     Returns a dict: config (the path), name, modes, rows (per bucket: bucket, rows_per_expert,
-    start, tuned, runner_up, start_ms, tuned_ms, runner_up_ms, timed, pruned, note), report (its
-    text), seconds, compile_seconds, kernels_compiled, cut_short. Raises NoGpuError without a GPU,
+    start, tuned, runner_up, start_ms, tuned_ms, runner_up_ms, timed, pruned, note),
+    dispatch_rows (world above 1, per bucket: bucket, tokens, start, tuned, runner_up, start_ms,
+    tuned_ms, runner_up_ms, timed, note), report (its text), seconds, compile_seconds, kernels_compiled, cut_short. Raises NoGpuError without a GPU,
     ConfigError or megamoe.Error naming what is wrong, and what the progress callback raises."""
     if progress is True:
         def progress(line):
@@ -127,9 +131,17 @@ def tune(config, out, *, start=None, buckets=None, minutes=None, journal=None, p
         progress = None
     if minutes is not None and not minutes > 0:
         raise ValueError(f"megamoe.tune: minutes = {minutes!r}, expected a number above 0 (or None: no bound)")
+    if not (isinstance(world, int) and 1 <= world <= 16):
+        raise ValueError(f"megamoe.tune: world = {world!r}, expected an int from 1 to 16")
+    if transport not in ("loopback", "peer"):
+        raise ValueError(f"megamoe.tune: transport = {transport!r}, expected 'loopback' or 'peer'")
+    # Loopback ranks' streams on queues of their own; the driver reads it at the first CUDA call, so a
+    # process that used CUDA before keeps its value (the group then warns where it is too low).
+    _os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
     return _megamoe.tune(str(config), str(out), str(start or ""), [int(b) for b in (buckets or [])],
                          float(minutes or 0), str(journal or ""), int(pairs), float(min_gain), bool(fp8_resident),
-                         bool(fp8_wire), bool(search_modes), str(modes or ""), int(seed), int(jobs or 0), progress)
+                         bool(fp8_wire), bool(search_modes), str(modes or ""), int(seed), int(jobs or 0), world,
+                         transport, progress)
 
 
 def quantize_mxfp4(values):

@@ -110,8 +110,10 @@ nb::ndarray<nb::numpy, float> dequantize_mxfp4(HostBytes packed, HostBytes scale
 // megamoe-tune's search (tools/tune/tuner.hpp) on GPU 0; progress(line) for each line it prints.
 nb::dict run_tuner(const std::string& config, const std::string& out, const std::string& start, const std::vector<int>& buckets,
               double minutes, const std::string& journal, int pairs, double min_gain, bool fp8_resident, bool fp8_wire,
-              bool search_modes, const std::string& modes, std::uint64_t seed, int jobs, nb::object progress) {
+              bool search_modes, const std::string& modes, std::uint64_t seed, int jobs, int world,
+              const std::string& transport, nb::object progress) {
   tune::TuneOptions o;
+  o.world = world, o.transport = transport_from_name(transport);
   o.config = config, o.out = out, o.start = start, o.buckets = buckets, o.minutes = minutes, o.journal = journal;
   o.pairs = pairs, o.min_gain = min_gain, o.seed = seed, o.threads = jobs;
   o.space.fp8_resident = fp8_resident, o.space.fp8_wire = fp8_wire, o.space.modes = search_modes;
@@ -153,7 +155,16 @@ nb::dict run_tuner(const std::string& config, const std::string& out, const std:
     d["note"] = b.note;
     rows.append(d);
   }
+  nb::list dispatch_rows;
+  for (const tune::DispatchReport& b : r.dispatch_rows) {
+    nb::dict d;
+    d["bucket"] = b.bucket, d["tokens"] = b.tokens, d["start"] = b.start, d["tuned"] = b.tuned;
+    d["runner_up"] = b.runner_up, d["start_ms"] = b.start_ms, d["tuned_ms"] = b.tuned_ms;
+    d["runner_up_ms"] = b.runner_up_ms, d["timed"] = b.timed, d["note"] = b.note;
+    dispatch_rows.append(d);
+  }
   nb::dict d;
+  d["dispatch_rows"] = dispatch_rows;
   d["config"] = out, d["name"] = r.tuned.name, d["modes"] = tune::to_string(r.modes), d["rows"] = rows;
   d["report"] = r.report, d["seconds"] = r.seconds, d["compile_seconds"] = r.compile_seconds;
   d["kernels_compiled"] = r.kernels_compiled, d["cut_short"] = r.cut_short;
@@ -358,7 +369,7 @@ NB_MODULE(_megamoe, m) {
   m.def("quantize_mxfp4", &quantize_mxfp4, "values"_a);
   m.def("dequantize_mxfp4", &dequantize_mxfp4, "packed"_a, "scales"_a);
   m.def("tune", &run_tuner, "config"_a, "out"_a, "start"_a, "buckets"_a, "minutes"_a, "journal"_a, "pairs"_a, "min_gain"_a,
-        "fp8_resident"_a, "fp8_wire"_a, "search_modes"_a, "modes"_a, "seed"_a, "jobs"_a, "progress"_a.none());
+        "fp8_resident"_a, "fp8_wire"_a, "search_modes"_a, "modes"_a, "seed"_a, "jobs"_a, "world"_a, "transport"_a, "progress"_a.none());
   m.def("precompile", &precompile, "config"_a, "buckets"_a, "arch"_a, "path"_a, "world"_a, "jobs"_a, "progress"_a.none());
 
   nb::class_<PyRuntime>(m, "Runtime")

@@ -92,6 +92,18 @@ def test_tune_writes_a_config_that_a_layer_runs_within_the_bar(ex, tmp_path):
     assert not layer.take_errors().any()
 
 
+def test_tune_over_two_loopback_ranks_reports_the_dispatch_knobs(tmp_path):
+    """megamoe.tune(world=2) on the small config (8 experts, keyed at 8 a rank): bucket 64 is
+    taken by 32 tokens a rank at world 2, and its dispatch knobs are timed there."""
+    r = megamoe.tune(SMALL_CONFIG, tmp_path / "small_ep.json", buckets=[64], pairs=3, search_modes=False,
+                     fp8_wire=False, fp8_resident=False, world=2, progress=False)
+    (row,) = r["dispatch_rows"]
+    assert row["bucket"] == 64 and row["tokens"] == 32
+    assert row["timed"] > 0 and row["tuned_ms"] > 0 and row["start_ms"] > 0
+    assert row["tuned"].startswith("dispatch ")
+    assert "dispatch over 2 ranks (loopback)" in r["report"]
+
+
 def test_tune_raises_what_its_progress_callback_raises(tmp_path):
     class Stop(Exception):
         pass

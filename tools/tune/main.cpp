@@ -1,5 +1,6 @@
 // megamoe-tune: a tuned bucket table for a model's config, in one GPU run (docs/tools.md).
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
@@ -13,7 +14,8 @@ using namespace megamoe;
 namespace {
 
 constexpr const char* kTool = "megamoe-tune";
-const char* kUsage = R"(usage: megamoe-tune --config NAME --out FILE.json [--from CONFIG] [--world 1] [--buckets LIST]
+const char* kUsage = R"(usage: megamoe-tune --config NAME --out FILE.json [--from CONFIG] [--world W]
+                    [--transport loopback|peer] [--buckets LIST]
                     [--minutes M] [--journal FILE] [--pairs N] [--min-gain G] [--no-fp8-resident]
                     [--no-fp8-wire] [--no-modes] [--modes M] [--seed S] [-j N]
                     [--compile-only [--arch A]]
@@ -28,7 +30,11 @@ against the tuned one's (side by side), their ratio, and the runner-up.
      fp8_resident; then the tiles again where it changed), a coordinate search in which each
      candidate is timed beside the incumbent (graph replays in turn, medians) and replaces it
      where it is faster by --min-gain;
-  3. the starting entry beside the tuned one, for the report.
+  3. the starting entry beside the tuned one, for the report;
+  4. with --world W above 1: per bucket, the dispatch knobs (blocks 8..128, persistent, stride
+     1, 2, 4), each candidate timed on W ranks of this process beside the incumbent (every
+     rank's calls replayed together, the slowest rank's time), at the tokens a rank passes
+     where the bucket is taken at that world.
 Candidates that the shape contract refuses are pruned, never compiled; every candidate's kernels
 are compiled ahead on every core through the kernel cache; timing starts once the card holds its
 sustained clock. A bucket b is timed as b tokens on the experts a rank holds where the table's
@@ -39,9 +45,12 @@ buckets not listed keep the starting table's entries, with the modes chosen.
   --out FILE.json  the tuned config (a config's name is its file's: FILE of [a-z0-9_])
   --from CONFIG    start from CONFIG's bucket table (default: the config's own); the knobs not
                    searched (dispatch, bounds_check) stay the config's own
-  --world W        1 (the table's tiles follow the rows per expert, so one table serves every
-                   world; the dispatch knobs, read only over several ranks, need ranks on GPUs of
-                   their own to be timed, and are not searched)
+  --world W        1 (default): the tiles and modes only (they follow the rows per expert, so
+                   one table serves every world); 2..16: also the dispatch knobs, which only a
+                   group reads, timed on W ranks (the world must divide the model's experts)
+  --transport T    the group's ranks with --world: loopback (default: every rank on GPU 0,
+                   each on its share of the SMs, so the knobs suit that rather than ranks on
+                   GPUs of their own) or peer (rank r on GPU r, W GPUs with peer access)
   --buckets LIST   the buckets to time (default 1,2,4,...,8192)
   --minutes M      stop searching after M minutes (buckets left keep their incumbents; the
                    journal lets a later run go on)
@@ -64,8 +73,7 @@ Exit status: 0 on success, 1 on error, 2 on bad usage, 3 when no GPU is present.
 
 int main(int argc, char** argv) {
   tune::TuneOptions o;
-  int world = 1;
-  std::string modes_text;
+  std::string modes_text, transport = "loopback";
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
@@ -75,7 +83,8 @@ int main(int argc, char** argv) {
     } else if (s == "--config") o.config = value();
     else if (s == "--out") o.out = value();
     else if (s == "--from") o.start = value();
-    else if (s == "--world") world = int(cli::parse_int(kTool, s, value()));
+    else if (s == "--world") o.world = int(cli::parse_int(kTool, s, value()));
+    else if (s == "--transport") transport = value();
     else if (s == "--buckets")
       for (std::int64_t b : cli::parse_int_list(kTool, s, value())) o.buckets.push_back(int(b));
     else if (s == "--minutes")
@@ -95,11 +104,11 @@ int main(int argc, char** argv) {
   }
   if (o.config.empty()) cli::usage_error(kTool, "--config NAME is required");
   if (o.out.empty()) cli::usage_error(kTool, "--out FILE.json is required");
-  if (world != 1)
-    cli::usage_error(kTool, fmt::format("--world {}: only 1 is searched (the table's tiles follow the rows per expert "
-                                        "and serve every world size; the dispatch knobs need ranks on GPUs of their "
-                                        "own to be timed)",
-                                        world));
+  if (o.world < 1 || o.world > 16) cli::usage_error(kTool, fmt::format("--world {}: expected 1 to 16", o.world));
+  if (transport != "loopback" && transport != "peer")
+    cli::usage_error(kTool, "--transport " + transport + ": expected loopback or peer (the ranks run in this process)");
+  o.transport = transport_from_name(transport);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // loopback ranks' streams on queues of their own (docs/ep.md)
   if (o.pairs < 3) cli::usage_error(kTool, "--pairs must be at least 3");
   if (o.threads < 0) cli::usage_error(kTool, "-j expects a count of threads, 0 for every core");
   return cli::run_reporting_errors([&] {

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/input_sets.hpp"
 #include "megamoe/megamoe.hpp"
@@ -25,6 +26,9 @@ class CapturedCalls {
   Device* dev_ = nullptr;
   GraphHandle graph_ = nullptr;
 };
+
+// The median of `v` (the upper one of an even count).
+double median(std::vector<double> v);
 
 struct PairTimes {
   double incumbent_ms = 0, candidate_ms = 0;  // medians, per call

@@ -75,6 +75,11 @@ std::string tactic_label(const BucketConfig& b) {
                      to_string(b.h_scale), b.combine_wire == CombineWire::bf16 ? "bf16" : "fp8");
 }
 
+std::string dispatch_label(const BucketConfig& b) {
+  return fmt::format("dispatch {} stride {}{}", b.dispatch.cus, b.dispatch.stride,
+                     b.dispatch.persistent ? " persistent" : "");
+}
+
 json config_json(const Config& c, const std::string& name, const std::string& description) {
   std::map<std::string, int> count;  // the most common entry (the smallest bucket's among equals) is the default
   for (const BucketConfig& b : c.buckets) ++count[entry_text(b)];

@@ -15,6 +15,8 @@ nlohmann::ordered_json entry_json(const BucketConfig& b);
 std::string entry_text(const BucketConfig& b);
 // The knobs a bucket's kernels read, short: "s1 176x128 s2 160x128 mxfp4 x row h static wire bf16".
 std::string tactic_label(const BucketConfig& b);
+// The dispatch knobs, short: "dispatch 64 stride 1" (", persistent" where they are).
+std::string dispatch_label(const BucketConfig& b);
 
 // The bucket entry of `bucket` from entry_text's text, read through the schema (so a journal's
 // entry meets the contract for `config` as a config file's would).

@@ -126,6 +126,12 @@ double busiest_rows_per_expert(const Config& config, int bucket) {
   return std::min(double(bucket), mean + 3 * std::sqrt(mean * (1 - p)));
 }
 
+std::int64_t tokens_at_world(const Config& model, int world, int bucket) {
+  const Config c = config_for_world(model, world);  // refuses a world that does not divide the experts
+  const std::int64_t tokens = std::int64_t(bucket) * c.model.experts_per_rank / c.keys_experts_per_rank;
+  return tokens >= 1 && c.table_key(tokens) == bucket ? tokens : 0;
+}
+
 std::vector<int> token_tiles(const Config& config, int bucket) {
   const int top = std::min(int(kHopperMaxBm), int(std::ceil(busiest_rows_per_expert(config, bucket) / 16)) * 16 + 16);
   std::vector<int> tiles;
@@ -139,6 +145,9 @@ std::string_view to_string(Knob k) {
     case Knob::stage1: return "stage1";
     case Knob::stage2: return "stage2";
     case Knob::weights: return "weights";
+    case Knob::dispatch_blocks: return "dispatch blocks";
+    case Knob::dispatch_persistent: return "dispatch persistent";
+    case Knob::dispatch_stride: return "dispatch stride";
   }
   return "?";
 }
@@ -149,7 +158,8 @@ std::vector<BucketConfig> candidates(const Config& config, const BucketConfig& i
   auto consider = [&](const BucketConfig& b) {
     if (b.stage1.token_tile == incumbent.stage1.token_tile && b.stage1.weight_tile == incumbent.stage1.weight_tile &&
         b.stage2.token_tile == incumbent.stage2.token_tile && b.stage2.weight_tile == incumbent.stage2.weight_tile &&
-        b.weights == incumbent.weights)
+        b.weights == incumbent.weights && b.dispatch.cus == incumbent.dispatch.cus &&
+        b.dispatch.persistent == incumbent.dispatch.persistent && b.dispatch.stride == incumbent.dispatch.stride)
       return;  // the incumbent itself
     std::string why;
     if (allowed(config, b, &why)) out.push_back(b);
@@ -159,6 +169,18 @@ std::vector<BucketConfig> candidates(const Config& config, const BucketConfig& i
     if (space.fp8_resident)
       consider(with_weights(config, incumbent, incumbent.weights == WeightSource::fp8_resident ? WeightSource::mxfp4
                                                                                               : WeightSource::fp8_resident));
+    return out;
+  }
+  if (knob == Knob::dispatch_blocks || knob == Knob::dispatch_persistent || knob == Knob::dispatch_stride) {
+    BucketConfig b = incumbent;
+    if (knob == Knob::dispatch_persistent) {
+      b.dispatch.persistent = !incumbent.dispatch.persistent;
+      consider(b);
+    } else if (knob == Knob::dispatch_blocks) {
+      for (int blocks : kDispatchBlocks) b.dispatch.cus = blocks, consider(b);
+    } else {
+      for (int stride : kDispatchStrides) b.dispatch.stride = stride, consider(b);
+    }
     return out;
   }
   for (int weight_tile : {128, 256})

@@ -3,8 +3,10 @@
 // a candidate the config would refuse is never compiled or timed).
 //   table-wide: x_scale, h_scale and the combine wire (over several ranks every bucket must take
 //               the same: docs/layer.md), chosen once for the whole table;
-//   per bucket: each stage's token tile and weight tile, and the weight source.
+//   per bucket: each stage's token tile and weight tile, and the weight source; over several
+//               ranks also the dispatch knobs (blocks, persistent, stride), timed on the group.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,7 +59,7 @@ double busiest_rows_per_expert(const Config& config, int bucket);
 // whole weight slice).
 std::vector<int> token_tiles(const Config& config, int bucket);
 
-enum class Knob { stage1, stage2, weights };
+enum class Knob { stage1, stage2, weights, dispatch_blocks, dispatch_persistent, dispatch_stride };
 std::string_view to_string(Knob k);
 
 struct Pruned {
@@ -68,9 +70,22 @@ struct Pruned {
 // The entries that differ from `incumbent` in `knob` alone, each passing the shape contract for
 // `config` (those that fail go to `pruned` with the contract's reason). stage1 / stage2: every
 // token tile of token_tiles() with weight tiles 128 and 256; weights: the other weight source,
-// its tiles narrowed (none where space.fp8_resident is off: the source stays the start's).
+// its tiles narrowed (none where space.fp8_resident is off: the source stays the start's);
+// dispatch_blocks: kDispatchBlocks; dispatch_persistent: the other setting; dispatch_stride:
+// kDispatchStrides.
 std::vector<BucketConfig> candidates(const Config& config, const BucketConfig& incumbent, Knob knob,
                                      const SpaceOptions& space, std::vector<Pruned>* pruned = nullptr);
+
+// The dispatch knobs' values worth timing: blocks that send (the kernels round them up to whole
+// clusters and cap them at the grid, so a value past the grid times as the grid), and tokens a
+// warp sends per step.
+inline constexpr int kDispatchBlocks[] = {8, 16, 32, 64, 96, 128};
+inline constexpr int kDispatchStrides[] = {1, 2, 4};
+
+// Tokens a rank passes in a call that takes table key `bucket` at `world` (each rank holding
+// model.experts / world experts): the most that key covers, or 0 where no call takes it (a key
+// below what one token gives, such as bucket 1 of Kimi-K3's table at EP16).
+std::int64_t tokens_at_world(const Config& model, int world, int bucket);
 
 // Whether `b` passes the contract for `config`; the reason where it does not.
 bool allowed(const Config& config, const BucketConfig& b, std::string* why = nullptr);

@@ -44,8 +44,9 @@ TuneJournal::TuneJournal(std::string path, const json& header) : path_(std::move
             PairTimes{j.at("incumbent_ms").get<double>(), j.at("candidate_ms").get<double>(), j.at("ratio").get<double>()};
       else if (kind == "modes")
         modes_ = j.at("modes").get<std::string>();
-      else if (kind == "bucket")
-        done_[j.at("bucket").get<int>()] = BucketRecord{j.at("entry").get<std::string>(), j.at("report")};
+      else if (kind == "bucket" || kind == "dispatch")
+        (kind == "bucket" ? done_ : dispatch_done_)[j.at("bucket").get<int>()] =
+            BucketRecord{j.at("entry").get<std::string>(), j.at("report")};
     }
     if (kept < text.size()) std::filesystem::resize_file(path_, kept);
     if (kept && text[kept - 1] != '\n') std::ofstream(path_, std::ios::app) << "\n";
@@ -82,6 +83,17 @@ std::optional<BucketRecord> TuneJournal::bucket(int bucket) const {
 void TuneJournal::add_bucket(int bucket, const BucketRecord& r) {
   done_[bucket] = r;
   append({{"kind", "bucket"}, {"bucket", bucket}, {"entry", r.entry}, {"report", r.report}});
+}
+
+std::optional<BucketRecord> TuneJournal::dispatch_bucket(int bucket) const {
+  auto it = dispatch_done_.find(bucket);
+  if (it == dispatch_done_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TuneJournal::add_dispatch_bucket(int bucket, const BucketRecord& r) {
+  dispatch_done_[bucket] = r;
+  append({{"kind", "dispatch"}, {"bucket", bucket}, {"entry", r.entry}, {"report", r.report}});
 }
 
 void TuneJournal::append(const json& line) {

@@ -2,7 +2,7 @@
 // that a run cut short resumes where it stopped. The first line names what was tuned (config,
 // starting table, device, search space); a journal of another run is refused, naming the field
 // that differs. A pair of entries timed at a bucket is not timed again; a bucket whose search
-// ended is not searched again.
+// (of the tiles, or of the dispatch knobs over several ranks) ended is not searched again.
 #pragma once
 #include <fstream>
 #include <map>
@@ -41,6 +41,10 @@ class TuneJournal {
   std::optional<BucketRecord> bucket(int bucket) const;
   void add_bucket(int bucket, const BucketRecord& r);
 
+  // A bucket whose dispatch knobs were searched over several ranks (after its tiles).
+  std::optional<BucketRecord> dispatch_bucket(int bucket) const;
+  void add_dispatch_bucket(int bucket, const BucketRecord& r);
+
  private:
   void append(const nlohmann::json& line);
 
@@ -48,7 +52,7 @@ class TuneJournal {
   std::ofstream out_;
   std::map<std::tuple<int, std::string, std::string>, PairTimes> pairs_;
   std::optional<std::string> modes_;
-  std::map<int, BucketRecord> done_;
+  std::map<int, BucketRecord> done_, dispatch_done_;
 };
 
 }  // namespace megamoe::tune

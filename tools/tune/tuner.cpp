@@ -17,7 +17,10 @@
 #include "jit/diagnostics.hpp"
 #include "jit/precompile.hpp"
 #include "megamoe/megamoe.hpp"
+#include "interface/kernel_constants.cuh"
+#include "tune/group_timer.hpp"
 #include "tune/pair_timer.hpp"
+#include "weights/prepare_weights.hpp"
 #include "tune/table_json.hpp"
 #include "tune/tune_journal.hpp"
 
@@ -134,13 +137,13 @@ class Search {
 // line of progress; returns how many were compiled (not found in the cache) and the seconds.
 std::pair<int, double> compile_ahead(const Config& per_rank, const std::vector<BucketConfig>& entries,
                                      const std::string& arch, int threads, const std::string& what,
-                                     const std::function<void(const std::string&)>& print) {
+                                     const std::function<void(const std::string&)>& print, int world = 1) {
   const auto t0 = Clock::now();
   KernelBuilder& builder = shared_kernel_builder(BackendKind::cuda, arch);
   std::vector<PrecompileJob> jobs;
   std::set<std::string> keys;
   for (const BucketConfig& e : entries)
-    for (const KernelSpec& spec : kernels_for_bucket(per_rank, e, KernelPath::hopper, 1)) {
+    for (const KernelSpec& spec : kernels_for_bucket(per_rank, e, KernelPath::hopper, world)) {
       PlannedKernel p = builder.plan(spec);
       if (keys.insert(p.key.hex).second) jobs.push_back({std::move(p), {e.bucket}, {}, {}});
     }
@@ -157,6 +160,188 @@ std::pair<int, double> compile_ahead(const Config& per_rank, const std::vector<B
       throw Error(fmt::format("megamoe-tune: kernel {} failed to compile: {}", j.planned.rendered.name, j.error));
   return {compiled, seconds_since(t0)};
 }
+
+// Phase 4's part: the dispatch knobs of each bucket listed, timed on `world` ranks of this process.
+class DispatchSearch {
+ public:
+  DispatchSearch(const TuneOptions& o, const Config& model, TuneJournal& journal, Clock::time_point t0,
+                 const std::function<void(const std::string&)>& print)
+      : o_(o), model_(model), journal_(journal), t0_(t0), print_(print),
+        group_(fmt::format("world {} ({})", o.world, to_string(o.transport))),
+        key_prefix_(fmt::format("world {} {}: ", o.world, to_string(o.transport))) {}
+
+  // Searches `tuned`'s entries at `buckets` in place; the rows go to res.
+  void run(Config& tuned, const std::vector<int>& buckets, const std::string& arch, TuneResult& res) {
+    Config table = model_;
+    table.buckets = tuned.buckets;
+    std::vector<std::pair<int, std::int64_t>> plan;  // bucket, tokens a rank
+    for (int b : buckets) {
+      if (const std::int64_t t = tokens_at_world(table, o_.world, b)) {
+        plan.push_back({b, t});
+        continue;
+      }
+      DispatchReport r;
+      r.bucket = b, r.start = r.tuned = dispatch_label(tuned.buckets[bucket_index(b)]);
+      r.note = fmt::format("not searched: no call at {} takes this key (one token a rank takes a larger one)", group_);
+      print_(fmt::format("dispatch bucket {:>5}: {}", b, r.note));
+      res.dispatch_rows.push_back(r);
+    }
+    if (plan.empty()) return;
+    std::int64_t max_tokens = 0;
+    std::vector<BucketConfig> loaded;  // a group for calls up to max_tokens loads every key up to the largest
+    for (auto [b, t] : plan) max_tokens = std::max(max_tokens, t);
+    for (const BucketConfig& e : table.buckets)
+      if (e.bucket <= plan.back().first) loaded.push_back(e);
+    auto [n, s] = compile_ahead(table, loaded, arch, o_.threads, group_, print_, o_.world);
+    res.kernels_compiled += n, res.compile_seconds += s;
+
+    // The weights once, on each rank's device; every group of the search reads them.
+    const Config resolved = config_for_world(table, o_.world);
+    const int per_rank = resolved.model.experts_per_rank;
+    std::vector<std::unique_ptr<Device>> opened;
+    std::vector<Device*> devices;
+    for (int r = 0; r < o_.world; ++r) {
+      if (o_.transport != Transport::loopback || r == 0) opened.push_back(open_device(BackendKind::cuda, r));
+      devices.push_back(opened.back().get());
+    }
+    RankWeights weights;
+    {
+      const Mxfp4ExpertWeights all = workload::random_group_weights(resolved.model, o_.world, o_.seed);
+      for (int r = 0; r < o_.world; ++r)
+        weights.push_back(prepare_weights(*devices[r], resolved, KernelPath::hopper, int(max_tokens),
+                                          workload::slice_experts(all, r * per_rank, per_rank)));
+    }
+    print_(fmt::format("dispatch: {} ranks of {} experts each, {}{}", o_.world, per_rank, group_,
+                       o_.transport == Transport::loopback
+                           ? "; the ranks share GPU 0, each on its share of the SMs: the knobs are tuned for that, "
+                             "not for ranks on GPUs of their own (--transport peer)"
+                           : ""));
+    bool warmed = false;
+    for (auto [b, tokens] : plan) {
+      BucketConfig& slot = tuned.buckets[bucket_index(b)];
+      table.buckets = tuned.buckets;
+      if (auto done = journal_.dispatch_bucket(b)) {
+        slot = entry_from_text(table, b, done->entry);
+        res.dispatch_rows.push_back(report_from_json(done->report));
+        print_(fmt::format("dispatch bucket {:>5}: {} (resumed from the journal)", b, dispatch_label(slot)));
+        continue;
+      }
+      DispatchReport r;
+      r.bucket = b, r.tokens = tokens, r.start = dispatch_label(slot);
+      if (out_of_time()) {
+        res.cut_short = true;
+        r.tuned = r.start, r.note = "not searched: the --minutes bound was reached";
+        print_(fmt::format("dispatch bucket {:>5}: {} ({})", b, r.tuned, r.note));
+        res.dispatch_rows.push_back(r);
+        continue;
+      }
+      search_bucket(table, slot, devices, weights, r, res, warmed);
+      warmed = true;
+      res.dispatch_rows.push_back(r);
+    }
+  }
+
+ private:
+  struct GroupSide {
+    BucketConfig entry;
+    Ranks ranks;
+    GroupCalls calls;  // destroyed before the ranks its graphs launch into
+  };
+
+  bool out_of_time() const { return o_.minutes > 0 && seconds_since(t0_) > o_.minutes * 60; }
+
+  // A group whose table is `table` with `entry` at its bucket, for calls of `tokens` tokens a rank;
+  // each rank holds twice the mean rows of uniform routing (at least 4096, at most the worst case)
+  // rather than the worst case, so that two groups fit beside the weights.
+  Ranks group(Config table, const BucketConfig& entry, std::int64_t tokens) const {
+    table.buckets[bucket_index(entry.bucket)] = entry;
+    RuntimeOptions r;
+    r.world = o_.world, r.transport = o_.transport, r.max_tokens = int(tokens), r.path = KernelPath::hopper;
+    const long long worst = (long long)o_.world * tokens * table.model.topk;
+    r.routed_rows_capacity = std::min(worst, std::max(2LL * tokens * table.model.topk, 4096LL));
+    return Runtime::create_ranks(table, r);
+  }
+
+  void search_bucket(const Config& table, BucketConfig& slot, const std::vector<Device*>& devices,
+                     const RankWeights& weights, DispatchReport& r, TuneResult& res, bool warmed) {
+    const auto tb = Clock::now();
+    GroupTimer timer(devices, config_for_world(table, o_.world).model, r.tokens, o_.seed);
+    auto side = [&](const BucketConfig& e) {
+      GroupSide s{e, group(table, e, r.tokens), {}};
+      s.calls = timer.capture(s.ranks, weights);
+      return s;
+    };
+    auto pair = [&](const GroupSide& inc, const BucketConfig& c) {
+      const std::string a = key_prefix_ + entry_text(inc.entry), b = key_prefix_ + entry_text(c);
+      if (auto t = journal_.pair(r.bucket, a, b)) return *t;
+      GroupSide cand = side(c);
+      const PairTimes t = timer.time_pair(inc.calls, cand.calls, o_.pairs);
+      journal_.add_pair(r.bucket, a, b, t);
+      return t;
+    };
+    GroupSide inc = side(slot);
+    timer.warm(inc.calls, warmed ? 0.3 : 3);  // the card idled while the weights were made
+    const BucketConfig first = slot;
+    std::vector<std::pair<BucketConfig, double>> timed;
+    bool cut = false;
+    for (Knob k : {Knob::dispatch_blocks, Knob::dispatch_persistent, Knob::dispatch_stride}) {
+      std::optional<BucketConfig> best;
+      double best_ratio = 1 - o_.min_gain;
+      for (const BucketConfig& c : candidates(table, inc.entry, k, o_.space)) {
+        if ((cut = out_of_time())) break;
+        const PairTimes t = pair(inc, c);
+        ++r.timed;
+        timed.push_back({c, t.candidate_ms});
+        if (t.ratio < best_ratio) best = c, best_ratio = t.ratio;
+      }
+      if (best) {
+        inc.calls = GroupCalls();
+        inc = side(*best);
+      }
+      if (cut) break;
+    }
+    slot = inc.entry;
+    r.tuned = dispatch_label(slot);
+    if (entry_text(first) == entry_text(slot)) {
+      r.start_ms = r.tuned_ms = timer.time_pair(inc.calls, inc.calls, o_.pairs).incumbent_ms;
+    } else {
+      const PairTimes t = pair(inc, first);
+      r.tuned_ms = t.incumbent_ms, r.start_ms = t.candidate_ms;
+    }
+    for (const auto& [e, ms] : timed)
+      if (entry_text(e) != entry_text(slot) && (r.runner_up_ms == 0 || ms < r.runner_up_ms))
+        r.runner_up_ms = ms, r.runner_up = dispatch_label(e);
+    res.cut_short |= cut;
+    if (cut) r.note = "searched in part: the --minutes bound was reached (a later run with the journal goes on)";
+    else journal_.add_dispatch_bucket(r.bucket, {entry_text(slot), report_json(r)});
+    print_(fmt::format("dispatch bucket {:>5} ({} tokens a rank): {}: {:.4f} ms, the start's {} {:.4f} ms ({:.3f}x); "
+                       "{} timed, {:.1f} s",
+                       r.bucket, r.tokens, r.tuned, r.tuned_ms, r.start, r.start_ms, r.start_ms / r.tuned_ms, r.timed,
+                       seconds_since(tb)));
+  }
+
+  static json report_json(const DispatchReport& r) {
+    return {{"bucket", r.bucket},     {"tokens", r.tokens},     {"start", r.start},
+            {"tuned", r.tuned},       {"runner_up", r.runner_up}, {"start_ms", r.start_ms},
+            {"tuned_ms", r.tuned_ms}, {"runner_up_ms", r.runner_up_ms}, {"timed", r.timed}};
+  }
+  static DispatchReport report_from_json(const json& j) {
+    DispatchReport r;
+    r.bucket = j.at("bucket"), r.tokens = j.at("tokens");
+    r.start = j.at("start"), r.tuned = j.at("tuned"), r.runner_up = j.at("runner_up");
+    r.start_ms = j.at("start_ms"), r.tuned_ms = j.at("tuned_ms"), r.runner_up_ms = j.at("runner_up_ms");
+    r.timed = j.at("timed");
+    r.note = "resumed from the journal";
+    return r;
+  }
+
+  const TuneOptions& o_;
+  const Config& model_;
+  TuneJournal& journal_;
+  Clock::time_point t0_;
+  const std::function<void(const std::string&)>& print_;
+  const std::string group_, key_prefix_;
+};
 
 double geometric_mean(const std::vector<double>& v) {
   double s = 0;
@@ -184,7 +369,7 @@ BucketReport report_from_json(const json& j) {
 }
 
 std::string report_text(const TuneResult& res, const std::string& model, const std::string& start,
-                        const std::string& device) {
+                        const std::string& device, int world, Transport transport) {
   std::string s = fmt::format(
       "megamoe-tune report: {} from {}'s table on {}, {} (modes: {})\n"
       "start_ms and tuned_ms: per call, median of interleaved graph replays side by side; start/tuned above 1: the "
@@ -199,6 +384,18 @@ std::string report_text(const TuneResult& res, const std::string& model, const s
                      r.runner_up_tactic.empty() ? "-" : r.runner_up_tactic,
                      r.runner_up_ms > 0 && r.tuned_ms > 0 ? fmt::format("{:.3f}", r.runner_up_ms / r.tuned_ms) : "-",
                      r.timed, r.pruned, r.note.empty() ? "" : "  (" + r.note + ")");
+  if (!res.dispatch_rows.empty()) {
+    s += fmt::format("dispatch over {} ranks ({}): per call, the slowest rank's time; tokens: a rank's in the calls "
+                     "timed\n",
+                     world, to_string(transport));
+    s += fmt::format("{:>6} {:>7} {:>10} {:>10} {:>12}  {:<34} {:<34} {:<34} {:>6}\n", "bucket", "tokens", "start_ms",
+                     "tuned_ms", "start/tuned", "start", "tuned", "runner-up", "timed");
+    for (const DispatchReport& r : res.dispatch_rows)
+      s += fmt::format("{:>6} {:>7} {:>10} {:>10} {:>12}  {:<34} {:<34} {:<34} {:>6}{}\n", r.bucket, r.tokens,
+                       fmt_ms(r.start_ms), fmt_ms(r.tuned_ms),
+                       r.tuned_ms > 0 ? fmt::format("{:.3f}", r.start_ms / r.tuned_ms) : "-", r.start, r.tuned,
+                       r.runner_up.empty() ? "-" : r.runner_up, r.timed, r.note.empty() ? "" : "  (" + r.note + ")");
+  }
   s += fmt::format("{:.0f} s in all, {:.0f} s of it compiling {} kernels{}\n", res.seconds, res.compile_seconds,
                    res.kernels_compiled, res.cut_short ? "; the --minutes bound cut the search short" : "");
   return s;
@@ -252,7 +449,12 @@ TuneResult run_tune(const TuneOptions& o) {
   if (o.pairs < 3) throw Error(fmt::format("megamoe-tune: pairs = {}, expected at least 3", o.pairs));
   if (!(o.min_gain >= 0 && o.min_gain < 0.5))
     throw Error(fmt::format("megamoe-tune: min_gain = {}, expected 0 to 0.5", o.min_gain));
+  if (o.world < 1 || o.world > kMaxWorld)
+    throw Error(fmt::format("megamoe-tune: world = {}, expected 1..{}", o.world, int(kMaxWorld)));
+  if (o.world > 1 && o.transport == Transport::ipc)
+    throw Error("megamoe-tune: transport ipc: the search runs the group's ranks in its own process (loopback or peer)");
   const Config model = load_config(o.config);
+  if (o.world > 1) config_for_world(model, o.world);  // refuses a world that does not divide the experts
   Config start = model;  // the starting table on the model, keyed as the model keys its table
   std::string start_name = model.name;
   if (!o.start.empty()) {
@@ -299,14 +501,20 @@ TuneResult run_tune(const TuneOptions& o) {
                                         o.arch, o.threads, "modes", print));
     add(compile_ahead(per_rank, tile_phase_entries(per_rank, start, buckets, o.modes.value_or(start_modes), o.space),
                       o.arch, o.threads, "tiles", print));
+    if (o.world > 1) {  // a rank's kernels for the starting table's keys (the tuned tiles are known only on the GPU)
+      std::vector<BucketConfig> entries;
+      for (const BucketConfig& e : start.buckets)
+        if (e.bucket <= buckets.back()) entries.push_back(with_modes(per_rank, e, o.modes.value_or(start_modes)));
+      add(compile_ahead(start, entries, o.arch, o.threads, fmt::format("world {}", o.world), print, o.world));
+    }
     res.seconds = seconds_since(t0);
     print(fmt::format("compiled {} kernels in {:.0f} s", res.kernels_compiled, res.seconds));
     return res;
   }
 
-  Bench bench(per_rank, o.space, buckets.back(), o.seed);
-  Device& dev = bench.device();
-  const std::string arch = dev.arch();
+  auto bench = std::make_unique<Bench>(per_rank, o.space, buckets.back(), o.seed);
+  Device& dev = bench->device();
+  const std::string arch = dev.arch(), device_name = dev.name();
   print(fmt::format("megamoe-tune: {} ({} experts a rank at the table's keys, {} / {}, top-{}) from {}'s table on {}, "
                     "Hopper path; buckets {}",
                     model.name, per_rank.model.experts, model.model.model_dim, model.model.inter_dim,
@@ -329,12 +537,14 @@ TuneResult run_tune(const TuneOptions& o) {
                        {"pairs", o.pairs},
                        {"min_gain", o.min_gain},
                        {"modes", o.modes ? json(to_string(*o.modes)) : json(nullptr)},
-                       {"seed", o.seed}};
+                       {"seed", o.seed},
+                       {"world", o.world},
+                       {"transport", to_string(o.transport)}};
   TuneJournal journal(journal_path, header);
   if (journal.resumed_pairs())
     print(fmt::format("journal {}: resuming ({} pairs timed, {} buckets done)", journal_path, journal.resumed_pairs(),
                       journal.resumed_buckets()));
-  Search search(o, per_rank, bench, journal, t0);
+  Search search(o, per_rank, *bench, journal, t0);
   TuneResult res;
   std::map<int, std::unique_ptr<PairTimer>> timers;  // a bucket's input sets, made once
   auto timer_for = [&](int b) -> PairTimer& {
@@ -488,6 +698,13 @@ TuneResult run_tune(const TuneOptions& o) {
                       seconds_since(tb)));
     res.rows.push_back(r);
   }
+  // 4. Over several ranks, the dispatch knobs, on groups of ranks (the world-1 bench freed first).
+  if (o.world > 1) {
+    timers.clear();
+    bench.reset();
+    DispatchSearch(o, model, journal, t0, print).run(tuned, buckets, arch, res);
+  }
+
   // 16384 and 32768 (no bench times them) take 8192's entry where it was timed and they were not:
   // their rows per expert are wider still, and the search's tiles there are already the widest.
   const bool above_from_8192 = buckets.back() == 8192;
@@ -502,8 +719,10 @@ TuneResult run_tune(const TuneOptions& o) {
   tuned.name = name;
   const std::string description = fmt::format(
       "{} (model: {}). Bucket table tuned by megamoe-tune on {} on {}, from {}'s table: buckets {} timed; modes {} "
-      "for every bucket{}.",
-      name, model.name, dev.name(), today(), start_name, fmt::join(buckets, ","), to_string(modes),
+      "for every bucket; {}{}.",
+      name, model.name, device_name, today(), start_name, fmt::join(buckets, ","), to_string(modes),
+      o.world > 1 ? fmt::format("dispatch knobs searched over {} ranks ({})", o.world, to_string(o.transport))
+                  : "dispatch as the start's (not searched: world 1)",
       above_from_8192 ? "; buckets 16384 and 32768 take 8192's entry (not timed)" : "");
   Config written = model;
   written.buckets = tuned.buckets;
@@ -514,7 +733,7 @@ TuneResult run_tune(const TuneOptions& o) {
   if (!(std::ofstream(tmp) << text)) throw Error(fmt::format("megamoe-tune: cannot write {}", tmp));
   std::filesystem::rename(tmp, o.out);  // whole or not at all
   res.seconds = seconds_since(t0);
-  res.report = report_text(res, model.name, start_name, dev.name());
+  res.report = report_text(res, model.name, start_name, device_name, o.world, o.transport);
   const std::string report_path = (std::filesystem::path(o.out).parent_path() / (name + ".report.txt")).string();
   if (!(std::ofstream(report_path) << res.report))
     throw Error(fmt::format("megamoe-tune: wrote {}, but cannot write its report {}", o.out, report_path));

@@ -3,7 +3,9 @@
 //      table's at every bucket listed, the best geometric mean taken;
 //   2. per bucket, a coordinate search over Stage1's tiles, Stage2's and the weight source (and the
 //      tiles again where the weights changed), each candidate timed beside the incumbent;
-//   3. the starting table's entry timed beside the tuned one, for the report.
+//   3. the starting table's entry timed beside the tuned one, for the report;
+//   4. over several ranks (world > 1), per bucket, the dispatch knobs (blocks, persistent, stride),
+//      each candidate timed on a group of ranks of this process beside the incumbent.
 // Every candidate's kernels are compiled ahead, in parallel, through the kernel cache; timing
 // starts once the card holds its sustained clock; a journal lets a run cut short resume.
 #pragma once
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "megamoe/config.hpp"
+#include "megamoe/ep.hpp"
 #include "tune/tactic_space.hpp"
 
 namespace megamoe::tune {
@@ -33,6 +36,8 @@ struct TuneOptions {
   std::optional<Modes> modes;  // the table-wide modes to take instead of searching them
   bool compile_only = false;   // no GPU: compile what the run would (the tiles under `modes`, or the start's), for arch
   std::string arch = "sm_90a";
+  int world = 1;  // above 1: phase 4 on `world` ranks of this process
+  Transport transport = Transport::loopback;  // loopback: every rank on GPU 0 (its share of the SMs); peer: rank r on GPU r
   std::function<void(const std::string&)> print;  // progress and the report, a line at a time (default stdout)
 };
 
@@ -46,10 +51,21 @@ struct BucketReport {
   std::string note;                   // "resumed", "not searched: ...", or empty
 };
 
+// Phase 4's row of a bucket: the dispatch knobs over several ranks.
+struct DispatchReport {
+  int bucket = 0;
+  std::int64_t tokens = 0;                // a rank's, in the calls timed (the most the key takes at the world)
+  std::string start, tuned, runner_up;    // dispatch_label()s; start: the tuned tiles' entry as phase 3 left it
+  double start_ms = 0, tuned_ms = 0, runner_up_ms = 0;  // per call, the slowest rank's
+  int timed = 0;
+  std::string note;
+};
+
 struct TuneResult {
   Config tuned;  // at world 1, as load_config(out) gives it
   Modes modes;
   std::vector<BucketReport> rows;
+  std::vector<DispatchReport> dispatch_rows;  // world > 1
   std::string report;  // the report's text (also written to NAME.report.txt)
   double seconds = 0, compile_seconds = 0;
   int kernels_compiled = 0;  // compiled in this run (not found in the cache)

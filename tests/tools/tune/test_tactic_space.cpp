@@ -1,7 +1,9 @@
 // megamoe-tune's tactic space: the tiles worth timing, the shape contract's pruning, the modes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "config/bucket_check.hpp"
 #include "interface/kernel_constants.cuh"
@@ -174,4 +176,53 @@ TEST_CASE("mode candidates: a static h only for a bounded activation; parse_mode
   CHECK_THROWS_WITH(parse_modes("x=col", {}), Catch::Contains("part 'x=col'"));
   CHECK_THROWS_WITH(parse_modes("x=row,x=block", {}), Catch::Contains("each of x, h and wire once"));
   CHECK_THROWS_WITH(parse_modes("", {}), Catch::Contains("expected x=block|row"));
+}
+
+TEST_CASE("dispatch candidates change one dispatch knob alone, over its listed values", "[tune]") {
+  const Config kimi = load_config("kimi_k3_a8w4");
+  const BucketConfig inc = kimi.bucket(512);
+  auto same_but_dispatch = [&](const BucketConfig& c) {
+    BucketConfig a = c, b = inc;
+    a.dispatch = b.dispatch = {};
+    return entry_text(a) == entry_text(b);
+  };
+  const auto blocks = candidates(kimi, inc, Knob::dispatch_blocks, {});
+  CHECK(blocks.size() == std::size(kDispatchBlocks) - (std::count(std::begin(kDispatchBlocks), std::end(kDispatchBlocks),
+                                                                    inc.dispatch.cus)));
+  for (const BucketConfig& c : blocks) {
+    CHECK(same_but_dispatch(c));
+    CHECK(c.dispatch.cus != inc.dispatch.cus);
+    CHECK(std::count(std::begin(kDispatchBlocks), std::end(kDispatchBlocks), c.dispatch.cus) == 1);
+    CHECK((c.dispatch.persistent == inc.dispatch.persistent && c.dispatch.stride == inc.dispatch.stride));
+  }
+  const auto persistent = candidates(kimi, inc, Knob::dispatch_persistent, {});
+  REQUIRE(persistent.size() == 1);
+  CHECK(same_but_dispatch(persistent[0]));
+  CHECK(persistent[0].dispatch.persistent != inc.dispatch.persistent);
+  CHECK(persistent[0].dispatch.cus == inc.dispatch.cus);
+  const auto strides = candidates(kimi, inc, Knob::dispatch_stride, {});
+  CHECK(strides.size() == std::size(kDispatchStrides) - 1);  // the shipped stride is one of them
+  for (const BucketConfig& c : strides) {
+    CHECK(same_but_dispatch(c));
+    CHECK(c.dispatch.stride != inc.dispatch.stride);
+    CHECK(c.dispatch.cus == inc.dispatch.cus);
+  }
+}
+
+TEST_CASE("tokens_at_world: the most tokens a rank passes where a key is taken at a world, 0 where none", "[tune]") {
+  const Config kimi = load_config("kimi_k3_a8w4");  // 896 experts, keys at 112 a rank (EP8)
+  REQUIRE(kimi.keys_experts_per_rank == 112);
+  for (int b : {1, 2, 64, 8192}) CHECK(tokens_at_world(kimi, 8, b) == b);
+  for (int b : {1, 2, 64, 8192}) CHECK(tokens_at_world(kimi, 4, b) == 2 * b);  // 224 experts a rank
+  CHECK(tokens_at_world(kimi, 16, 1) == 0);  // 56 experts a rank: one token already takes key 2
+  CHECK(tokens_at_world(kimi, 16, 2) == 1);
+  CHECK(tokens_at_world(kimi, 16, 1024) == 512);
+  for (int world : {2, 4, 8, 16})
+    for (int b = 1; b <= 8192; b *= 2)
+      if (const std::int64_t t = tokens_at_world(kimi, world, b)) {
+        const Config c = config_for_world(kimi, world);
+        CHECK(c.table_key(t) == b);
+        if (t < 32768) CHECK(c.table_key(t + 1) > b);  // the most (32768: the most a call passes)
+      }
+  CHECK_THROWS_AS(tokens_at_world(kimi, 3, 64), Error);  // 896 experts do not split over 3 ranks
 }

@@ -21,8 +21,10 @@ TEST_CASE("megamoe-tune --help and usage errors", "[cli][tune]") {
   CHECK_THAT(out, Catch::Contains("--config NAME is required"));
   CHECK(tune("--config kimi_k3_a8w4", out) == 2);
   CHECK_THAT(out, Catch::Contains("--out FILE.json is required"));
-  CHECK(tune("--config kimi_k3_a8w4 --out x.json --world 8", out) == 2);
-  CHECK_THAT(out, Catch::Contains("--world 8: only 1 is searched"));
+  CHECK(tune("--config kimi_k3_a8w4 --out x.json --world 17", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--world 17: expected 1 to 16"));
+  CHECK(tune("--config kimi_k3_a8w4 --out x.json --world 2 --transport ipc", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--transport ipc: expected loopback or peer"));
   CHECK(tune("--config kimi_k3_a8w4 --out x.json --minutes soon", out) == 2);
   CHECK_THAT(out, Catch::Contains("--minutes expects a number of minutes above 0, got 'soon'"));
   CHECK(tune("--config kimi_k3_a8w4 --out x.json --min-gain 0.7", out) == 2);
@@ -38,6 +40,8 @@ TEST_CASE("megamoe-tune --help and usage errors", "[cli][tune]") {
   CHECK(tune("--config kimi_k3_a8w4 --out x.json --buckets 3 --compile-only", out) == 1);
   CHECK_THAT(out, Catch::Contains("bucket 3: expected a power of two from 1 to 32768"));
   CHECK(tune("--config no_such_model --out x.json", out) == 1);
+  CHECK(tune("--config kimi_k3_a8w4 --out x.json --world 3 --compile-only", out) == 1);
+  CHECK_THAT(out, Catch::Contains("model.experts = 896 is not a multiple of world = 3"));
 }
 
 TEST_CASE("megamoe-tune without a GPU says so and exits 3", "[cli][tune]") {
@@ -73,4 +77,8 @@ TEST_CASE("megamoe-tune --compile-only builds the search's kernels for sm_90a in
   REQUIRE(test::run_command(env + "'" MEGAMOE_TUNE_EXE "' " + args, out) == 0);
   CHECK_THAT(out, Catch::Contains("compiled 0 kernels in"));
   CHECK(!std::filesystem::exists(dir.path() / "t.json"));  // nothing timed, nothing written
+  // With --world 2, a rank's kernels too (its route, dispatch, stages and combine differ).
+  REQUIRE(test::run_command(env + "'" MEGAMOE_TUNE_EXE "' " + args + " --world 2", out) == 0);
+  CHECK_THAT(out, Catch::Contains("compile (world 2): "));
+  CHECK_THAT(out, Catch::Matches("[\\s\\S]*compiled ([1-9][0-9]*) kernels in[\\s\\S]*"));
 }

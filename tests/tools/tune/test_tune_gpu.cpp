@@ -83,3 +83,61 @@ TEST_CASE("megamoe-tune: a small table tuned, written, checked by megamoe-run, r
     CHECK(tune::entry_text(b) == tune::entry_text(r.tuned.bucket(b.bucket)));
   CHECK(journal_lines() == before);
 }
+
+TEST_CASE("megamoe-tune --world 2: the dispatch knobs searched on loopback ranks, the config checked over them",
+          "[tune][gpu_tune]") {
+  test::TempDir dir;
+  tune::TuneOptions o;
+  o.config = test::write_config_variant(dir.path(), "small_padded_biases_x_row_h_static");  // 8 experts, keys at 8
+  o.buckets = {1, 64, 256};
+  o.out = (dir.path() / "small_ep.json").string();
+  o.pairs = 5;
+  o.space.modes = o.space.fp8_wire = o.space.fp8_resident = false;
+  o.world = 2;
+  std::vector<std::string> lines;
+  o.print = [&](const std::string& s) { lines.push_back(s); };
+  const tune::TuneResult r = tune::run_tune(o);
+  std::string all;
+  for (const std::string& s : lines) all += s + "\n";
+  INFO(all);
+
+  // At world 2 a rank holds 4 experts: key b is taken by b / 2 tokens a rank, and key 1 by none.
+  REQUIRE(r.dispatch_rows.size() == 3);
+  CHECK(r.dispatch_rows[0].bucket == 1);
+  CHECK_THAT(r.dispatch_rows[0].note, Catch::Contains("not searched"));
+  CHECK(r.dispatch_rows[0].timed == 0);
+  for (int i : {1, 2}) {
+    const tune::DispatchReport& row = r.dispatch_rows[i];
+    CHECK(row.tokens == row.bucket / 2);
+    CHECK(row.timed >= int(std::size(tune::kDispatchBlocks)));
+    CHECK(row.tuned_ms > 0);
+    CHECK(row.start_ms > 0);
+    CHECK(row.start == tune::dispatch_label(load_config(o.config).bucket(row.bucket)));
+    CHECK(row.tuned == tune::dispatch_label(r.tuned.bucket(row.bucket)));
+  }
+  CHECK_THAT(r.report, Catch::Contains("dispatch over 2 ranks (loopback)"));
+  std::ifstream written(o.out);
+  CHECK_THAT(std::string(std::istreambuf_iterator<char>(written), {}),
+             Catch::Contains("dispatch knobs searched over 2 ranks (loopback)"));
+
+  // The tuned config over two loopback ranks, checked against the references at those sizes.
+  std::string out;
+  const std::filesystem::path run =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "megamoe-run";
+  const int rc =
+      test::run_command("'" + run.string() + "' --config '" + o.out + "' --check --world 2 --bs 1,32,128", out);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK_THAT(out, Catch::Contains("PASS"));
+  CHECK_THAT(out, !Catch::Contains("FAIL"));
+
+  // Resumed: every dispatch bucket read back from the journal, the same table.
+  lines.clear();
+  o.out = (dir.path() / "small_ep_again.json").string();
+  o.journal = (dir.path() / "small_ep.journal.jsonl").string();
+  const tune::TuneResult again = tune::run_tune(o);
+  REQUIRE(again.dispatch_rows.size() == 3);
+  for (int i : {1, 2}) CHECK(again.dispatch_rows[i].note == "resumed from the journal");
+  for (const BucketConfig& b : again.tuned.buckets)
+    CHECK(tune::entry_text(b) == tune::entry_text(r.tuned.bucket(b.bucket)));
+}

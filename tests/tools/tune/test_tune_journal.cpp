@@ -23,6 +23,7 @@ TEST_CASE("the journal resumes: pairs, modes and finished buckets read back as w
     j.add_pair(64, "a", "b", {0.5, 0.75, 1.5});
     j.set_modes("x row, h static, wire bf16");
     j.add_bucket(512, {"{\"entry\":1}", {{"bucket", 512}, {"tuned_ms", 1.0}}});
+    j.add_dispatch_bucket(64, {"{\"entry\":2}", {{"bucket", 64}, {"tokens", 128}}});
   }
   TuneJournal j(path, header);
   CHECK(j.resumed_pairs() == 3);
@@ -39,7 +40,11 @@ TEST_CASE("the journal resumes: pairs, modes and finished buckets read back as w
   REQUIRE(j.bucket(512));
   CHECK(j.bucket(512)->entry == "{\"entry\":1}");
   CHECK(j.bucket(512)->report["tuned_ms"] == 1.0);
-  CHECK(!j.bucket(64));
+  CHECK(!j.bucket(64));  // its dispatch search is a record of its own
+  REQUIRE(j.dispatch_bucket(64));
+  CHECK(j.dispatch_bucket(64)->entry == "{\"entry\":2}");
+  CHECK(j.dispatch_bucket(64)->report["tokens"] == 128);
+  CHECK(!j.dispatch_bucket(512));
 }
 
 TEST_CASE("the journal refuses another run's, tolerates a last line cut short, and names a corrupt one", "[tune]") {
