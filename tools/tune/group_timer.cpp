@@ -69,13 +69,7 @@ double GroupTimer::replay_ms(const GroupCalls& calls) {
 }
 
 PairTimes GroupTimer::time_pair(const GroupCalls& incumbent, const GroupCalls& candidate, int pairs) {
-  replay_ms(incumbent), replay_ms(candidate);
-  std::vector<double> a, b;
-  for (int i = 0; i < pairs; ++i) a.push_back(replay_ms(incumbent)), b.push_back(replay_ms(candidate));
-  PairTimes t;
-  t.incumbent_ms = median(a) / calls(), t.candidate_ms = median(b) / calls();
-  t.ratio = t.candidate_ms / t.incumbent_ms;
-  return t;
+  return time_interleaved([&] { return replay_ms(incumbent); }, [&] { return replay_ms(candidate); }, pairs, calls());
 }
 
 void GroupTimer::warm(const GroupCalls& calls, double seconds) {

@@ -37,7 +37,7 @@ class GroupTimer {
   // capacity, since the timed calls must move every row).
   GroupCalls capture(Ranks& ranks, const RankWeights& weights);
 
-  // One warm-up replay of each, then `pairs` rounds of incumbent then candidate: medians per call.
+  // time_interleaved over the two groups' replays.
   PairTimes time_pair(const GroupCalls& incumbent, const GroupCalls& candidate, int pairs);
   void warm(const GroupCalls& calls, double seconds);
 

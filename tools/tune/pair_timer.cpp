@@ -65,14 +65,19 @@ double PairTimer::replay_ms(const CapturedCalls& calls) {
   return dev_.elapsed_ms(start_, stop_);
 }
 
-PairTimes PairTimer::time_pair(const CapturedCalls& incumbent, const CapturedCalls& candidate, int pairs) {
-  replay_ms(incumbent), replay_ms(candidate);
+PairTimes time_interleaved(const std::function<double()>& incumbent, const std::function<double()>& candidate,
+                           int pairs, int calls) {
+  incumbent(), candidate();
   std::vector<double> a, b;
-  for (int i = 0; i < pairs; ++i) a.push_back(replay_ms(incumbent)), b.push_back(replay_ms(candidate));
+  for (int i = 0; i < pairs; ++i) a.push_back(incumbent()), b.push_back(candidate());
   PairTimes t;
-  t.incumbent_ms = median(a) / calls(), t.candidate_ms = median(b) / calls();
+  t.incumbent_ms = median(a) / calls, t.candidate_ms = median(b) / calls;
   t.ratio = t.candidate_ms / t.incumbent_ms;
   return t;
+}
+
+PairTimes PairTimer::time_pair(const CapturedCalls& incumbent, const CapturedCalls& candidate, int pairs) {
+  return time_interleaved([&] { return replay_ms(incumbent); }, [&] { return replay_ms(candidate); }, pairs, calls());
 }
 
 double PairTimer::settle(const CapturedCalls& calls, double min_s, double max_s, std::string* how) {

@@ -4,6 +4,7 @@
 // any of it counts.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ struct PairTimes {
   double incumbent_ms = 0, candidate_ms = 0;  // medians, per call
   double ratio = 1;                           // candidate / incumbent: below 1 the candidate is faster
 };
+
+// One warm-up replay of each side, then `pairs` rounds of incumbent then candidate, each replay
+// timed by its function (ms): the medians per call (a replay runs `calls` calls) and their ratio.
+PairTimes time_interleaved(const std::function<double()>& incumbent, const std::function<double()>& candidate,
+                           int pairs, int calls);
 
 class PairTimer {
  public:

@@ -129,7 +129,7 @@ double busiest_rows_per_expert(const Config& config, int bucket) {
 std::int64_t tokens_at_world(const Config& model, int world, int bucket) {
   const Config c = config_for_world(model, world);  // refuses a world that does not divide the experts
   const std::int64_t tokens = std::int64_t(bucket) * c.model.experts_per_rank / c.keys_experts_per_rank;
-  return tokens >= 1 && c.table_key(tokens) == bucket ? tokens : 0;
+  return tokens >= 1 && tokens <= kMaxBucket && c.table_key(tokens) == bucket ? tokens : 0;
 }
 
 std::vector<int> token_tiles(const Config& config, int bucket) {

@@ -83,8 +83,9 @@ inline constexpr int kDispatchBlocks[] = {8, 16, 32, 64, 96, 128};
 inline constexpr int kDispatchStrides[] = {1, 2, 4};
 
 // Tokens a rank passes in a call that takes table key `bucket` at `world` (each rank holding
-// model.experts / world experts): the most that key covers, or 0 where no call takes it (a key
-// below what one token gives, such as bucket 1 of Kimi-K3's table at EP16).
+// model.experts / world experts): the most that key covers, or 0 where no call of 1 to
+// kMaxBucket tokens takes it (a key below what one token gives, such as bucket 1 of Kimi-K3's
+// table at EP16, or above what the most tokens give).
 std::int64_t tokens_at_world(const Config& model, int world, int bucket);
 
 // Whether `b` passes the contract for `config`; the reason where it does not.

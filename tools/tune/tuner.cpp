@@ -182,7 +182,7 @@ class DispatchSearch {
       }
       DispatchReport r;
       r.bucket = b, r.start = r.tuned = dispatch_label(tuned.buckets[bucket_index(b)]);
-      r.note = fmt::format("not searched: no call at {} takes this key (one token a rank takes a larger one)", group_);
+      r.note = fmt::format("not searched: no call of 1 to {} tokens a rank at {} takes this key", kMaxBucket, group_);
       print_(fmt::format("dispatch bucket {:>5}: {}", b, r.note));
       res.dispatch_rows.push_back(r);
     }

@@ -217,6 +217,8 @@ TEST_CASE("tokens_at_world: the most tokens a rank passes where a key is taken a
   CHECK(tokens_at_world(kimi, 16, 1) == 0);  // 56 experts a rank: one token already takes key 2
   CHECK(tokens_at_world(kimi, 16, 2) == 1);
   CHECK(tokens_at_world(kimi, 16, 1024) == 512);
+  CHECK(tokens_at_world(kimi, 2, 8192) == 32768);
+  CHECK(tokens_at_world(kimi, 2, 16384) == 0);  // 65536 tokens a rank: past what a call passes
   for (int world : {2, 4, 8, 16})
     for (int b = 1; b <= 8192; b *= 2)
       if (const std::int64_t t = tokens_at_world(kimi, world, b)) {
