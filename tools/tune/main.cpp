@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/cli.hpp"
+#include "interface/kernel_constants.cuh"
 #include "megamoe/megamoe.hpp"
 #include "tune/tuner.hpp"
 
@@ -104,7 +105,8 @@ int main(int argc, char** argv) {
   }
   if (o.config.empty()) cli::usage_error(kTool, "--config NAME is required");
   if (o.out.empty()) cli::usage_error(kTool, "--out FILE.json is required");
-  if (o.world < 1 || o.world > 16) cli::usage_error(kTool, fmt::format("--world {}: expected 1 to 16", o.world));
+  if (o.world < 1 || o.world > kMaxWorld)
+    cli::usage_error(kTool, fmt::format("--world {}: expected 1 to {}", o.world, int(kMaxWorld)));
   if (transport != "loopback" && transport != "peer")
     cli::usage_error(kTool, "--transport " + transport + ": expected loopback or peer (the ranks run in this process)");
   o.transport = transport_from_name(transport);

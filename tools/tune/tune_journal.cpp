@@ -74,26 +74,27 @@ void TuneJournal::set_modes(const std::string& modes) {
   append({{"kind", "modes"}, {"modes", modes}});
 }
 
-std::optional<BucketRecord> TuneJournal::bucket(int bucket) const {
-  auto it = done_.find(bucket);
-  if (it == done_.end()) return std::nullopt;
+namespace {
+std::optional<BucketRecord> record_of(const std::map<int, BucketRecord>& done, int bucket) {
+  auto it = done.find(bucket);
+  if (it == done.end()) return std::nullopt;
   return it->second;
 }
+}  // namespace
 
-void TuneJournal::add_bucket(int bucket, const BucketRecord& r) {
-  done_[bucket] = r;
-  append({{"kind", "bucket"}, {"bucket", bucket}, {"entry", r.entry}, {"report", r.report}});
-}
+std::optional<BucketRecord> TuneJournal::bucket(int bucket) const { return record_of(done_, bucket); }
 
-std::optional<BucketRecord> TuneJournal::dispatch_bucket(int bucket) const {
-  auto it = dispatch_done_.find(bucket);
-  if (it == dispatch_done_.end()) return std::nullopt;
-  return it->second;
-}
+std::optional<BucketRecord> TuneJournal::dispatch_bucket(int bucket) const { return record_of(dispatch_done_, bucket); }
+
+void TuneJournal::add_bucket(int bucket, const BucketRecord& r) { add_record("bucket", done_, bucket, r); }
 
 void TuneJournal::add_dispatch_bucket(int bucket, const BucketRecord& r) {
-  dispatch_done_[bucket] = r;
-  append({{"kind", "dispatch"}, {"bucket", bucket}, {"entry", r.entry}, {"report", r.report}});
+  add_record("dispatch", dispatch_done_, bucket, r);
+}
+
+void TuneJournal::add_record(const char* kind, std::map<int, BucketRecord>& done, int bucket, const BucketRecord& r) {
+  done[bucket] = r;
+  append({{"kind", kind}, {"bucket", bucket}, {"entry", r.entry}, {"report", r.report}});
 }
 
 void TuneJournal::append(const json& line) {

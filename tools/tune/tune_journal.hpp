@@ -47,6 +47,7 @@ class TuneJournal {
 
  private:
   void append(const nlohmann::json& line);
+  void add_record(const char* kind, std::map<int, BucketRecord>& done, int bucket, const BucketRecord& r);
 
   std::string path_;
   std::ofstream out_;
