@@ -1,9 +1,7 @@
-// CPU reference of the activations: in fp32 from libm as docs/contract.md ("The call") defines
-// them (the exact reference's), and the kernels' own arithmetic (the emulating reference's).
+// CPU reference of the activations, in fp32 as docs/contract.md ("The call") defines them.
 #pragma once
 #include <cmath>
 
-#include "interface/activation_math.cuh"
 #include "megamoe/config.hpp"
 
 namespace megamoe::reference {
@@ -24,16 +22,6 @@ inline float activation(const Activation& a, float g, float u) {
     case ActivationKind::silu: return silu(g, u);
     case ActivationKind::situv2: return situv2(g, u, a.beta, a.linear_beta);
     case ActivationKind::swiglu: return swiglu(g, u, a.limit, a.alpha, a.up_offset);
-  }
-  return NAN;
-}
-
-// The kernels' values, bit for bit (interface/activation_math.cuh)
-inline float kernel_activation(const Activation& a, float g, float u) {
-  switch (a.kind) {
-    case ActivationKind::silu: return act::silu(g, u);
-    case ActivationKind::situv2: return act::situv2(g, u, a.beta, a.linear_beta);
-    case ActivationKind::swiglu: return act::swiglu(g, u, a.limit, a.alpha, a.up_offset);
   }
   return NAN;
 }

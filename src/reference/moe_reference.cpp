@@ -155,7 +155,7 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
           const float bu = biased ? w.b1[std::size_t(e) * 2 * I + I + i] : 0.f;
           for (int j = 0; j < n; ++j) {
             h_exact[j][i] = activation(in.activation, float(gate[2 * j]) + bg, float(up[2 * j]) + bu);
-            h_emul[j][i] = kernel_activation(in.activation, float(gate[2 * j + 1]) + bg, float(up[2 * j + 1]) + bu);
+            h_emul[j][i] = activation(in.activation, float(gate[2 * j + 1]) + bg, float(up[2 * j + 1]) + bu);
           }
         }
         // Stage2: each W2 row against the block's exact h and quantized h.

@@ -126,6 +126,27 @@ MM_DEVICE void mm_pause() {
 // fp8 e4m3 values travel as bytes; the conversions live with the kernels that use them.
 typedef u8 fp8_e4m3_storage;
 
+// The special function unit's 2^x and 1/x (ex2.approx, rcp.approx: within 2 ulp and 1 ulp;
+// subnormal results flush to zero). The activations are built on them (common/activation.cuh).
+MM_DEVICE float mm_exp2_approx(float x) {
+#if MEGAMOE_CUDA
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+MM_DEVICE float mm_rcp_approx(float x) {
+#if MEGAMOE_CUDA
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return 1.f / x;
+#endif
+}
+
 // Programmatic dependent launch (sm_90+; Device::launch's early_start). A kernel launched early
 // waits here for the stream's previous kernel to finish, its writes visible, before it touches
 // what that kernel reads or writes; elsewhere (and for an ordinary launch) it returns at once.

@@ -164,7 +164,7 @@ TEST_CASE("reference layer: h in one static scale from the activation's bound", 
   in.route_weights = weights.data(), in.h_static = true;
   const reference::LayerOutputs out = reference::reference_layer(in, {0}, 2);
   auto held = [](float h) { return formats::e4m3_to_float(formats::float_to_e4m3(h * 4.f)) / 4.f; };
-  const float h0 = act::situv2(2.f, 1.f, 4.f, 25.f), h1 = act::situv2(-2.f, 1.f, 4.f, 25.f);  // the kernels' h
+  const float h0 = reference::situv2(2.f, 1.f, 4.f, 25.f), h1 = reference::situv2(-2.f, 1.f, 4.f, 25.f);
   // o_d = 16 h per expert (every W2 weight 0.5 over I = 32), each pair rounded to bf16 (the wire)
   const float y = formats::bf16_to_float(formats::float_to_bf16(0.25f * 16.f * held(h0))) +
                   formats::bf16_to_float(formats::float_to_bf16(0.75f * 16.f * held(h1)));
