@@ -11,6 +11,7 @@
 #include "megamoe/errors.hpp"
 #include "reference/activation_ref.hpp"
 #include "reference/fp8_mma_model.hpp"
+#include "reference/h_flips.hpp"
 #include "weights/padded_weights.hpp"
 
 namespace megamoe::reference {
@@ -122,14 +123,18 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
                             to_string(in.activation.kind)));
   const int h_exponent = in.h_static ? formats::fp8_block_exponent(bound) : 0;
 
-  // Per pair outputs (already route-weighted), summed per token afterwards in k order.
-  std::vector<float> pair_exact(n_rows * K * D, 0.f), pair_emul(n_rows * K * D, 0.f);
+  // Per pair outputs (already route-weighted), summed per token afterwards in k order; and how far
+  // the h flips the kernels' activations can make (h_flips.hpp) may move each.
+  std::vector<float> pair_exact(n_rows * K * D, 0.f), pair_emul(n_rows * K * D, 0.f), pair_reach(n_rows * K * D, 0.f);
+  std::atomic<std::size_t> h_near_boundary{0};
 
   std::atomic<int> next{0};
   auto worker = [&] {
     std::vector<float> w1(std::size_t(2) * I * D), w2(std::size_t(D) * I);
     // Per pair of a block: the exact, emulated and quantized intermediate, and the emulated output row.
-    std::vector<std::vector<float>> h_exact(kPairBlock, std::vector<float>(I)), h_emul(kPairBlock, std::vector<float>(I));
+    std::vector<std::vector<float>> h_exact(kPairBlock, std::vector<float>(I)), h_emul(kPairBlock, std::vector<float>(I)),
+        g_emul(kPairBlock, std::vector<float>(I));
+    std::vector<std::vector<HFlip>> flips(kPairBlock);
     std::vector<std::vector<float>> hq(kPairBlock), o_emul(kPairBlock, std::vector<float>(D));
     for (int e; (e = next++) < E;) {
       const std::vector<Pair>& pairs = by_expert[e];
@@ -155,13 +160,17 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
           const float bu = biased ? w.b1[std::size_t(e) * 2 * I + I + i] : 0.f;
           for (int j = 0; j < n; ++j) {
             h_exact[j][i] = activation(in.activation, float(gate[2 * j]) + bg, float(up[2 * j]) + bu);
-            h_emul[j][i] = activation(in.activation, float(gate[2 * j + 1]) + bg, float(up[2 * j + 1]) + bu);
+            g_emul[j][i] = float(gate[2 * j + 1]) + bg;
+            h_emul[j][i] = activation(in.activation, g_emul[j][i], float(up[2 * j + 1]) + bu);
           }
         }
         // Stage2: each W2 row against the block's exact h and quantized h.
         const float* hs[kDotRows];
-        for (int j = 0; j < n; ++j)
+        for (int j = 0; j < n; ++j) {
           hq[j] = in.h_static ? fp8_round_trip_static(h_emul[j], h_exponent) : fp8_round_trip(h_emul[j], in.h_block);
+          flips[j] = h_flips(h_emul[j], g_emul[j], in.h_block, in.h_static, h_exponent);
+          h_near_boundary += flips[j].size();
+        }
         for (int j = 0; j < n; ++j) hs[2 * j] = h_exact[j].data(), hs[2 * j + 1] = hq[j].data();
         double out[kDotRows];
         for (int d = 0; d < D; ++d) {
@@ -171,6 +180,9 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
             const Pair& p = pairs[p0 + j];
             pair_exact[p.out_row * D + d] = (float(out[2 * j]) + b) * p.weight;
             o_emul[j][d] = (float(out[2 * j + 1]) + b) * p.weight;  // the route weight is applied before the wire
+            double reach = 0;
+            for (const HFlip& f : flips[j]) reach += std::fabs(double(w2[std::size_t(d) * I + f.index])) * f.reach;
+            pair_reach[p.out_row * D + d] = float(reach * std::fabs(p.weight));
           }
         }
         for (int j = 0; j < n; ++j) {
@@ -193,18 +205,32 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
   LayerOutputs out;
   out.exact.assign(n_rows * Dy, 0.f);
   out.emulated.assign(n_rows * Dy, 0.f);
+  out.flip_reach.assign(n_rows * Dy, 0.f);
+  out.h_near_boundary = h_near_boundary;
   for (std::size_t r = 0; r < n_rows; ++r)
     for (int d = 0; d < Dy; ++d) {
-      double se = 0;
+      double se = 0, reach = 0;
       float sq = 0.f;
       for (int k = 0; k < K; ++k) {
         se += pair_exact[(r * K + k) * D + d];
         sq += pair_emul[(r * K + k) * D + d];  // fp32, in k order, as the combine does
+        reach += pair_reach[(r * K + k) * D + d];
       }
       out.exact[r * Dy + d] = float(se);
       out.emulated[r * Dy + d] = formats::bf16_to_float(formats::float_to_bf16(sq));
+      out.flip_reach[r * Dy + d] = float(reach);
     }
   return out;
+}
+
+double rel_l2_beyond(const float* a, const float* b, const float* reach, std::size_t n) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = std::max(0.0, std::fabs(double(a[i]) - b[i]) - reach[i]);
+    num += d * d, den += double(b[i]) * b[i];
+  }
+  if (den == 0) return num == 0 ? 0.0 : INFINITY;
+  return std::sqrt(num / den);
 }
 
 double rel_l2(const float* a, const float* b, std::size_t n) {

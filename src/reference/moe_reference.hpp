@@ -7,7 +7,9 @@
 //              the combine wire (bf16, or fp8 1x32 blocks), the k rows summed in fp32 in k order,
 //              and y rounded to bf16; the two GEMMs summed as the path's matrix instructions sum
 //              (exact, or sm_90's fp8 MMA promoted per scale block: fp8_mma_model.hpp), at the
-//              path's shape (weights and x padded with zeros as the kernels run them).
+//              path's shape (weights and x padded with zeros as the kernels run them). The
+//              activations in fp32 from libm: the kernels' own are a few ulp away, and where that
+//              can move an h value to the next fp8 step, flip_reach says how far y may move.
 // Slots with id -1, or any id outside [0, experts), contribute nothing (experts: the weights', or
 // fewer: a group's experts when the weights hold more).
 #pragma once
@@ -41,6 +43,12 @@ struct LayerInputs {
 struct LayerOutputs {
   std::vector<float> exact;     // [rows.size()][model_dim]
   std::vector<float> emulated;  // [rows.size()][model_dim], values of bf16
+  // [rows.size()][model_dim]: how far the kernels' output may lie from `emulated` through h values
+  // the activations' error can round to the next fp8 step (h_flips.hpp): the sum over the pairs
+  // of |W2| times each such value's reach, route-weighted. 0 where no h value is in reach of a
+  // boundary. The wire's and y's roundings of a moved value are the bars' (workload.hpp).
+  std::vector<float> flip_reach;
+  std::size_t h_near_boundary = 0;  // h values (over all pairs) that the activations' error can move
 };
 
 // Computes both references for the listed tokens, on `threads` threads (0: all cores).
@@ -48,5 +56,8 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
 
 // ||a - b|| / ||b|| over all elements.
 double rel_l2(const float* a, const float* b, std::size_t n);
+// The same with each |a_i - b_i| less reach_i first (at least 0): what is left past the h flips
+// that the reference cannot decide (LayerOutputs::flip_reach).
+double rel_l2_beyond(const float* a, const float* b, const float* reach, std::size_t n);
 
 }  // namespace megamoe::reference

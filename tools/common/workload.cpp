@@ -377,15 +377,18 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
     if (n == 0) continue;
     const float* exact = ref.exact.data() + row * D;
     const float* emulated = ref.emulated.data() + row * D;
+    const float* reach = ref.flip_reach.data() + row * D;
+    auto beyond = [&](std::size_t i0, std::size_t count) {
+      return reference::rel_l2_beyond(got.data() + i0, emulated + i0, reach + i0, count);
+    };
     c.rel_l2_exact = reference::rel_l2(got.data(), exact, got.size());
-    c.rel_l2_emulated = reference::rel_l2(got.data(), emulated, got.size());
-    for (std::size_t i = 0; i < n; ++i)
-      c.worst_token_emulated = std::max(c.worst_token_emulated, reference::rel_l2(got.data() + i * D, emulated + i * D, D));
+    c.rel_l2_emulated = beyond(0, got.size());
+    for (std::size_t i = 0; i < n; ++i) c.worst_token_emulated = std::max(c.worst_token_emulated, beyond(i * D, D));
+    c.h_near_boundary = ref.h_near_boundary;
     if (ranks[r].massive)
       for (std::int64_t t : *ranks[r].massive) {
         const std::size_t i = std::lower_bound(tokens[r].begin(), tokens[r].end(), t) - tokens[r].begin();
-        c.massive.push_back({t, reference::rel_l2(got.data() + i * D, exact + i * D, D),
-                             reference::rel_l2(got.data() + i * D, emulated + i * D, D)});
+        c.massive.push_back({t, reference::rel_l2(got.data() + i * D, exact + i * D, D), beyond(i * D, D)});
       }
     row += n;
   }

@@ -79,7 +79,8 @@ Routing read_routing(const std::string& path);
 void write_routing(const Routing& r, const std::string& path);
 
 // The bars of a check (docs/layer.md, accuracy): relL2 against the exact reference over the
-// call; against the emulating one over the call, and over each token's row alone. An fp8
+// call; against the emulating one over the call, and over each token's row alone, both past the
+// reach of the h flips that the reference cannot decide (reference::rel_l2_beyond). An fp8
 // combine wire rounds each pair's output to e4m3 once more, which turns the paths' last-bit
 // differences into whole e4m3 steps now and then: its bars against the emulating reference are
 // wider.
@@ -99,6 +100,9 @@ struct CheckResult {
   double rel_l2_exact = 0, rel_l2_emulated = 0;
   std::vector<TokenCheck> massive;  // each massive token's own (always among the checked tokens)
   double worst_token_emulated = 0;  // the largest relL2 of one token's row against the emulating reference
+  // h values of the checked tokens (over the whole group's check) that the activations' error
+  // can round either way: the reference allows each its one step (reference::LayerOutputs)
+  std::size_t h_near_boundary = 0;
   std::size_t unwritten = 0;  // NaN (poison) elements left in y among the checked tokens
   std::size_t checked_tokens = 0;
   bool subset = false;  // the references covered a random subset of the tokens

@@ -254,6 +254,7 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
     const std::vector<workload::CheckResult> results =
         a.check ? workload::check_group(cfg, all_weights, experts, outputs, a.ref_tokens, rng, first.arithmetic(bs))
                 : std::vector<workload::CheckResult>{};
+    bool flips_noted = false;
     for (std::size_t i = 0; i < results.size(); ++i) {
       const workload::CheckResult& res = results[i];
       if (calls[i].tokens == 0) continue;
@@ -265,6 +266,10 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
       worst.worst_token_emulated = std::max(worst.worst_token_emulated, res.worst_token_emulated);
       checked += res.checked_tokens;
       subset = subset || res.subset;
+      if (!flips_noted && res.h_near_boundary)  // one count for the group's check
+        notes += fmt::format("  {} h values the activations' error can round either way (allowed one step each)\n",
+                             res.h_near_boundary);
+      flips_noted = true;
       for (const workload::TokenCheck& tc : res.massive)
         notes += fmt::format("  {}massive token {}: relL2 against the exact reference {:.3e}, the emulating one {:.3e}\n",
                              world > 1 ? fmt::format("rank {}: ", ranks[i]->rank()) : "", tc.token, tc.rel_l2_exact,
@@ -378,7 +383,8 @@ int main(int argc, char** argv) {
     const int failures = run_sizes(args, ranks, weights, a.routing_file.empty() ? nullptr : &replay);
     if (a.rank <= 0)
       fmt::print("checked: tokens compared with the references (* a random subset); worst_tok: the largest relL2 of\n"
-                 "one token's row against the emulating reference\n");
+                 "one token's row against the emulating reference; against it, each element's difference counts past\n"
+                 "what h values the activations' error can round either way may move it (docs/layer.md)\n");
     return failures ? 1 : 0;
   });
 }
