@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "megamoe/megamoe.hpp"
 #include "runtime/test_config_variants.hpp"
@@ -16,6 +18,33 @@
 #include "tune/tuner.hpp"
 
 using namespace megamoe;
+
+namespace {
+
+// o.print's lines into `lines`, and them as one text
+void collect_lines(tune::TuneOptions& o, std::vector<std::string>& lines) {
+  o.print = [&lines](const std::string& s) { lines.push_back(s); };
+}
+std::string joined(const std::vector<std::string>& lines) {
+  std::string all;
+  for (const std::string& s : lines) all += s + "\n";
+  return all;
+}
+
+// megamoe-run (built beside the tests' folder) checks `config` against the references: it passes
+// at every size in `args`.
+void check_with_megamoe_run(const std::string& config, const std::string& args) {
+  std::string out;
+  const std::filesystem::path run =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "megamoe-run";
+  const int rc = test::run_command("'" + run.string() + "' --config '" + config + "' --check " + args, out);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK_THAT(out, Catch::Contains("PASS"));
+  CHECK_THAT(out, !Catch::Contains("FAIL"));
+}
+
+}  // namespace
 
 TEST_CASE("megamoe-tune: a small table tuned, written, checked by megamoe-run, resumed from its journal",
           "[tune][gpu_tune]") {
@@ -29,10 +58,9 @@ TEST_CASE("megamoe-tune: a small table tuned, written, checked by megamoe-run, r
   o.out = (dir.path() / "small_tuned.json").string();
   o.pairs = 5;
   std::vector<std::string> lines;
-  o.print = [&](const std::string& s) { lines.push_back(s); };
+  collect_lines(o, lines);
   const tune::TuneResult r = tune::run_tune(o);
-  std::string all;
-  for (const std::string& s : lines) all += s + "\n";
+  const std::string all = joined(lines);
   INFO(all);
 
   REQUIRE(r.rows.size() == 3);
@@ -58,14 +86,7 @@ TEST_CASE("megamoe-tune: a small table tuned, written, checked by megamoe-run, r
   CHECK_THAT(all, Catch::Contains("bucket   128: "));
 
   // megamoe-run checks the tuned config's layer against the references at each bucket.
-  std::string out;
-  const std::filesystem::path run =
-      std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "megamoe-run";
-  const int rc = test::run_command("'" + run.string() + "' --config '" + o.out + "' --check --bs 1,16,128", out);
-  INFO(out);
-  CHECK(rc == 0);
-  CHECK_THAT(out, Catch::Contains("PASS"));
-  CHECK_THAT(out, !Catch::Contains("FAIL"));
+  check_with_megamoe_run(o.out, "--bs 1,16,128");
 
   // Again with the same journal: every bucket read back, nothing timed (the journal gains no
   // line), the same table.
@@ -95,10 +116,9 @@ TEST_CASE("megamoe-tune --world 2: the dispatch knobs searched on loopback ranks
   o.space.modes = o.space.fp8_wire = o.space.fp8_resident = false;
   o.world = 2;
   std::vector<std::string> lines;
-  o.print = [&](const std::string& s) { lines.push_back(s); };
+  collect_lines(o, lines);
   const tune::TuneResult r = tune::run_tune(o);
-  std::string all;
-  for (const std::string& s : lines) all += s + "\n";
+  const std::string all = joined(lines);
   INFO(all);
 
   // At world 2 a rank holds 4 experts: key b is taken by b / 2 tokens a rank, and key 1 by none.
@@ -121,15 +141,7 @@ TEST_CASE("megamoe-tune --world 2: the dispatch knobs searched on loopback ranks
              Catch::Contains("dispatch knobs searched over 2 ranks (loopback)"));
 
   // The tuned config over two loopback ranks, checked against the references at those sizes.
-  std::string out;
-  const std::filesystem::path run =
-      std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "megamoe-run";
-  const int rc =
-      test::run_command("'" + run.string() + "' --config '" + o.out + "' --check --world 2 --bs 1,32,128", out);
-  INFO(out);
-  CHECK(rc == 0);
-  CHECK_THAT(out, Catch::Contains("PASS"));
-  CHECK_THAT(out, !Catch::Contains("FAIL"));
+  check_with_megamoe_run(o.out, "--world 2 --bs 1,32,128");
 
   // Resumed: every dispatch bucket read back from the journal, the same table.
   lines.clear();
