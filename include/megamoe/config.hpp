@@ -35,8 +35,11 @@ float activation_bound(const Activation& a);
 // global experts [r x experts_per_rank, (r + 1) x experts_per_rank). config_for_world sets
 // experts_per_rank (a parsed config is world 1's: experts_per_rank = experts).
 struct ModelShape {
-  int experts = 0;           // global
+  int experts = 0;           // global: the expert slots every call's ids name
   int experts_per_rank = 0;  // experts / world
+  // The model's own experts: experts, or fewer where redundant slots replicate some of them
+  // (with_redundant_experts, RuntimeOptions::redundant_experts; docs/ep.md, "Redundant experts").
+  int logical_experts = 0;
   int model_dim = 0;
   int inter_dim = 0;  // per expert; GEMM1 has 2 * inter_dim outputs (gate and up)
   int topk = 0;
@@ -187,6 +190,14 @@ Config config_for_world(Config config, int world);
 // "<name>_<experts>_experts", resolved for world 1 as a parsed config is; the bucket keys stay
 // where they were.
 Config with_experts(Config config, int experts);
+
+// `config` with `redundant` expert slots beyond its model's experts, for load balancing (EPLB):
+// model.experts becomes model.logical_experts + redundant physical slots, the ids a call takes;
+// the caller places a logical expert's weights in each of its slots (gather_experts) and maps
+// each route to one of its replicas. Named "<name>_plus_<redundant>_slots"; the bucket keys stay
+// where they were (the tiles follow the rows per slot). An Error for redundant < 0 or more slots
+// than the group routing's limit.
+Config with_redundant_experts(Config config, int redundant);
 
 // `model`'s layer (shape, activation, formats) with `buckets`'s bucket table (tiles, dispatch,
 // combine wire, ...), named "<model>_with_<buckets>_buckets": the same model tuned another way, for

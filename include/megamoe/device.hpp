@@ -79,6 +79,7 @@ class Device {
   // Graphs: what is launched on `stream` between begin_capture and end_capture becomes one
   // executable graph (the stream must not be the default stream).
   virtual void begin_capture(StreamHandle stream) = 0;
+  virtual bool capturing(StreamHandle stream) = 0;  // whether `stream` is being captured now
   virtual GraphHandle end_capture(StreamHandle stream) = 0;
   virtual void launch_graph(GraphHandle graph, StreamHandle stream) = 0;
   virtual void destroy_graph(GraphHandle graph) = 0;

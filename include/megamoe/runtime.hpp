@@ -3,6 +3,7 @@
 // One Runtime is one rank: of a group of one (every expert local) or of an expert-parallel group
 // of several (ep.hpp, docs/ep.md).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,6 +47,12 @@ struct RuntimeOptions {
   // kernels instead, and prepare_weights makes no e4m3 copy (it takes twice the MXFP4 weights'
   // bytes: 3.7 GB a rank for Kimi-K3). config() then says mxfp4 for every bucket.
   bool fp8_resident_weights = true;
+  // Expert slots beyond the model's experts, for load balancing (EPLB; docs/ep.md, "Redundant
+  // experts"): the group holds model.experts + redundant_experts slots, world dividing them, and
+  // every call's ids name slots. The caller puts a logical expert's weights in each of its slots
+  // (gather_experts) and maps each route to one of its replicas; config().model.logical_experts
+  // keeps the model's count.
+  int redundant_experts = 0;
 };
 
 // Expert weights on the device, in the layout the runtime's kernels read (docs/layer.md):
@@ -61,6 +68,17 @@ class PreparedWeights {
   DeviceBuffer b1, b2;                    // fp32 expert biases, or none (null)
   std::size_t flushed_blocks = 0;  // v3: MX blocks too far below their row's largest, zeroed
   std::size_t resident_bytes = 0;  // device memory the fp8-resident copy takes (0: none made)
+};
+
+// Device memory a rank takes beside its weights (docs/layer.md, "Workspace"), allocated at
+// creation and not after. Over several ranks most of it is the symmetric region, sized by world x
+// max_tokens; the routed rows a rank holds (routed_rows_capacity) size the layer's x and h.
+struct WorkspaceBytes {
+  std::size_t layer = 0;             // routing, x and h in fp8 with their scales, the combine wire
+  std::size_t symmetric_region = 0;  // several ranks: what peers write (counts, flags, received rows, wire)
+  std::size_t group_plan = 0;        // several ranks: this rank's plan of a call
+  long long routed_rows = 0;         // rows a rank holds: routed_rows_capacity, or the worst case
+  std::size_t total() const { return layer + symmetric_region + group_plan; }
 };
 
 struct StageTimes {
@@ -93,6 +111,16 @@ class Runtime {
   static std::vector<std::unique_ptr<Runtime>> create_ranks(Config config, RuntimeOptions options);
   ~Runtime();
 
+  // The workspace a Runtime created with `config` and `options` takes, before it is created (no
+  // GPU needed). It depends on the path: options.path named, or for automatic the path `arch`'s
+  // GPU runs (resolved as creation resolves it: "sm_90a", "sm_89", ...; a named path is checked
+  // against arch, by default the backend's target, sm_90a or gfx90a). Throws megamoe::Error for
+  // options that creation would refuse, and for automatic without an arch. `config` as given to
+  // create (the options' world and redundant_experts are applied here).
+  static WorkspaceBytes workspace_bytes(Config config, const RuntimeOptions& options, std::string_view arch = {});
+  // This runtime's, as allocated (equal to the static function's for its resolved path).
+  WorkspaceBytes workspace_bytes() const;
+
   const Config& config() const { return config_; }
   const RuntimeOptions& options() const { return options_; }
   KernelPath path() const { return path_; }  // resolved: portable, tensor_core or hopper
@@ -108,6 +136,21 @@ class Runtime {
   // Checks the weights' shape against the config and uploads them in the kernels' layout (padded
   // with zeros where the path runs the model's dims padded: path_choice().note says so).
   std::unique_ptr<PreparedWeights> prepare_weights(const Mxfp4ExpertWeights& weights);
+
+  // Experts for replace_experts: any number of experts of the model's shape, in this runtime's
+  // layout (its path, and the fp8-resident copy where its weights have one). Allocates.
+  std::unique_ptr<PreparedWeights> prepare_replacement(const Mxfp4ExpertWeights& experts);
+
+  // Replaces the weights of this rank's slots (local ids 0 .. experts_per_rank - 1; the group's
+  // slot rank x experts_per_rank + s) with replacement's experts, expert i into slots[i], on
+  // `stream`, in place: device copies only (no allocation, no compile, no host sync), ordered
+  // against the calls before and after it on that stream; graphs captured before keep reading
+  // `weights` (now the new ones), and the replacement can itself be captured. Keep replacement
+  // alive until the stream has passed the copies. weights.flushed_blocks keeps its count.
+  // Throws megamoe::Error for a slot out of range or named twice, a count other than
+  // replacement's experts, or weights of another path, shape or layout.
+  void replace_experts(PreparedWeights& weights, const std::vector<int>& slots, const PreparedWeights& replacement,
+                       StreamHandle stream = nullptr);
 
   // Builds and loads the kernels of the bucket of `tokens` now rather than at the first call.
   void prepare(std::int64_t tokens);

@@ -30,6 +30,11 @@ struct Mxfp4ExpertWeights {
   void check() const;
 };
 
+// The weights of `experts` (ids into w's experts), expert experts[i] in slot i: a rank's slice of
+// a group's weights, or its slots' replicas where redundant slots repeat experts (EPLB). Throws
+// megamoe::Error naming the first id outside [0, w.experts).
+Mxfp4ExpertWeights gather_experts(const Mxfp4ExpertWeights& w, const std::vector<int>& experts);
+
 // MXFP4 weights from a checkpoint that stores gate and up as two tensors (compressed-tensors'
 // mxfp4-pack-quantized, as Kimi checkpoints ship them; docs/layer.md, "Checkpoint layouts"):
 // gate_packed and up_packed [experts][inter_dim][model_dim/2], their scales

@@ -126,7 +126,7 @@ ModelShape read_model(ObjectReader r) {
   r.removed({{"experts_per_rank", "replaced by model.experts, the model's experts over every rank (a rank holds "
                                    "experts / world; docs/configs.md)"}});
   m.experts = int(r.integer("experts", 1, kMaxGlobalExperts));
-  m.experts_per_rank = m.experts;  // world 1's, until config_for_world
+  m.experts_per_rank = m.logical_experts = m.experts;  // world 1's, until config_for_world
   m.model_dim = int(r.integer("model_dim", 64, 1 << 16));
   m.inter_dim = int(r.integer("inter_dim", 64, 1 << 16));
   m.topk = int(r.integer("topk", 1, 64));

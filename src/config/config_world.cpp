@@ -41,7 +41,23 @@ Config with_experts(Config c, int experts) {
     throw Error(fmt::format("megamoe: config {}: {} experts, expected 1..{}", c.name, experts, int(kMaxGlobalExperts)));
   if (c.keys_experts_per_rank <= 0) c.keys_experts_per_rank = c.model.experts;
   c.name += fmt::format("_{}_experts", experts);
-  c.model.experts = c.model.experts_per_rank = experts;  // world 1's, as a parsed config's
+  c.model.experts = c.model.experts_per_rank = c.model.logical_experts = experts;  // world 1's, as a parsed config's
+  c.world = 1;
+  return c;
+}
+
+Config with_redundant_experts(Config c, int redundant) {
+  if (c.model.logical_experts <= 0) c.model.logical_experts = c.model.experts;
+  const int physical = c.model.logical_experts + redundant;
+  if (redundant < 0 || physical > kMaxGlobalExperts)
+    throw Error(fmt::format("megamoe: config {}: redundant_experts = {}, expected 0..{} ({} logical experts, at most {} "
+                            "slots in all)",
+                            c.name, redundant, int(kMaxGlobalExperts) - c.model.logical_experts, c.model.logical_experts,
+                            int(kMaxGlobalExperts)));
+  if (redundant == 0) return c;
+  if (c.keys_experts_per_rank <= 0) c.keys_experts_per_rank = c.model.experts;
+  c.name += fmt::format("_plus_{}_slots", redundant);
+  c.model.experts = c.model.experts_per_rank = physical;  // world 1's, until config_for_world
   c.world = 1;
   return c;
 }

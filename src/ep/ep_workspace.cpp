@@ -4,6 +4,17 @@
 
 namespace megamoe {
 
+EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& o) {
+  const std::size_t W = o.world, E = config.model.experts_per_rank, T = o.max_tokens, K = config.model.topk;
+  EpPlanSizes s;
+  s.state = kStateWords * 4;
+  s.dest_row = T * W * 4;
+  s.slot_rank = T * K * 4;
+  s.segment = s.segment_rows = s.ready = E * W * 4;
+  s.block_counts = std::size_t(kRouteMaxBlocks) * (W * E + W) * 4;
+  return s;
+}
+
 std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config, const RuntimeOptions& o,
                                                  int x_block) {
   auto w = std::make_unique<EpWorkspace>();
@@ -13,15 +24,15 @@ std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config
   w->topk = m.topk, w->model_dim = m.model_dim, w->x_block = x_block;
   w->layout = symmetric_layout(o.world, m.experts_per_rank, o.max_tokens, m.topk, m.model_dim, x_block);
   w->region = DeviceBuffer(d, w->layout.bytes);
-  const std::size_t W = o.world, E = m.experts_per_rank, T = o.max_tokens, K = m.topk;
-  w->state = DeviceBuffer(d, kStateWords * 4);
-  w->dest_row = DeviceBuffer(d, T * W * 4);
-  w->slot_rank = DeviceBuffer(d, T * K * 4);
-  w->segment = DeviceBuffer(d, E * W * 4);
-  w->segment_rows = DeviceBuffer(d, E * W * 4);
-  w->ready = DeviceBuffer(d, E * W * 4);
-  w->block_counts = DeviceBuffer(d, std::size_t(kRouteMaxBlocks) * (W * E + W) * 4);
-  w->peers.assign(W, nullptr);
+  const EpPlanSizes s = ep_plan_sizes(config, o);
+  w->state = DeviceBuffer(d, s.state);
+  w->dest_row = DeviceBuffer(d, s.dest_row);
+  w->slot_rank = DeviceBuffer(d, s.slot_rank);
+  w->segment = DeviceBuffer(d, s.segment);
+  w->segment_rows = DeviceBuffer(d, s.segment_rows);
+  w->ready = DeviceBuffer(d, s.ready);
+  w->block_counts = DeviceBuffer(d, s.block_counts);
+  w->peers.assign(o.world, nullptr);
   w->peers[o.rank] = w->region.get();
   w->clear();
   return w;

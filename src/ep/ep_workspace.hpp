@@ -15,6 +15,14 @@
 
 namespace megamoe {
 
+// The bytes of a rank's own plan of a call (state words to block counts, below): what
+// EpWorkspace::create allocates beside its symmetric region, and Runtime::workspace_bytes states.
+struct EpPlanSizes {
+  std::size_t state = 0, dest_row = 0, slot_rank = 0, segment = 0, segment_rows = 0, ready = 0, block_counts = 0;
+  std::size_t total() const { return state + dest_row + slot_rank + segment + segment_rows + ready + block_counts; }
+};
+EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& options);
+
 struct EpWorkspace {
   static std::unique_ptr<EpWorkspace> create(Device& device, const Config& config, const RuntimeOptions& options,
                                              int x_block);

@@ -106,7 +106,7 @@ std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(Config config, Runti
     throw Error("megamoe: Runtime::create_ranks makes the ranks of one process (transport loopback or peer); with "
                 "ipc, each process calls Runtime::create");
   const int world = options.world;
-  config = config_for_world(std::move(config), world);  // before a GPU is opened
+  config = config_for_options(std::move(config), options);  // before a GPU is opened
   std::vector<int> devices = options.devices;
   if (options.transport == Transport::loopback) devices.assign(world, options.device);
   if (devices.empty())

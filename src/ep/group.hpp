@@ -25,6 +25,11 @@ struct Group {
   void barrier() const { all_gather(std::vector<std::uint8_t>(1, 0)); }
 };
 
+// `config` as a rank created with `options` runs it: its redundant slots added
+// (with_redundant_experts), resolved for options.world (config_for_world). Throws megamoe::Error
+// naming world or redundant_experts where they do not fit the model.
+Config config_for_options(Config config, const RuntimeOptions& options);
+
 // Throws megamoe::Error for a world, rank, timeout or routed-rows capacity out of range, buckets
 // whose combine wires or scale modes differ over several ranks, or a group too large for the
 // dispatch metadata.

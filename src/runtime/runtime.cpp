@@ -16,6 +16,7 @@
 #include "runtime/launch_ep.hpp"
 #include "runtime/launch_layer.hpp"
 #include "runtime/stage_args.hpp"
+#include "runtime/workspace.hpp"
 #include "weights/prepare_weights.hpp"
 #include "megamoe/errors.hpp"
 
@@ -27,13 +28,44 @@ namespace {
 // launch of a loopback rank runs its blocks alone on their SMs (ep/group.hpp, loopback_share).
 constexpr int kLoopbackExclusiveSmem = 116 * 1024;
 
-Config config_for_options(Config config, const RuntimeOptions& o) {
-  if (o.world < 1 || o.world > kMaxWorld)
-    throw Error(fmt::format("megamoe: RuntimeOptions.world = {}, expected 1..{}", o.world, int(kMaxWorld)));
-  return config_for_world(std::move(config), o.world);
+void check_max_tokens(const RuntimeOptions& o) {
+  if (o.max_tokens < 1 || o.max_tokens > kMaxBucket)
+    throw Error(fmt::format("megamoe: RuntimeOptions.max_tokens = {}, expected 1..{}", o.max_tokens, kMaxBucket));
+}
+
+// The sizes from the config at the path's shape; x_block: the dispatch wire's (every bucket's
+// over several ranks, check_group_options).
+WorkspaceBytes planned_workspace(const Config& kernels_config, const RuntimeOptions& o, KernelPath path) {
+  WorkspaceBytes b;
+  b.layer = workspace_sizes(kernels_config, o, path).total();
+  b.routed_rows = routed_rows_capacity(kernels_config, o);
+  if (o.world > 1) {
+    const ModelShape& m = kernels_config.model;
+    const int x_block = path_arithmetic(path, kernels_config, kernels_config.bucket_for_tokens(1)).x;
+    b.symmetric_region = symmetric_layout(o.world, m.experts_per_rank, o.max_tokens, m.topk, m.model_dim, x_block).bytes;
+    b.group_plan = ep_plan_sizes(kernels_config, o).total();
+  }
+  return b;
 }
 
 }  // namespace
+
+Config config_for_options(Config config, const RuntimeOptions& o) {
+  if (o.world < 1 || o.world > kMaxWorld)
+    throw Error(fmt::format("megamoe: RuntimeOptions.world = {}, expected 1..{}", o.world, int(kMaxWorld)));
+  if (o.redundant_experts != 0) {
+    config = with_redundant_experts(std::move(config), o.redundant_experts);
+    if (config.model.experts % o.world) {
+      int fits = o.redundant_experts;
+      while ((config.model.logical_experts + fits) % o.world) ++fits;
+      throw Error(fmt::format("megamoe: RuntimeOptions.redundant_experts = {}: {} logical experts + {} = {} slots, which "
+                              "world = {} does not divide (every rank holds slots / world); {} would",
+                              o.redundant_experts, config.model.logical_experts, o.redundant_experts,
+                              config.model.experts, o.world, fits));
+    }
+  }
+  return config_for_world(std::move(config), o.world);
+}
 
 // `config` comes resolved for options.world (create, create_ranks: before any GPU is opened).
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
@@ -43,8 +75,7 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
   announce_path_choice(path_choice_);
   settle_weight_sources(config_, path_, options_);
   kernels_config_ = padded_for_path(config_, path_);
-  if (options_.max_tokens < 1 || options_.max_tokens > kMaxBucket)
-    throw Error(fmt::format("megamoe: RuntimeOptions.max_tokens = {}, expected 1..{}", options_.max_tokens, kMaxBucket));
+  check_max_tokens(options_);
   check_group_options(config_, options_);
   options_.timeout_ms = group_timeout_ms(options_);
   try {
@@ -67,6 +98,34 @@ Runtime::~Runtime() {
       if (r == this) r = nullptr;
   for (auto& e : stage_events_)
     if (e) device_->destroy_event(e);
+}
+
+WorkspaceBytes Runtime::workspace_bytes(Config config, const RuntimeOptions& options, std::string_view arch) {
+  config = config_for_options(std::move(config), options);
+  check_max_tokens(options);
+  check_group_options(config, options);
+  if (options.path == KernelPath::automatic && arch.empty())
+    throw Error(fmt::format("megamoe: workspace_bytes: RuntimeOptions.path = auto and no arch: the workspace depends on "
+                            "the path (the Hopper path keeps x by routed row); name the path, or the GPU's arch "
+                            "(\"sm_90a\") for auto to resolve as it would on that GPU"));
+  // A named path is checked against the arch given, or the backend's default target.
+  const std::string target = !arch.empty() ? std::string(arch) : options.backend == BackendKind::hip ? "gfx90a" : "sm_90a";
+  const KernelPath path = choose_path(options.path, config, options.backend, target).path;
+  settle_weight_sources(config, path, options);
+  return planned_workspace(padded_for_path(config, path), options, path);
+}
+
+WorkspaceBytes Runtime::workspace_bytes() const {
+  WorkspaceBytes b;
+  b.layer = workspace_->bytes();
+  b.routed_rows = workspace_->rows_capacity;
+  if (ep_) {
+    b.symmetric_region = ep_->region.bytes();
+    for (const DeviceBuffer* d : {&ep_->state, &ep_->dest_row, &ep_->slot_rank, &ep_->segment, &ep_->segment_rows,
+                                  &ep_->ready, &ep_->block_counts})
+      b.group_plan += d->bytes();
+  }
+  return b;
 }
 
 std::unique_ptr<Runtime> Runtime::create(std::string_view config_name, RuntimeOptions options) {

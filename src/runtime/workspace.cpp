@@ -12,37 +12,61 @@ long long routed_rows_capacity(const Config& config, const RuntimeOptions& o) {
   return o.world > 1 && o.routed_rows_capacity > 0 ? std::min(o.routed_rows_capacity, worst) : worst;
 }
 
-Workspace Workspace::create(Device& d, const Config& config, const RuntimeOptions& options, KernelPath path) {
+WorkspaceSizes workspace_sizes(const Config& config, const RuntimeOptions& options, KernelPath path) {
   const bool ep = options.world > 1;  // several ranks: the rest is in EpWorkspace
   const std::size_t T = options.max_tokens, K = config.model.topk, E = config.model.experts_per_rank,
                     D = config.model.model_dim, I = config.model.inter_dim;
   const std::size_t R = std::size_t(routed_rows_capacity(config, options));
   const bool hopper = path == KernelPath::hopper;
-  Workspace w;
-  w.rows_capacity = int(R);
-  w.rows_pad = int(R) + kMaxTokenTile;
-  w.route_counts = DeviceBuffer(d, ep ? 4 : std::size_t(route_blocks((long long)(T * K))) * E * 4);
-  w.expert_offsets = DeviceBuffer(d, (E + 1) * 4);
-  w.tile_offsets1 = DeviceBuffer(d, (E + 1) * 4);
-  w.tile_offsets2 = DeviceBuffer(d, (E + 1) * 4);
-  w.row_token = DeviceBuffer(d, R * 4);
-  w.row_slot = DeviceBuffer(d, R * 4);
-  w.row_weight = DeviceBuffer(d, R * 4);
-  w.slot_row = DeviceBuffer(d, ep ? 4 : T * K * 4);
+  WorkspaceSizes s;
+  s.rows_capacity = int(R);
+  s.rows_pad = int(R) + kMaxTokenTile;
+  s.route_counts = ep ? 4 : std::size_t(route_blocks((long long)(T * K))) * E * 4;
+  s.expert_offsets = s.tile_offsets1 = s.tile_offsets2 = (E + 1) * 4;
+  s.row_token = s.row_slot = s.row_weight = R * 4;
+  s.slot_row = ep ? 4 : T * K * 4;
   // The routed layout (templates/moe/routed_rows.cuh) holds 16 bytes of scales per row and 128
   // values; the by-token and by-row layouts one byte per 32 or 64 (D / 8 covers both). Over
   // several ranks the portable and tensor-core paths read x from the receive buffers.
-  const std::size_t x_rows = hopper ? std::size_t(w.rows_pad) : ep ? 0 : T;
-  const std::size_t h_rows = hopper ? std::size_t(w.rows_pad) : R;
-  w.x_q = DeviceBuffer(d, x_rows * D);
-  w.x_scales = DeviceBuffer(d, x_rows * D / 8);
-  w.h_q = DeviceBuffer(d, h_rows * I);
-  w.h_scales = DeviceBuffer(d, h_rows * I / 8);
-  w.wire = DeviceBuffer(d, ep ? 16 : T * K * D * 2);  // several ranks: in the symmetric region
-  w.wire_scales = DeviceBuffer(d, ep ? 16 : T * K * D / 32);
+  const std::size_t x_rows = hopper ? std::size_t(s.rows_pad) : ep ? 0 : T;
+  const std::size_t h_rows = hopper ? std::size_t(s.rows_pad) : R;
+  s.x_q = x_rows * D;
+  s.x_scales = x_rows * D / 8;
+  s.h_q = h_rows * I;
+  s.h_scales = h_rows * I / 8;
+  s.wire = ep ? 16 : T * K * D * 2;  // several ranks: in the symmetric region
+  s.wire_scales = ep ? 16 : T * K * D / 32;
+  s.errors = kErrWords * 4;
+  return s;
+}
+
+std::size_t WorkspaceSizes::total() const {
+  return route_counts + expert_offsets + tile_offsets1 + tile_offsets2 + row_token + row_slot + row_weight + slot_row +
+         x_q + x_scales + h_q + h_scales + wire + wire_scales + errors;
+}
+
+Workspace Workspace::create(Device& d, const Config& config, const RuntimeOptions& options, KernelPath path) {
+  const WorkspaceSizes s = workspace_sizes(config, options, path);
+  Workspace w;
+  w.rows_capacity = s.rows_capacity;
+  w.rows_pad = s.rows_pad;
+  w.route_counts = DeviceBuffer(d, s.route_counts);
+  w.expert_offsets = DeviceBuffer(d, s.expert_offsets);
+  w.tile_offsets1 = DeviceBuffer(d, s.tile_offsets1);
+  w.tile_offsets2 = DeviceBuffer(d, s.tile_offsets2);
+  w.row_token = DeviceBuffer(d, s.row_token);
+  w.row_slot = DeviceBuffer(d, s.row_slot);
+  w.row_weight = DeviceBuffer(d, s.row_weight);
+  w.slot_row = DeviceBuffer(d, s.slot_row);
+  w.x_q = DeviceBuffer(d, s.x_q);
+  w.x_scales = DeviceBuffer(d, s.x_scales);
+  w.h_q = DeviceBuffer(d, s.h_q);
+  w.h_scales = DeviceBuffer(d, s.h_scales);
+  w.wire = DeviceBuffer(d, s.wire);
+  w.wire_scales = DeviceBuffer(d, s.wire_scales);
   for (const DeviceBuffer* b : {&w.expert_offsets, &w.tile_offsets1, &w.tile_offsets2})
     d.fill_bytes(b->get(), 0, b->bytes());  // an empty layout until a call lays one out
-  w.errors = DeviceBuffer(d, kErrWords * 4);
+  w.errors = DeviceBuffer(d, s.errors);
   w.clear_errors(d);
   return w;
 }

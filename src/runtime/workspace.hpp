@@ -13,6 +13,17 @@ namespace megamoe {
 // RuntimeOptions::routed_rows_capacity, or the worst case world x max_tokens x topk.
 long long routed_rows_capacity(const Config& config, const RuntimeOptions& options);
 
+// The bytes of each buffer of a Workspace, from the config at the path's shape, the options and
+// the path: what Workspace::create allocates and Runtime::workspace_bytes states before it.
+struct WorkspaceSizes {
+  std::size_t route_counts = 0, expert_offsets = 0, tile_offsets1 = 0, tile_offsets2 = 0;
+  std::size_t row_token = 0, row_slot = 0, row_weight = 0, slot_row = 0;
+  std::size_t x_q = 0, x_scales = 0, h_q = 0, h_scales = 0, wire = 0, wire_scales = 0, errors = 0;
+  int rows_capacity = 0, rows_pad = 0;
+  std::size_t total() const;
+};
+WorkspaceSizes workspace_sizes(const Config& config, const RuntimeOptions& options, KernelPath path);
+
 struct Workspace {
   static Workspace create(Device& device, const Config& config, const RuntimeOptions& options, KernelPath path);
 

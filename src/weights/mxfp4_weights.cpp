@@ -70,6 +70,26 @@ void Mxfp4ExpertWeights::check() const {
   }
 }
 
+Mxfp4ExpertWeights gather_experts(const Mxfp4ExpertWeights& w, const std::vector<int>& experts) {
+  for (std::size_t i = 0; i < experts.size(); ++i)
+    if (experts[i] < 0 || experts[i] >= w.experts)
+      throw Error(fmt::format("megamoe: gather_experts: experts[{}] = {}, expected 0..{} (the weights' experts)", i,
+                              experts[i], w.experts - 1));
+  Mxfp4ExpertWeights out = Mxfp4ExpertWeights::zeros(int(experts.size()), w.model_dim, w.inter_dim);
+  auto gather = [&](const auto& from, auto& to) {
+    const std::size_t per = from.size() / std::size_t(w.experts);
+    to.resize(per * experts.size());
+    for (std::size_t i = 0; i < experts.size(); ++i)
+      std::copy_n(from.begin() + std::size_t(experts[i]) * per, per, to.begin() + i * per);
+  };
+  gather(w.w1_packed, out.w1_packed);
+  gather(w.w1_scales, out.w1_scales);
+  gather(w.w2_packed, out.w2_packed);
+  gather(w.w2_scales, out.w2_scales);
+  if (w.has_biases()) gather(w.b1, out.b1), gather(w.b2, out.b2);
+  return out;
+}
+
 Mxfp4ExpertWeights join_gate_up(int experts, int model_dim, int inter_dim, const std::uint8_t* gate_packed,
                                 const std::uint8_t* gate_scales, const std::uint8_t* up_packed,
                                 const std::uint8_t* up_scales, const std::uint8_t* w2_packed,

@@ -29,7 +29,7 @@ bool needs_fp8_resident_copy(const Config& config, int max_tokens) {
 }
 
 std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& config, KernelPath path, int max_tokens,
-                                                 const Mxfp4ExpertWeights& w) {
+                                                 const Mxfp4ExpertWeights& w, bool replacement) {
   w.check();
   const ModelShape& m = config.model;
   auto expect = [&](const char* field, int got, int want, const char* config_field) {
@@ -38,7 +38,9 @@ std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& c
                               config_field));
   };
   const std::string held = fmt::format("model.experts {} over world {}: a rank's", m.experts, config.world);
-  expect("experts", w.experts, m.experts_per_rank, held.c_str());
+  if (replacement && w.experts < 1)
+    throw Error(fmt::format("megamoe: replacement weights.experts = {}, expected at least 1", w.experts));
+  if (!replacement) expect("experts", w.experts, m.experts_per_rank, held.c_str());
   expect("model_dim", w.model_dim, m.model_dim, "model.model_dim");
   expect("inter_dim", w.inter_dim, m.inter_dim, "model.inter_dim");
   if (w.has_biases() != m.expert_biases)
@@ -81,6 +83,23 @@ std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& c
   if (resident) p->w2_resident = upload(to_fp8_resident_layout(w2, k.experts, k.model_dim, k.inter_dim));
   p->resident_bytes = p->w1_resident.bytes() + p->w2_resident.bytes();
   return p;
+}
+
+void copy_expert_slots(Device& device, PreparedWeights& w, const std::vector<int>& slots, const PreparedWeights& r,
+                       StreamHandle stream) {
+  for (DeviceBuffer PreparedWeights::*buffer :
+       {&PreparedWeights::w1_packed, &PreparedWeights::w1_scales, &PreparedWeights::w2_packed, &PreparedWeights::w2_scales,
+        &PreparedWeights::w1_units, &PreparedWeights::w1_row_scale, &PreparedWeights::w2_units,
+        &PreparedWeights::w2_row_scale, &PreparedWeights::w1_resident, &PreparedWeights::w2_resident,
+        &PreparedWeights::b1, &PreparedWeights::b2}) {
+    const DeviceBuffer &to = w.*buffer, &from = r.*buffer;
+    if (!to.get()) continue;  // a buffer this path's layout does not have
+    // Every buffer is expert-major with the same bytes per expert (docs/layer.md, "Weights").
+    const std::size_t per = to.bytes() / std::size_t(w.experts);
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      device.copy_device_async(static_cast<char*>(to.get()) + std::size_t(slots[i]) * per,
+                               static_cast<const char*>(from.get()) + i * per, per, stream);
+  }
 }
 
 }  // namespace megamoe

@@ -3,6 +3,7 @@
 // the fp8-resident copy where a bucket the runtime can use reads it.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "megamoe/config.hpp"
 #include "megamoe/device.hpp"
@@ -20,8 +21,14 @@ void settle_weight_sources(Config& config, KernelPath path, const RuntimeOptions
 bool needs_fp8_resident_copy(const Config& config, int max_tokens);
 
 // Checks the weights' shape against the config (megamoe::Error naming the field) and uploads them
-// for `path` on `device`.
+// for `path` on `device`. experts: the count wanted (a rank's experts_per_rank; replacements any
+// count from 1, `replacement` true).
 std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& config, KernelPath path, int max_tokens,
-                                                 const Mxfp4ExpertWeights& weights);
+                                                 const Mxfp4ExpertWeights& weights, bool replacement = false);
+
+// Copies replacement's experts into `weights`' slots (replacement expert i into slots[i]) on
+// `stream`: every buffer of the layout, one async device copy per slot and buffer.
+void copy_expert_slots(Device& device, PreparedWeights& weights, const std::vector<int>& slots,
+                       const PreparedWeights& replacement, StreamHandle stream);
 
 }  // namespace megamoe

@@ -5,6 +5,7 @@
 
 #include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
+#include "megamoe/runtime.hpp"
 #include "support/test_support.hpp"
 
 using namespace megamoe;
@@ -90,4 +91,34 @@ TEST_CASE("with_experts cuts a model to fewer experts, the bucket keys where the
   for (std::int64_t tokens : {1, 9, 1000, 8192}) CHECK(share.table_key(tokens) == bucket_for_tokens(tokens));
   CHECK_THROWS_WITH(with_experts(k, 0), Catch::Contains("0 experts"));
   CHECK_THROWS_WITH(with_experts(k, 9000), Catch::Contains("9000"));
+}
+
+TEST_CASE("with_redundant_experts adds slots beyond the model's experts; a rank holds slots / world", "[config][world][eplb]") {
+  const Config k = kimi();
+  CHECK(k.model.logical_experts == 896);
+  const Config eplb = config_for_world(with_redundant_experts(k, 64), 8);  // 960 slots, 120 a rank
+  CHECK(eplb.name == "kimi_k3_a8w4_plus_64_slots");
+  CHECK(eplb.model.experts == 960);
+  CHECK(eplb.model.logical_experts == 896);
+  CHECK(eplb.model.experts_per_rank == 120);
+  CHECK(eplb.keys_experts_per_rank == 112);  // the keys stay: a call takes the entry of its rows per slot
+  CHECK(eplb.table_key(1000) == expected_key(1000, 112, 120));
+  CHECK(with_redundant_experts(k, 0).name == k.name);
+  CHECK_THROWS_WITH(with_redundant_experts(k, -1), Catch::Contains("redundant_experts = -1"));
+  CHECK_THROWS_WITH(with_redundant_experts(k, 100000), Catch::Contains("redundant_experts = 100000"));
+}
+
+TEST_CASE("RuntimeOptions.redundant_experts that leaves slots the world does not divide is named, with one that fits",
+          "[config][world][eplb]") {
+  RuntimeOptions o;
+  o.world = 8, o.max_tokens = 64, o.path = KernelPath::hopper, o.redundant_experts = 60;
+  CHECK_THROWS_WITH(Runtime::workspace_bytes(kimi(), o),
+                    Catch::Contains("RuntimeOptions.redundant_experts = 60: 896 logical experts + 60 = 956 slots") &&
+                        Catch::Contains("64 would"));
+  o.redundant_experts = 64;
+  RuntimeOptions plain = o;
+  plain.redundant_experts = 0;
+  // Each rank holds 120 slots instead of 112: its plan of a call grows by 8 slots' words.
+  const std::size_t more = Runtime::workspace_bytes(kimi(), o).group_plan - Runtime::workspace_bytes(kimi(), plain).group_plan;
+  CHECK(more == std::size_t(3 * 8 * 8 * 4 + 256 * 8 * 8 * 4));  // segment, segment_rows, ready; block counts
 }

@@ -404,6 +404,19 @@ TEST_CASE("EP loopback: rows past a rank's capacity are dropped and counted as t
   std::mt19937_64 rng(28);
   const long long capacity = 300;  // routed rows a rank holds; uniform routing of 100 tokens sends each about 800
   LoopbackGroup g(kimi(2), 2, 128, KernelPath::automatic, 5000, capacity);
+  {  // each rank's workspace as allocated is what workspace_bytes stated before creation
+    RuntimeOptions o = g.ranks[0]->options();
+    o.path = g.ranks[0]->path();
+    const WorkspaceBytes planned = Runtime::workspace_bytes(kimi(2), o);
+    CHECK(planned.routed_rows == capacity);
+    for (int r = 0; r < 2; ++r) {
+      const WorkspaceBytes got = g.ranks[r]->workspace_bytes();
+      CHECK(got.layer == planned.layer);
+      CHECK(got.symmetric_region == planned.symmetric_region);
+      CHECK(got.group_plan == planned.group_plan);
+      CHECK(got.routed_rows == planned.routed_rows);
+    }
+  }
   auto in = g.inputs(same(2, 100), "uniform", rng);
   g.launch(in);
   g.sync();

@@ -34,6 +34,10 @@ TEST_CASE("megamoe-run --help and usage errors", "[cli]") {
   // A world that does not divide the experts: named before any GPU is opened.
   CHECK(run("--config kimi_k3_a8w4 --world 3", out) == 1);
   CHECK_THAT(out, Catch::Contains("model.experts = 896 is not a multiple of world = 3"));
+  CHECK(run("--config kimi_k3_a8w4 --world 8 --redundant-experts 60", out) == 1);  // refused before a GPU is opened
+  CHECK_THAT(out, Catch::Contains("RuntimeOptions.redundant_experts = 60") && Catch::Contains("64 would"));
+  CHECK(run("--config kimi_k3_a8w4 --world 2 --capacity -5", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--capacity expects a count of rows of at least 0, got -5"));
   CHECK(run("--config kimi_k3_a8w4 --experts-per-rank 0", out) == 2);
   CHECK_THAT(out, Catch::Contains("--experts-per-rank expects a count of at least 1"));
 }

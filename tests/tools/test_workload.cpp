@@ -68,7 +68,7 @@ TEST_CASE("routings have the shape their name promises", "[workload]") {
   auto short_ramp = workload::make_routing("ramp", 10, 2, E, rng);  // 20 slots: 1 + 3 + 5 + 7, and 4 of expert 4
   CHECK(std::count(short_ramp.ids.begin(), short_ramp.ids.end(), 4) == 4);
   CHECK(std::count(short_ramp.ids.begin(), short_ramp.ids.end(), -1) == 0);
-  CHECK_THROWS_WITH(workload::make_routing("zipf", T, K, E, rng), Catch::Contains("unknown routing 'zipf'"));
+  CHECK_THROWS_WITH(workload::make_routing("pareto", T, K, E, rng), Catch::Contains("unknown routing 'pareto'"));
 }
 
 TEST_CASE("routing files: write, read back exactly, and name what is wrong", "[workload]") {
@@ -213,4 +213,66 @@ TEST_CASE("a check always covers the massive tokens and reports each against bot
   CHECK(c.worst_token_emulated == 0.0);
   std::mt19937_64 rng2(2);
   CHECK(workload::check_layer(cfg, w, in.x, r, y, 2, rng2, arith).massive.empty());  // none asked for
+}
+
+TEST_CASE("zipf routing is skewed toward the first experts, distinct within a token", "[workload][eplb]") {
+  std::mt19937_64 rng(5);
+  const int E = 64, K = 8, T = 2000;
+  const workload::Routing r = workload::make_routing("zipf", T, K, E, rng);
+  for (int t = 0; t < T; ++t) {
+    const std::set<int> ids(r.ids.begin() + t * K, r.ids.begin() + (t + 1) * K);
+    REQUIRE(ids.size() == std::size_t(K));
+    REQUIRE(*ids.begin() >= 0);
+    REQUIRE(*ids.rbegin() < E);
+  }
+  const std::vector<long long> load = workload::expert_load(r, E);
+  CHECK(std::accumulate(load.begin(), load.end(), 0LL) == T * K);
+  CHECK(load[0] > 4 * load[E - 1]);  // weight 1 against 1/64, less what distinctness takes
+  CHECK(load[0] >= load[E / 2]);
+}
+
+TEST_CASE("EPLB placement gives every expert a slot and the hottest the replicas; to_physical keeps each route's "
+          "expert",
+          "[workload][eplb]") {
+  std::mt19937_64 rng(9);
+  const int L = 48, P = 64, K = 6, T = 700;
+  workload::Routing logical = workload::make_routing("zipf", T, K, L, rng);
+  logical.ids[3] = -1;
+  logical.ids[10] = L + 5;  // a bad id
+  const std::vector<long long> load = workload::expert_load(logical, L);
+  const std::vector<int> placement = workload::eplb_placement(L, P, load, rng);
+  REQUIRE(placement.size() == std::size_t(P));
+  std::vector<int> replicas(L, 0);
+  for (int e : placement) {
+    REQUIRE(e >= 0);
+    REQUIRE(e < L);
+    ++replicas[e];
+  }
+  for (int e = 0; e < L; ++e) CHECK(replicas[e] >= 1);
+  CHECK(replicas[0] == *std::max_element(replicas.begin(), replicas.end()));  // expert 0 is the hottest
+  CHECK(replicas[0] >= 2);
+  // No replica went to an expert whose load per replica, one replica fewer, was below another's.
+  for (int e = 0; e < L; ++e)
+    for (int f = 0; f < L; ++f)
+      if (replicas[e] > 1) CHECK(load[e] * replicas[f] >= load[f] * (replicas[e] - 1));
+
+  const workload::Routing physical = workload::to_physical(logical, placement, L, rng);
+  REQUIRE(physical.ids.size() == logical.ids.size());
+  CHECK(physical.weights == logical.weights);
+  std::set<int> used;
+  for (std::size_t i = 0; i < logical.ids.size(); ++i) {
+    const int l = logical.ids[i], p = physical.ids[i];
+    if (l < 0) {
+      CHECK(p == l);
+    } else if (l >= L) {
+      CHECK(p >= P);  // still outside the slots: skipped and counted as bad
+    } else {
+      REQUIRE(p >= 0);
+      REQUIRE(p < P);
+      CHECK(placement[p] == l);
+      used.insert(p);
+    }
+  }
+  for (int p = 0; p < P; ++p)  // every replica of expert 0 takes routes
+    if (placement[p] == 0) CHECK(used.count(p) == 1);
 }

@@ -184,3 +184,35 @@ TEST_CASE("weights: biases come both or neither, of their sizes, finite", "[weig
     CHECK_THROWS_WITH(w.check(), Catch::Contains("b1[5] = -inf") && Catch::Contains("finite"));
   }
 }
+
+TEST_CASE("gather_experts puts each named expert's bytes and biases in its slot; a bad id is named", "[weights][eplb]") {
+  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(4, 64, 32);
+  for (std::size_t i = 0; i < w.w1_packed.size(); ++i) w.w1_packed[i] = std::uint8_t(i * 7 + 1);
+  for (std::size_t i = 0; i < w.w1_scales.size(); ++i) w.w1_scales[i] = std::uint8_t(120 + i % 9);
+  for (std::size_t i = 0; i < w.w2_packed.size(); ++i) w.w2_packed[i] = std::uint8_t(i * 13 + 3);
+  for (std::size_t i = 0; i < w.w2_scales.size(); ++i) w.w2_scales[i] = std::uint8_t(110 + i % 11);
+  w.b1.resize(4 * 64), w.b2.resize(4 * 64);
+  for (std::size_t i = 0; i < w.b1.size(); ++i) w.b1[i] = float(i) * 0.5f, w.b2[i] = -float(i);
+  const std::vector<int> slots = {2, 0, 2, 3, 3};
+  const Mxfp4ExpertWeights g = gather_experts(w, slots);
+  REQUIRE(g.experts == 5);
+  g.check();
+  auto per = [](const auto& v, int experts) { return v.size() / std::size_t(experts); };
+  for (std::size_t s = 0; s < slots.size(); ++s) {
+    const std::size_t e = std::size_t(slots[s]);
+    auto same = [&](const auto& from, const auto& to) {
+      const std::size_t n = per(from, 4);
+      REQUIRE(per(to, 5) == n);
+      return std::equal(from.begin() + e * n, from.begin() + (e + 1) * n, to.begin() + s * n);
+    };
+    INFO("slot " << s);
+    CHECK(same(w.w1_packed, g.w1_packed));
+    CHECK(same(w.w1_scales, g.w1_scales));
+    CHECK(same(w.w2_packed, g.w2_packed));
+    CHECK(same(w.w2_scales, g.w2_scales));
+    CHECK(same(w.b1, g.b1));
+    CHECK(same(w.b2, g.b2));
+  }
+  CHECK_THROWS_WITH(gather_experts(w, {0, 4}), Catch::Contains("experts[1] = 4, expected 0..3"));
+  CHECK_THROWS_WITH(gather_experts(w, {-1}), Catch::Contains("experts[0] = -1"));
+}

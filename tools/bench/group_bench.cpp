@@ -162,7 +162,10 @@ int run_group_bench(const GroupBenchOptions& o) {
       }
     for (auto& rt : ranks) {
       CallErrors e = rt->take_errors();
-      if (e.any()) throw Error(fmt::format("megamoe-bench: rank {}: the kernels reported errors", rt->rank()));
+      if (e.any())
+        throw Error(fmt::format("megamoe-bench: rank {}: the kernels reported {} bad ids, {} bounds violations, {} "
+                                "dropped rows",
+                                rt->rank(), e.bad_ids, e.bounds_violations, e.dropped_rows));
     }
     const float f = bench::median(fused), s = bench::median(serial);
     double floor_ms = 0;

@@ -137,24 +137,9 @@ Mxfp4ExpertWeights random_group_weights(const ModelShape& m, int world, std::uin
 }
 
 Mxfp4ExpertWeights slice_experts(const Mxfp4ExpertWeights& w, int first, int count) {
-  Mxfp4ExpertWeights out = Mxfp4ExpertWeights::zeros(count, w.model_dim, w.inter_dim);
-  auto copy = [&](const std::vector<std::uint8_t>& from, std::vector<std::uint8_t>& to) {
-    const std::size_t per = from.size() / w.experts;
-    std::copy(from.begin() + first * per, from.begin() + (first + count) * per, to.begin());
-  };
-  copy(w.w1_packed, out.w1_packed);
-  copy(w.w1_scales, out.w1_scales);
-  copy(w.w2_packed, out.w2_packed);
-  copy(w.w2_scales, out.w2_scales);
-  if (w.has_biases()) {
-    auto slice = [&](const std::vector<float>& from, std::vector<float>& to) {
-      const std::size_t per = from.size() / w.experts;
-      to.assign(from.begin() + first * per, from.begin() + (first + count) * per);
-    };
-    slice(w.b1, out.b1);
-    slice(w.b2, out.b2);
-  }
-  return out;
+  std::vector<int> experts(count);
+  std::iota(experts.begin(), experts.end(), first);
+  return gather_experts(w, experts);
 }
 
 std::mt19937_64 inputs_rng(std::uint64_t seed, std::int64_t tokens, int draw) {
@@ -220,7 +205,7 @@ Inputs random_inputs(InputKind kind, std::int64_t tokens, int dim, std::mt19937_
 }
 
 const std::vector<std::string>& routing_kinds() {
-  static const std::vector<std::string> kinds = {"uniform", "single", "sparse", "holes", "bad", "ramp", "one_rank"};
+  static const std::vector<std::string> kinds = {"uniform", "single", "sparse", "holes", "bad", "ramp", "one_rank", "zipf"};
   return kinds;
 }
 
@@ -239,6 +224,12 @@ Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int
       for (int n = 0; n < 2 * e + 1 && i < tokens * topk; ++n, ++i) r.ids[(i % tokens) * topk + i / tokens] = e;
     return r;
   }
+  std::discrete_distribution<int> zipf;
+  if (kind == "zipf") {
+    std::vector<double> p(experts);
+    for (int e = 0; e < experts; ++e) p[e] = 1.0 / (e + 1);
+    zipf = std::discrete_distribution<int>(p.begin(), p.end());
+  }
   for (std::int64_t t = 0; t < tokens; ++t) {
     int* ids = r.ids.data() + t * topk;
     softmax_weights(r.weights, t * topk, topk, rng);
@@ -249,6 +240,13 @@ Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int
       const int pool = experts_per_rank > 0 ? std::min(experts_per_rank, experts) : experts;
       distinct_experts(ids, std::min(topk, pool), pool, rng);
       for (int k = std::min(topk, pool); k < topk; ++k) ids[k] = -1;
+    } else if (kind == "zipf") {
+      for (int k = 0; k < k_distinct; ++k) {
+        int e = zipf(rng);
+        while (std::find(ids, ids + k, e) != ids + k) e = zipf(rng);
+        ids[k] = e;
+      }
+      for (int k = k_distinct; k < topk; ++k) ids[k] = -1;
     } else if (kind == "single") {
       std::fill(ids, ids + topk, 0);
     } else if (kind == "sparse") {
@@ -271,6 +269,45 @@ Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int
           ids[k] = rng() % 2 ? experts + int(rng() % 1000) : -2 - int(rng() % 1000);
           ++r.planted_bad_ids;
         }
+  }
+  return r;
+}
+
+std::vector<long long> expert_load(const Routing& r, int logical) {
+  std::vector<long long> load(logical, 0);
+  for (int id : r.ids)
+    if (id >= 0 && id < logical) ++load[id];
+  return load;
+}
+
+std::vector<int> eplb_placement(int logical, int physical, const std::vector<long long>& load, std::mt19937_64& rng) {
+  if (physical < logical || int(load.size()) != logical)
+    throw Error(fmt::format("megamoe: eplb_placement: {} slots for {} experts with {} loads, expected at least one slot "
+                            "and one load per expert",
+                            physical, logical, load.size()));
+  std::vector<int> slots(logical), replicas(logical, 1);
+  std::iota(slots.begin(), slots.end(), 0);
+  while (int(slots.size()) < physical) {
+    int hottest = 0;
+    for (int e = 1; e < logical; ++e)  // load per replica: a x b' > b x a' compares a / a' with b / b'
+      if (load[e] * replicas[hottest] > load[hottest] * replicas[e]) hottest = e;
+    slots.push_back(hottest);
+    ++replicas[hottest];
+  }
+  std::shuffle(slots.begin(), slots.end(), rng);
+  return slots;
+}
+
+Routing to_physical(const Routing& logical, const std::vector<int>& physical_to_logical, int logical_experts,
+                    std::mt19937_64& rng) {
+  std::vector<std::vector<int>> replicas(logical_experts);
+  for (std::size_t s = 0; s < physical_to_logical.size(); ++s) replicas.at(physical_to_logical[s]).push_back(int(s));
+  const int extra = int(physical_to_logical.size()) - logical_experts;
+  Routing r = logical;
+  for (int& id : r.ids) {
+    if (id < 0) continue;
+    if (id >= logical_experts) id += extra;  // a bad id stays past the slots
+    else id = replicas[id][rng() % replicas[id].size()];
   }
   return r;
 }

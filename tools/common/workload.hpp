@@ -65,7 +65,9 @@ struct Routing {
 // to expert 0. sparse: topk distinct experts among the first topk + 4 (the rest stay empty).
 // holes: uniform with 30% of slots -1 and 1 token in 16 with no expert at all. bad: uniform with
 // 1 slot in 50 given an id outside [-1, experts). one_rank: topk distinct experts among the first
-// experts_per_rank (over several ranks: every slot to rank 0's experts). ramp: expert e takes 2e + 1 rows (1, 3, 5, ...),
+// experts_per_rank (over several ranks: every slot to rank 0's experts). zipf: topk distinct
+// experts per token, expert e drawn with weight 1 / (e + 1) (skewed: the first experts, rank 0's,
+// the hottest). ramp: expert e takes 2e + 1 rows (1, 3, 5, ...),
 // dealt to the tokens in turn, slot 0 of every token first, until the slots or the experts run
 // out (the slots left are -1), so that one call has experts of every row count up to
 // 2 x experts - 1 (every width of a last tile); a token's experts are distinct while
@@ -73,6 +75,18 @@ struct Routing {
 Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int experts, std::mt19937_64& rng,
                      int experts_per_rank = 0);
 const std::vector<std::string>& routing_kinds();
+
+// Redundant experts (EPLB; docs/ep.md): which logical expert each of `physical` slots holds.
+// Every logical expert gets a slot; each further slot goes to the expert with the most load per
+// replica so far (load: its routed rows, indexed by logical id); the slots are then shuffled, so
+// that replicas and their originals land on any rank.
+std::vector<int> eplb_placement(int logical, int physical, const std::vector<long long>& load, std::mt19937_64& rng);
+// Each logical expert's routed rows in `r` (ids outside [0, logical) not counted).
+std::vector<long long> expert_load(const Routing& r, int logical);
+// `logical` routed to slots as an engine's EPLB maps it before the call: each route to one of its
+// expert's replicas at random; -1 stays -1, and a bad id stays outside the slots.
+Routing to_physical(const Routing& logical, const std::vector<int>& physical_to_logical, int logical_experts,
+                    std::mt19937_64& rng);
 
 // Text format: "megamoe-routing 1", then "tokens T topk K", then per token K ids and K weights.
 Routing read_routing(const std::string& path);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,7 +29,7 @@ namespace {
 const char* kUsage = R"(usage: megamoe-run --config NAME [--bs LIST] [--route KIND | --routing-file F] [--seed S]
                    [--inputs normal|outliers|massive] [--check] [--ref-tokens N] [--save-routing F] [--path P]
                    [--world W [--transport loopback|peer|ipc] [--devices LIST] [--serial] [--taper]]
-                   [--experts-per-rank N]
+                   [--experts-per-rank N] [--capacity R] [--redundant-experts N]
 
 Runs the MoE layer of a config with fresh random bf16 inputs and random MXFP4 weights, the
 output poisoned (NaN) before each call: on GPU 0 (world 1: every expert local), or as the W ranks
@@ -39,7 +40,7 @@ give the same bits.
   --config NAME     built-in config name, or a path ending in .json
   --bs LIST         comma-separated token counts per rank (default 1,8,128,1024,8192)
   --route KIND      uniform (default), single, sparse, holes, bad, ramp, one_rank (every slot
-                    to rank 0's experts)
+                    to rank 0's experts), zipf (expert e drawn with weight 1 / (e + 1): skewed)
   --routing-file F  replay a routing (ids and weights) from a file; its token count is the size
                     (world 1)
   --save-routing F  write the routing of the last size to F (world 1; replay it with --routing-file)
@@ -60,6 +61,15 @@ give the same bits.
   --experts-per-rank N
                     each rank holds N experts: the model cut to N x W experts in all (one rank's
                     share of a wider group; Kimi-K3 with 112 is a rank of EP8)
+  --capacity R      routed_rows_capacity: routed rows a rank holds (default 0: the worst case,
+                    W x tokens x topk); rows past it are dropped, counted and printed, and the
+                    size FAILs (their tokens' outputs lack them)
+  --redundant-experts N
+                    N expert slots beyond the model's (EPLB): the W ranks hold model.experts + N
+                    slots; the hottest experts of a first sample of the routing get the extra
+                    replicas, the slots are shuffled over the ranks, each route goes to one of
+                    its expert's replicas, and --check compares with the references over the
+                    logical experts
   --transport T     loopback (default: every rank on GPU 0), peer (rank r on GPU r, one process),
                     ipc (a process of this tool per rank, rank r on GPU r)
   --devices LIST    peer and ipc: rank r on GPU LIST[r] (W entries; default 0,1,...,W-1). With
@@ -84,6 +94,8 @@ struct Args {
   bool check = false, serial = false, taper = false;
   int world = 1, rank = -1;  // rank: a child process of --transport ipc
   int experts_per_rank = 0;  // 0: the config's model.experts / world
+  int redundant = 0;         // expert slots beyond the model's (EPLB)
+  long long capacity = 0;    // routed_rows_capacity (0: the worst case)
   Transport transport = Transport::loopback;
 };
 
@@ -127,11 +139,15 @@ Args parse(int argc, char** argv) {
     } else if (s == "--serial") a.serial = true;
     else if (s == "--taper") a.taper = true;
     else if (s == "--ipc-rank") a.rank = int(cli::parse_int(kTool, s, value()));  // internal: a child of ipc
+    else if (s == "--capacity") a.capacity = cli::parse_int(kTool, s, value());
+    else if (s == "--redundant-experts") a.redundant = int(cli::parse_int(kTool, s, value()));
     else if (s == "--ipc-bootstrap") a.bootstrap = value();                       // internal
     else usage_error("unknown argument '" + s + "'");
   }
   if (a.config.empty()) usage_error("--config NAME is required");
   if (a.sizes.empty()) usage_error("--bs needs at least one size");
+  if (a.capacity < 0) usage_error(fmt::format("--capacity expects a count of rows of at least 0, got {}", a.capacity));
+  if (a.redundant < 0) usage_error(fmt::format("--redundant-experts expects a count of at least 0, got {}", a.redundant));
   if (a.world < 1 || a.world > kMaxWorld) usage_error(fmt::format("--world expects 1..{}", int(kMaxWorld)));
   if (!a.devices.empty()) {
     if (a.transport == Transport::loopback) usage_error("--devices is for --transport peer or ipc");
@@ -150,7 +166,7 @@ Args parse(int argc, char** argv) {
 // One rank's call inputs, uploaded, with its output poisoned.
 struct RankCall {
   std::int64_t tokens = 0;
-  workload::Routing routing;
+  workload::Routing routing;  // over the logical experts (the references'); the kernels get it on slots
   std::vector<std::uint16_t> x;
   std::vector<std::int64_t> massive;  // --inputs massive: the tokens with a massive channel
   DeviceBuffer d_x, d_y, d_ids, d_w;
@@ -163,12 +179,21 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
   Runtime& first = *ranks[0];
   const Config& cfg = first.config();
   const ModelShape& m = cfg.model;
-  const int world = first.world(), experts = world * m.experts_per_rank;
+  const int world = first.world(), experts = m.logical_experts;  // the routings' and the references'
+  // Each slot's logical expert: itself, or with redundant slots the placement an engine's EPLB
+  // would make from a first look at the load (the same on every rank: from the seed alone).
+  std::vector<int> placement(m.experts);
+  std::iota(placement.begin(), placement.end(), 0);
+  if (m.experts > m.logical_experts) {
+    std::mt19937_64 rng = workload::inputs_rng(a.seed + 11, 4096, 0);
+    const workload::Routing sample = workload::make_routing(a.route, 4096, m.topk, experts, rng, m.experts_per_rank);
+    placement = workload::eplb_placement(experts, m.experts, workload::expert_load(sample, experts), rng);
+  }
   std::vector<std::unique_ptr<PreparedWeights>> prepared;
   for (Runtime* rt : ranks)
-    prepared.push_back(rt->prepare_weights(world == 1 ? all_weights
-                                                      : workload::slice_experts(all_weights, rt->rank() * m.experts_per_rank,
-                                                                                m.experts_per_rank)));
+    prepared.push_back(rt->prepare_weights(
+        gather_experts(all_weights, std::vector<int>(placement.begin() + rt->rank() * m.experts_per_rank,
+                                                     placement.begin() + (rt->rank() + 1) * m.experts_per_rank))));
   if (prepared[0]->resident_bytes)
     fmt::print("fp8-resident copy of the weights: {:.2f} GB a rank (buckets with weights fp8_resident)\n",
                prepared[0]->resident_bytes / 1e9);
@@ -198,7 +223,8 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
       c.d_ids = DeviceBuffer(dev, std::max<std::size_t>(4, c.routing.ids.size() * 4));
       c.d_w = DeviceBuffer(dev, std::max<std::size_t>(4, c.routing.weights.size() * 4));
       dev.copy_to_device(c.d_x.get(), c.x.data(), c.x.size() * 2);
-      dev.copy_to_device(c.d_ids.get(), c.routing.ids.data(), c.routing.ids.size() * 4);
+      const workload::Routing slots = workload::to_physical(c.routing, placement, experts, rng);
+      dev.copy_to_device(c.d_ids.get(), slots.ids.data(), slots.ids.size() * 4);
       dev.copy_to_device(c.d_w.get(), c.routing.weights.data(), c.routing.weights.size() * 4);
     }
     // profile: events between the stages (the stage times); without, the launches are an
@@ -299,6 +325,8 @@ RuntimeOptions options_for(const Args& a, std::int64_t max_tokens) {
   o.transport = a.transport;
   o.devices = a.devices;
   o.serial = a.serial;
+  o.routed_rows_capacity = a.capacity;
+  o.redundant_experts = a.redundant;
   return o;
 }
 
@@ -306,8 +334,10 @@ void print_header(const Runtime& rt, const Args& a) {
   const Config& cfg = rt.config();
   const ModelShape& m = cfg.model;
   Runtime& r = const_cast<Runtime&>(rt);
-  fmt::print("config {}: {} experts ({} a rank), model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
-             m.experts, m.experts_per_rank, m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), r.device().name(),
+  fmt::print("config {}: {} experts{} ({} a rank), model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
+             m.experts,
+             m.experts > m.logical_experts ? fmt::format(" slots for {} logical experts (EPLB)", m.logical_experts) : "",
+             m.experts_per_rank, m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), r.device().name(),
              r.device().arch());
   fmt::print("kernels: {} path; world {}{}{}; routing: {}; inputs: {}; references: over at most {} random tokens of each "
              "call{}{}\n",
@@ -378,8 +408,10 @@ int main(int argc, char** argv) {
       throw Error(fmt::format("megamoe: routing file {} has topk {}, config {} has topk {}", a.routing_file, replay.topk,
                               ranks[0]->config().name, m.topk));
     if (a.rank <= 0) print_header(*ranks[0], a);
+    ModelShape logical = m;  // the model's experts (fewer than the slots with --redundant-experts)
+    logical.experts = logical.experts_per_rank = logical.logical_experts;  // each expert from the seed and its id
     const Mxfp4ExpertWeights weights =
-        a.world == 1 ? workload::random_weights(m, a.seed) : workload::random_group_weights(m, a.world, a.seed);
+        a.world == 1 ? workload::random_weights(logical, a.seed) : workload::random_group_weights(logical, 1, a.seed);
     const int failures = run_sizes(args, ranks, weights, a.routing_file.empty() ? nullptr : &replay);
     if (a.rank <= 0)
       fmt::print("checked: tokens compared with the references (* a random subset); worst_tok: the largest relL2 of\n"

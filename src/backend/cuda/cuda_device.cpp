@@ -27,7 +27,8 @@ namespace {
   X(cuEventRecord) X(cuEventElapsedTime) X(cuCtxSynchronize) X(cuFuncSetAttribute) X(cuStreamBeginCapture)     \
   X(cuMemcpyDtoDAsync) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)      \
   X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess)                                           \
-  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
+  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) \
+  X(cuStreamIsCapturing)
 
 #define MEGAMOE_QUOTE(x) #x
 #define MEGAMOE_SYMBOL(x) MEGAMOE_QUOTE(x)
@@ -267,6 +268,12 @@ class CudaDevice final : public Device {
     current();
     check(driver().cuStreamBeginCapture(static_cast<CUstream>(s), CU_STREAM_CAPTURE_MODE_RELAXED),
           "cuStreamBeginCapture");
+  }
+  bool capturing(StreamHandle s) override {
+    current();
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    check(driver().cuStreamIsCapturing(static_cast<CUstream>(s), &status), "cuStreamIsCapturing");
+    return status != CU_STREAM_CAPTURE_STATUS_NONE;
   }
   GraphHandle end_capture(StreamHandle s) override {
     current();

@@ -158,6 +158,12 @@ class HipDevice final : public Device {
     current();
     check(lib().hipStreamBeginCapture(static_cast<hipStream_t>(s), hipStreamCaptureModeRelaxed), "hipStreamBeginCapture");
   }
+  bool capturing(StreamHandle s) override {
+    current();
+    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+    check(lib().hipStreamIsCapturing(static_cast<hipStream_t>(s), &status), "hipStreamIsCapturing");
+    return status != hipStreamCaptureStatusNone;
+  }
   GraphHandle end_capture(StreamHandle s) override {
     current();
     hipGraph_t graph = nullptr;

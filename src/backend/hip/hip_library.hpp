@@ -18,7 +18,8 @@ namespace megamoe::hip {
   X(hiprtcGetCodeSize) X(hiprtcGetCode) X(hiprtcDestroyProgram) X(hiprtcGetErrorString)                    \
   X(hipStreamBeginCapture) X(hipStreamEndCapture) X(hipGraphInstantiate) X(hipGraphLaunch)                 \
   X(hipGraphExecDestroy) X(hipGraphDestroy) X(hipMemcpyDtoDAsync) X(hipIpcGetMemHandle)                  \
-  X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipDeviceCanAccessPeer) X(hipDeviceEnablePeerAccess)
+  X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipDeviceCanAccessPeer) X(hipDeviceEnablePeerAccess) \
+  X(hipStreamIsCapturing)
 
 struct Library {
 #define X(name) decltype(&::name) name = nullptr;

@@ -1,0 +1,51 @@
+// megamoe-workspace on the command line, without a GPU: help, usage errors, one config's
+// workspace as Runtime::workspace_bytes states it, and the capacity table of the built-in models.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include "megamoe/megamoe.hpp"
+#include "support/test_support.hpp"
+
+using namespace megamoe;
+
+namespace {
+int workspace(const std::string& args, std::string& out) {
+  return test::run_command("'" MEGAMOE_WORKSPACE_EXE "' " + args, out);
+}
+}  // namespace
+
+TEST_CASE("megamoe-workspace --help and usage errors", "[cli][workspace]") {
+  std::string out;
+  CHECK(workspace("--help", out) == 0);
+  CHECK_THAT(out, Catch::Contains("usage: megamoe-workspace --config NAME"));
+  CHECK(workspace("", out) == 2);
+  CHECK_THAT(out, Catch::Contains("give --config NAME or --table"));
+  CHECK(workspace("--config kimi_k3_a8w4 --table", out) == 2);
+  CHECK(workspace("--config kimi_k3_a8w4 --world x", out) == 2);
+  CHECK(workspace("--config kimi_k3_a8w4 --path fast", out) == 2);
+  CHECK(workspace("--config kimi_k3_a8w4 --world 3", out) == 1);
+  CHECK_THAT(out, Catch::Contains("model.experts = 896 is not a multiple of world = 3"));
+}
+
+TEST_CASE("megamoe-workspace prints what Runtime::workspace_bytes states, with no GPU", "[cli][workspace]") {
+  std::string out;
+  REQUIRE(workspace("--config kimi_k3_a8w4 --world 8 --max-tokens 4096 --capacity 131072 --path hopper", out) == 0);
+  RuntimeOptions o;
+  o.world = 8, o.max_tokens = 4096, o.routed_rows_capacity = 131072, o.path = KernelPath::hopper;
+  const WorkspaceBytes b = Runtime::workspace_bytes(load_config("kimi_k3_a8w4"), o);
+  CHECK_THAT(out, Catch::Contains("131072 routed rows a rank"));
+  CHECK_THAT(out, Catch::Contains(fmt::format("layer            {:>15} bytes", b.layer)));
+  CHECK_THAT(out, Catch::Contains(fmt::format("symmetric region {:>15} bytes", b.symmetric_region)));
+  CHECK_THAT(out, Catch::Contains(fmt::format("total            {:>15} bytes", b.total())));
+
+  REQUIRE(workspace("--table --max-tokens 8192", out) == 0);
+  o.max_tokens = 8192, o.routed_rows_capacity = 0, o.path = KernelPath::automatic;
+  const WorkspaceBytes worst = Runtime::workspace_bytes(load_config("kimi_k3_a8w4"), o, "sm_90a");
+  o.routed_rows_capacity = 2 * 8192 * 16;
+  const WorkspaceBytes twice = Runtime::workspace_bytes(load_config("kimi_k3_a8w4"), o, "sm_90a");
+  CHECK_THAT(out, Catch::Contains(fmt::format("| kimi_k3_a8w4 | 8 | 1048576 | {:.2f} | 262144 | {:.2f} |",
+                                              double(worst.total()) / double(1ull << 30),
+                                              double(twice.total()) / double(1ull << 30))));
+  for (const std::string& name : builtin_config_names()) CHECK_THAT(out, Catch::Contains("| " + name + " | 1 |"));
+}

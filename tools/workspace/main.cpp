@@ -1,0 +1,124 @@
+// megamoe-workspace: the device memory a rank of the layer takes beside its weights
+// (Runtime::workspace_bytes), before anything is created: no GPU needed.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/cli.hpp"
+#include "megamoe/config.hpp"
+#include "megamoe/runtime.hpp"
+
+using namespace megamoe;
+
+namespace {
+
+const char* kUsage = R"(usage: megamoe-workspace --config NAME [options]
+       megamoe-workspace --table [--max-tokens T] [--arch ARCH]
+
+Prints the device memory one rank of the layer takes beside its weights, as
+Runtime::workspace_bytes states it before creation (no GPU needed): the layer's
+buffers, and over several ranks the symmetric region and the rank's plan of a call.
+
+  --config NAME           built-in config name, or a path ending in .json
+  --world N               ranks in the group (default 1)
+  --max-tokens T          the most tokens a call passes (default 8192)
+  --capacity R            routed_rows_capacity: rows a rank holds (default 0: the worst case,
+                          world x max_tokens x topk)
+  --experts-per-rank E    the model cut to E x world experts (one rank's share of a wider group)
+  --path P                auto (default), portable, tensor_core or hopper
+  --arch ARCH             the GPU `auto` resolves for (default sm_90a)
+  --no-fp8-resident       RuntimeOptions::fp8_resident_weights = false
+  --table                 every built-in model at worlds 1, 2, 4 and 8 where they divide its
+                          experts: the routed rows and bytes at the worst case, and at a
+                          capacity of twice the mean (2 x max_tokens x topk)
+  -h, --help              this text
+Exit status: 0, 1 for options the runtime would refuse (the message names them), 2 on bad usage.
+)";
+
+constexpr const char* kTool = "megamoe-workspace";
+
+struct Args {
+  std::string config, path = "auto", arch = "sm_90a";
+  int world = 1, max_tokens = 8192, experts_per_rank = 0;
+  long long capacity = 0;
+  bool table = false, fp8_resident = true;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
+    auto number = [&] { return cli::parse_int(kTool, s, value()); };
+    if (s == "-h" || s == "--help") {
+      fmt::print("{}", kUsage);
+      std::exit(0);
+    } else if (s == "--config") a.config = value();
+    else if (s == "--world") a.world = int(number());
+    else if (s == "--max-tokens") a.max_tokens = int(number());
+    else if (s == "--capacity") a.capacity = number();
+    else if (s == "--experts-per-rank") a.experts_per_rank = int(number());
+    else if (s == "--path") a.path = value();
+    else if (s == "--arch") a.arch = value();
+    else if (s == "--no-fp8-resident") a.fp8_resident = false;
+    else if (s == "--table") a.table = true;
+    else cli::usage_error(kTool, "unknown argument " + s);
+  }
+  if (a.table == !a.config.empty()) cli::usage_error(kTool, "give --config NAME or --table");
+  return a;
+}
+
+std::string gib(std::size_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ull << 30)); }
+
+void print_one(const Args& a) {
+  RuntimeOptions o;
+  o.world = a.world, o.max_tokens = a.max_tokens, o.routed_rows_capacity = a.capacity;
+  o.path = cli::parse_path(kTool, a.path), o.fp8_resident_weights = a.fp8_resident;
+  const Config config = cli::load_for_world(a.config, a.world, a.experts_per_rank);
+  const WorkspaceBytes b = Runtime::workspace_bytes(config, o, a.arch);
+  fmt::print("config {}, world {}, max_tokens {}, path {} ({}), {} routed rows a rank{}\n", config.name, a.world,
+             a.max_tokens, a.path, a.arch, b.routed_rows, a.capacity > 0 || a.world == 1 ? "" : " (the worst case)");
+  fmt::print("  layer            {:>15} bytes  {}\n", b.layer, gib(b.layer));
+  if (a.world > 1) {
+    fmt::print("  symmetric region {:>15} bytes  {}\n", b.symmetric_region, gib(b.symmetric_region));
+    fmt::print("  group plan       {:>15} bytes  {}\n", b.group_plan, gib(b.group_plan));
+  }
+  fmt::print("  total            {:>15} bytes  {}\n", b.total(), gib(b.total()));
+}
+
+void print_table(const Args& a) {
+  fmt::print("max_tokens {} a rank, path auto on {}; rows and GiB a rank beside the weights\n", a.max_tokens, a.arch);
+  fmt::print("| model | world | worst-case rows | GiB | 2 x mean rows | GiB |\n|---|---|---|---|---|---|\n");
+  for (const std::string& name : builtin_config_names()) {
+    const Config config = load_config(name);
+    for (int world : {1, 2, 4, 8}) {
+      if (config.model.experts % world) continue;
+      RuntimeOptions o;
+      o.world = world, o.max_tokens = a.max_tokens;
+      const WorkspaceBytes worst = Runtime::workspace_bytes(config, o, a.arch);
+      if (world == 1) {  // one GPU holds every routed row: no capacity to set
+        fmt::print("| {} | 1 | {} | {:.2f} | - | - |\n", name, worst.routed_rows,
+                   double(worst.total()) / double(1ull << 30));
+        continue;
+      }
+      o.routed_rows_capacity = 2LL * a.max_tokens * config.model.topk;
+      const WorkspaceBytes twice = Runtime::workspace_bytes(config, o, a.arch);
+      fmt::print("| {} | {} | {} | {:.2f} | {} | {:.2f} |\n", name, world, worst.routed_rows,
+                 double(worst.total()) / double(1ull << 30), twice.routed_rows,
+                 double(twice.total()) / double(1ull << 30));
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  return cli::run_reporting_errors([&] {
+    if (args.table) print_table(args);
+    else print_one(args);
+    return 0;
+  });
+}
