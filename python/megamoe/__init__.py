@@ -48,13 +48,14 @@ except ImportError as _e:
 import numpy as _np
 
 from ._tensors import to_host as _to_host
-from .errors import CompileError, ConfigError, DeviceError, Error, InputError, NoGpuError, PeerTimeoutError
+from .errors import (CompileError, ConfigError, DeviceError, DroppedRowsError, Error, InputError, NoGpuError,
+                     PeerTimeoutError)
 from .layer import CallErrors, Layer
 
 __version__ = _megamoe.version()
-__all__ = ["Layer", "CallErrors", "precompile", "tune", "cache_dir", "configs", "config_info", "gpu_available",
-           "quantize_mxfp4", "dequantize_mxfp4", "Error", "ConfigError", "CompileError", "DeviceError",
-           "NoGpuError", "PeerTimeoutError", "InputError"]
+__all__ = ["Layer", "CallErrors", "precompile", "tune", "workspace_bytes", "cache_dir", "configs", "config_info",
+           "gpu_available", "quantize_mxfp4", "dequantize_mxfp4", "Error", "ConfigError", "CompileError",
+           "DeviceError", "NoGpuError", "PeerTimeoutError", "DroppedRowsError", "InputError"]
 
 
 def configs():
@@ -78,6 +79,19 @@ def gpu_available():
     """(True, "") where a CUDA GPU and driver are present, else (False, why)."""
     ok, why = _megamoe.gpu_available()
     return bool(ok), why
+
+
+def workspace_bytes(config, *, max_tokens=8192, world=1, path="auto", arch="sm_90a", routed_rows_capacity=0,
+                    fp8_resident_weights=True, experts_per_rank=None, redundant_experts=0):
+    """The device memory one rank of Layer(config, max_tokens, ..., world, routed_rows_capacity,
+    redundant_experts, ...) takes beside its weights, before it is created (no GPU needed), as a dict of bytes:
+    layer (routing, x and h in fp8, the combine wire), symmetric_region and group_plan (several
+    ranks: what peers write, this rank's plan of a call), total; and routed_rows (the rows a rank
+    holds). path "auto" resolves as it would on `arch`'s GPU. A created layer's own:
+    Layer.workspace_bytes. Raises megamoe.Error for options a Layer would refuse."""
+    return dict(_megamoe.workspace_bytes(str(config), int(max_tokens), int(world), path, str(arch),
+                                         int(routed_rows_capacity), bool(fp8_resident_weights),
+                                         int(experts_per_rank or 0), int(redundant_experts)))
 
 
 def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=None, progress=True):

@@ -2,7 +2,8 @@
 the C++ message and the fields each carries; InputError is raised here, before a call, for a
 tensor of the wrong shape, dtype, device or layout."""
 
-__all__ = ["Error", "ConfigError", "CompileError", "DeviceError", "NoGpuError", "PeerTimeoutError", "InputError"]
+__all__ = ["Error", "ConfigError", "CompileError", "DeviceError", "NoGpuError", "PeerTimeoutError", "DroppedRowsError",
+           "InputError"]
 
 
 class Error(RuntimeError):
@@ -43,6 +44,18 @@ class PeerTimeoutError(Error):
     def __init__(self, message, rank=-1, peer=-1, phase="", timeout_ms=0):
         super().__init__(message)
         self.rank, self.peer, self.phase, self.timeout_ms = rank, peer, phase, timeout_ms
+
+
+class DroppedRowsError(Error):
+    """A Layer created with strict=True found routed rows past this rank's routed_rows_capacity:
+    dropped, so their tokens' outputs lack them. dropped_rows counts them; capacity is the
+    rank's; errors is the whole CallErrors taken (take_errors() was called for it)."""
+
+    def __init__(self, dropped_rows, capacity, errors):
+        super().__init__(f"megamoe: {dropped_rows} routed row(s) past this rank's routed_rows_capacity = {capacity} "
+                         "were dropped (their tokens' outputs lack them); raise routed_rows_capacity (0: the worst "
+                         "case) or route more evenly")
+        self.dropped_rows, self.capacity, self.errors = dropped_rows, capacity, errors
 
 
 class InputError(Error, ValueError):

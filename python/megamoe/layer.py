@@ -10,7 +10,7 @@ import numpy as np
 from . import _megamoe
 from ._layouts import bias_host, to_halves
 from ._tensors import describe, to_host
-from .errors import InputError
+from .errors import DroppedRowsError, InputError
 
 _layers = weakref.WeakValueDictionary()  # handle -> Layer, for the torch custom op
 _handles = itertools.count(1)
@@ -30,6 +30,12 @@ class CallErrors:
 
     def any(self):
         return bool(self.bad_ids or self.bounds_violations or self.dropped_rows)
+
+    def merged(self, later):
+        """These errors and `later`'s (taken after them) as one."""
+        return CallErrors(self.bad_ids + later.bad_ids,
+                          self.first_bad_slot if self.first_bad_slot >= 0 else later.first_bad_slot,
+                          self.bounds_violations + later.bounds_violations, self.dropped_rows + later.dropped_rows)
 
 
 def _device_index(device):
@@ -79,10 +85,20 @@ class Layer:
     experts_per_rank: each rank holds this many experts, the model cut to experts_per_rank * world
     (one rank's share of a wider group run on fewer GPUs, for measuring: Kimi-K3 with 112 is a rank
     of EP8); None: model.experts / world.
+    redundant_experts: expert slots beyond the model's experts, for load balancing (EPLB; docs/ep.md,
+    "Redundant experts"): the group holds logical_experts + redundant_experts slots (world dividing
+    them), experts_per_rank a rank, and calls take slot ids. Load each slot with its logical
+    expert's weights (replicas the same) and map each route to one of its replicas.
+    strict: raise DroppedRowsError for a call whose rows went past routed_rows_capacity. The check
+    waits for the call (a host sync after each call; a call under graph capture is checked at the
+    next take_errors(), which raises too). Without it, take_errors() counts them (dropped_rows).
+    workspace_bytes: the device memory the layer took beside its weights (megamoe.workspace_bytes
+    states it before creation).
     """
 
     def __init__(self, config="kimi_k3_a8w4", max_tokens=8192, device=0, *, path="auto", group=None,
-                 timeout_ms=5000, routed_rows_capacity=0, fp8_resident_weights=True, experts_per_rank=None):
+                 timeout_ms=5000, routed_rows_capacity=0, fp8_resident_weights=True, experts_per_rank=None,
+                 redundant_experts=0, strict=False):
         world, rank, transport, all_gather = 1, 0, "loopback", None
         if group is not None:
             import torch.distributed as dist
@@ -92,8 +108,12 @@ class Layer:
         self._device = _device_index(device)
         self._runtime = _megamoe.Runtime(str(config), int(max_tokens), self._device, path, world, rank, transport,
                                          int(timeout_ms), all_gather, int(routed_rows_capacity),
-                                         bool(fp8_resident_weights), int(experts_per_rank or 0))
+                                         bool(fp8_resident_weights), int(experts_per_rank or 0),
+                                         int(redundant_experts))
         self._info = self._runtime.info()
+        self._workspace = dict(self._runtime.workspace_bytes())
+        self.strict = bool(strict)
+        self._held = CallErrors()  # taken by strict's check after a call, given back by take_errors()
         self.handle = next(_handles)
         _layers[self.handle] = self
 
@@ -107,13 +127,23 @@ class Layer:
     rank = property(lambda self: self._info["rank"])
     device = property(lambda self: self._device)
     max_tokens = property(lambda self: self._info["max_tokens"])
-    experts = property(lambda self: self._info["experts"], doc="the model's experts, over every rank")
-    experts_per_rank = property(lambda self: self._info["experts_per_rank"], doc="this rank's: experts / world")
+    experts = property(lambda self: self._info["experts"],
+                       doc="expert slots over every rank: the ids a call takes (the model's experts, plus "
+                           "redundant_experts)")
+    logical_experts = property(lambda self: self._info["logical_experts"], doc="the model's own experts")
+    experts_per_rank = property(lambda self: self._info["experts_per_rank"], doc="this rank's slots: experts / world")
     model_dim = property(lambda self: self._info["model_dim"])
     inter_dim = property(lambda self: self._info["inter_dim"])
     topk = property(lambda self: self._info["topk"])
     expert_biases = property(lambda self: self._info["expert_biases"],
                              doc="whether the model adds expert biases: load_weights then takes b1 and b2")
+    workspace_bytes = property(lambda self: self._workspace["total"],
+                               doc="device bytes the layer's workspace took beside its weights")
+    workspace = property(lambda self: dict(self._workspace),
+                         doc="workspace_bytes by part: layer, symmetric_region, group_plan, total, and routed_rows "
+                             "(the rows this rank holds: routed_rows_capacity, or the worst case)")
+    routed_rows_capacity = property(lambda self: self._workspace["routed_rows"],
+                                    doc="routed rows this rank holds (the worst case where 0 was asked)")
     fp8_resident_bytes = property(lambda self: self._runtime.resident_bytes,
                                   doc="device bytes of the weights' fp8-resident copy (0: none made)")
 
@@ -164,7 +194,30 @@ class Layer:
 
         Returns the number of MX blocks the kernels' layout flushed to zero (scales too far below
         their row's largest; 0 for most checkpoints)."""
-        E, D, I = self.experts_per_rank, self.model_dim, self.inter_dim
+        return self._upload(self.experts_per_rank, False, w1, w2, w1_scales, w2_scales, layout, b1, b2)
+
+    def stage_experts(self, w1, w2, w1_scales=None, w2_scales=None, *, layout="halves", b1=None, b2=None):
+        """Experts for replace_experts: any number n of experts, given as load_weights takes them
+        (the same formats, layouts and biases, with n for experts_per_rank), converted to the
+        layer's layout in device memory of their own (this allocates and waits for the upload).
+        Returns a StagedExperts (.experts, .flushed_blocks)."""
+        n = _leading_dim(w1[0] if layout == "separate_gate_up" and isinstance(w1, (tuple, list)) else w1)
+        return self._upload(n, True, w1, w2, w1_scales, w2_scales, layout, b1, b2)
+
+    def replace_experts(self, slots, staged, *, stream=None):
+        """Copies staged experts into this rank's slots, staged expert i into slots[i] (local
+        slots, 0 .. experts_per_rank - 1; the group's slot rank * experts_per_rank + s), on
+        `stream` (default: torch's current stream on the layer's GPU, else the default stream), in place: no
+        allocation and no host sync, ordered against the calls before and after it on that stream;
+        graphs captured before read the new weights, and it can be captured itself. Keep `staged`
+        alive until the stream has passed the copies. Raises megamoe.Error for a slot out of range
+        or named twice, or a count other than staged.experts."""
+        if stream is None:
+            stream = _current_torch_stream(self._device)
+        self._runtime.replace_experts([int(s) for s in slots], staged, _stream_handle(stream))
+
+    def _upload(self, E, stage, w1, w2, w1_scales, w2_scales, layout, b1, b2):
+        D, I = self.model_dim, self.inter_dim
         if (w1_scales is None) != (w2_scales is None):
             raise InputError("w1_scales, w2_scales", "one given", "both (MXFP4) or neither (dense weights)")
         self._check_biases_given(b1, b2)
@@ -177,14 +230,14 @@ class Layer:
                 h, dtype = to_host(a, name)
                 _check(name, h.shape, dtype, shape, ("uint8",))
                 args.append(np.ascontiguousarray(h))
-            return self._runtime.load_mxfp4(*args, *biases)
+            return self._runtime.load_mxfp4(E, stage, *args, *biases)
         h1, t1 = to_host(w1, "w1")
         h2, t2 = to_host(w2, "w2")
         _check("w1", h1.shape, t1, (E, 2 * I, D), ("float32", "bfloat16"))
         _check("w2", h2.shape, t2, (E, D, I), (t1,))
         if t1 == "float32":
-            return self._runtime.load_fp32(np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
-        return self._runtime.load_bf16(np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
+            return self._runtime.load_fp32(E, stage, np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
+        return self._runtime.load_bf16(E, stage, np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
 
     def _check_biases_given(self, b1, b2):
         """Both biases or neither, and what the config says (before anything is copied)."""
@@ -227,8 +280,22 @@ class Layer:
         self._check_out(xi, yi)
         if stream is None:
             stream = _framework_stream(x)
-        self._runtime.forward(xi.ptr, ii.ptr, wi.ptr, yi.ptr, tokens, _stream_handle(stream))
+        handle = _stream_handle(stream)
+        self._runtime.forward(xi.ptr, ii.ptr, wi.ptr, yi.ptr, tokens, handle)
+        self._after_call(handle)
         return out
+
+    def _after_call(self, stream):
+        """strict: waits for the call and raises DroppedRowsError for rows it dropped (not while
+        `stream` is captured: take_errors() checks those calls)."""
+        if self.strict and not self._runtime.capturing(stream):
+            self._held = self._held.merged(CallErrors(**self._runtime.take_errors()))
+            if self._held.dropped_rows:
+                self._raise_dropped()
+
+    def _raise_dropped(self):
+        taken, self._held = self._held, CallErrors()
+        raise DroppedRowsError(taken.dropped_rows, self.routed_rows_capacity, taken)
 
     def _check_call(self, xi, ii, wi, int_ids=("int32",), weight_dtypes=("float32",)):
         D, K = self.model_dim, self.topk
@@ -266,8 +333,12 @@ class Layer:
     def take_errors(self):
         """Waits for the GPU and returns the CallErrors gathered since the last take_errors().
         Raises PeerTimeoutError when a wait for another rank timed out (then every rank calls
-        recover())."""
-        return CallErrors(**self._runtime.take_errors())
+        recover()); with strict, DroppedRowsError (carrying them all) where rows were dropped."""
+        self._held = self._held.merged(CallErrors(**self._runtime.take_errors()))
+        if self.strict and self._held.dropped_rows:
+            self._raise_dropped()
+        taken, self._held = self._held, CallErrors()
+        return taken
 
     def recover(self):
         """After a PeerTimeoutError: waits until no kernel of the group runs and lets calls go on.
@@ -285,6 +356,22 @@ def _check(field, shape, dtype, expected_shape, dtypes):
         raise InputError(field, f"shape {list(shape)}", f"{list(expected_shape)}")
     if dtype not in dtypes:
         raise InputError(field, f"dtype {dtype}", " or ".join(dtypes))
+
+
+def _leading_dim(a):
+    shape = getattr(a, "shape", None)
+    if not shape:
+        raise InputError("w1", f"a {type(a).__name__}", "an array of experts [n, ...]")
+    return int(shape[0])
+
+
+def _current_torch_stream(device):
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return 0
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def _where(info):

@@ -35,6 +35,7 @@ def _run(layer, x, topk_ids, topk_weights, out):
     stream = torch.cuda.current_stream(x.device).cuda_stream
     layer._runtime.forward(x.data_ptr(), topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr(),
                            x.shape[0], stream)
+    layer._after_call(stream)
 
 
 @torch.library.custom_op("megamoe::forward", mutates_args=())

@@ -210,13 +210,40 @@ nb::list precompile(const std::string& config_name, const std::vector<int>& buck
   return results;
 }
 
+nb::dict workspace_dict(const WorkspaceBytes& b) {
+  nb::dict d;
+  d["layer"] = b.layer, d["symmetric_region"] = b.symmetric_region, d["group_plan"] = b.group_plan;
+  d["routed_rows"] = b.routed_rows, d["total"] = b.total();
+  return d;
+}
+
+// Runtime::workspace_bytes of a layer not yet created (arguments as the Layer's).
+nb::dict planned_workspace_bytes(const std::string& config, int max_tokens, int world, const std::string& path,
+                                 const std::string& arch, long long routed_rows_capacity, bool fp8_resident_weights,
+                                 int experts_per_rank, int redundant_experts) {
+  RuntimeOptions o;
+  o.max_tokens = max_tokens, o.world = world, o.path = path_from_name(path), o.redundant_experts = redundant_experts;
+  o.routed_rows_capacity = routed_rows_capacity, o.fp8_resident_weights = fp8_resident_weights;
+  Config c = load_config(config);
+  if (experts_per_rank > 0) c = with_experts(std::move(c), experts_per_rank * world);
+  return workspace_dict(Runtime::workspace_bytes(std::move(c), o, arch));
+}
+
+// Experts in a runtime's layout, waiting to be copied into its slots (Layer.stage_experts). Their
+// buffers are freed through the runtime's device: it is kept alive until they are.
+struct StagedExperts {
+  std::shared_ptr<Runtime> owner;
+  std::shared_ptr<PreparedWeights> weights;
+};
+
 // One rank's runtime and the weights it holds.
 class PyRuntime {
  public:
   PyRuntime(const std::string& config, int max_tokens, int device, const std::string& path, int world, int rank,
             const std::string& transport, int timeout_ms, nb::object all_gather, long long routed_rows_capacity,
-            bool fp8_resident_weights, int experts_per_rank) {
+            bool fp8_resident_weights, int experts_per_rank, int redundant_experts) {
     RuntimeOptions o;
+    o.redundant_experts = redundant_experts;
     o.device = device, o.max_tokens = max_tokens, o.path = path_from_name(path);
     o.world = world, o.rank = rank, o.transport = transport_from_name(transport), o.timeout_ms = timeout_ms;
     o.routed_rows_capacity = routed_rows_capacity;
@@ -236,32 +263,41 @@ class PyRuntime {
     runtime_ = Runtime::create(std::move(c), o);
   }
 
-  // MXFP4 checkpoint tensors of this rank's experts, as host bytes; the biases (fp32, W1's rows
-  // as halves) where the model has them.
-  std::size_t load_mxfp4(HostBytes w1_packed, HostBytes w1_scales, HostBytes w2_packed, HostBytes w2_scales,
-                         OptionalFloats b1, OptionalFloats b2) {
+  // MXFP4 checkpoint tensors of `experts` experts, as host bytes; the biases (fp32, W1's rows as
+  // halves) where the model has them. stage false: this rank's weights (experts_per_rank of them),
+  // returns the flushed blocks; true: experts for replace_experts, returns a StagedExperts.
+  nb::object load_mxfp4(int experts, bool stage, HostBytes w1_packed, HostBytes w1_scales, HostBytes w2_packed,
+                        HostBytes w2_scales, OptionalFloats b1, OptionalFloats b2) {
     const ModelShape& m = runtime_->config().model;
     Mxfp4ExpertWeights w;
-    w.experts = m.experts_per_rank, w.model_dim = m.model_dim, w.inter_dim = m.inter_dim;
+    w.experts = experts, w.model_dim = m.model_dim, w.inter_dim = m.inter_dim;
     w.w1_packed = copy_bytes(w1_packed), w.w1_scales = copy_bytes(w1_scales);
     w.w2_packed = copy_bytes(w2_packed), w.w2_scales = copy_bytes(w2_scales);
-    return prepare(with_biases(std::move(w), b1, b2));
+    return upload(with_biases(std::move(w), b1, b2), stage);
   }
 
-  std::size_t load_fp32(HostFloats w1, HostFloats w2, OptionalFloats b1, OptionalFloats b2) {
+  nb::object load_fp32(int experts, bool stage, HostFloats w1, HostFloats w2, OptionalFloats b1, OptionalFloats b2) {
     const ModelShape& m = runtime_->config().model;
-    check_count("w1", w1.size(), std::size_t(m.experts_per_rank) * 2 * m.inter_dim * m.model_dim);
-    check_count("w2", w2.size(), std::size_t(m.experts_per_rank) * m.model_dim * m.inter_dim);
-    return prepare(with_biases(
-        quantize_expert_weights(w1.data(), w2.data(), m.experts_per_rank, m.model_dim, m.inter_dim), b1, b2));
+    check_count("w1", w1.size(), std::size_t(experts) * 2 * m.inter_dim * m.model_dim);
+    check_count("w2", w2.size(), std::size_t(experts) * m.model_dim * m.inter_dim);
+    return upload(
+        with_biases(quantize_expert_weights(w1.data(), w2.data(), experts, m.model_dim, m.inter_dim), b1, b2), stage);
   }
 
-  std::size_t load_bf16(HostHalfWords w1, HostHalfWords w2, OptionalFloats b1, OptionalFloats b2) {
+  nb::object load_bf16(int experts, bool stage, HostHalfWords w1, HostHalfWords w2, OptionalFloats b1,
+                       OptionalFloats b2) {
     const ModelShape& m = runtime_->config().model;
-    check_count("w1", w1.size(), std::size_t(m.experts_per_rank) * 2 * m.inter_dim * m.model_dim);
-    check_count("w2", w2.size(), std::size_t(m.experts_per_rank) * m.model_dim * m.inter_dim);
-    return prepare(with_biases(
-        quantize_expert_weights_bf16(w1.data(), w2.data(), m.experts_per_rank, m.model_dim, m.inter_dim), b1, b2));
+    check_count("w1", w1.size(), std::size_t(experts) * 2 * m.inter_dim * m.model_dim);
+    check_count("w2", w2.size(), std::size_t(experts) * m.model_dim * m.inter_dim);
+    return upload(
+        with_biases(quantize_expert_weights_bf16(w1.data(), w2.data(), experts, m.model_dim, m.inter_dim), b1, b2),
+        stage);
+  }
+
+  // Copies staged experts into this rank's slots on `stream` (Runtime::replace_experts).
+  void replace_experts(const std::vector<int>& slots, const StagedExperts& staged, std::uintptr_t stream) {
+    if (!weights_) throw Error("megamoe: Layer: call load_weights() before replace_experts()");
+    runtime_->replace_experts(*weights_, slots, *staged.weights, reinterpret_cast<StreamHandle>(stream));
   }
 
   void forward(std::uintptr_t x, std::uintptr_t ids, std::uintptr_t weights, std::uintptr_t y, std::int64_t tokens,
@@ -302,6 +338,7 @@ class PyRuntime {
     d["world"] = runtime_->world(), d["rank"] = runtime_->rank();
     d["max_tokens"] = runtime_->options().max_tokens, d["device"] = runtime_->options().device;
     d["experts"] = c.model.experts, d["experts_per_rank"] = c.model.experts_per_rank;
+    d["logical_experts"] = c.model.logical_experts;
     d["model_dim"] = c.model.model_dim, d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
     d["expert_biases"] = c.model.expert_biases;
     return d;
@@ -319,6 +356,8 @@ class PyRuntime {
     return d;
   }
 
+  nb::dict workspace_bytes() const { return workspace_dict(runtime_->workspace_bytes()); }
+  bool capturing(std::uintptr_t stream) { return runtime_->device().capturing(reinterpret_cast<StreamHandle>(stream)); }
   void set_serial(bool serial) { runtime_->set_serial(serial); }
   bool has_weights() const { return weights_ != nullptr; }
   std::size_t resident_bytes() const { return weights_ ? weights_->resident_bytes : 0; }
@@ -337,13 +376,19 @@ class PyRuntime {
     if (b1) w.b1.assign(b1->data(), b1->data() + b1->size()), w.b2.assign(b2->data(), b2->data() + b2->size());
     return w;
   }
-  std::size_t prepare(const Mxfp4ExpertWeights& w) {
-    nb::gil_scoped_release unlocked;
-    weights_ = runtime_->prepare_weights(w);
-    return weights_->flushed_blocks;
+  nb::object upload(const Mxfp4ExpertWeights& w, bool stage) {
+    std::unique_ptr<PreparedWeights> p;
+    {
+      nb::gil_scoped_release unlocked;
+      p = stage ? runtime_->prepare_replacement(w) : runtime_->prepare_weights(w);
+    }
+    const std::size_t flushed = p->flushed_blocks;
+    if (stage) return nb::cast(StagedExperts{runtime_, std::shared_ptr<PreparedWeights>(std::move(p))});
+    weights_ = std::move(p);
+    return nb::cast(flushed);
   }
 
-  std::unique_ptr<Runtime> runtime_;
+  std::shared_ptr<Runtime> runtime_;  // shared with staged experts (their buffers free through its device)
   std::unique_ptr<PreparedWeights> weights_;
 };
 
@@ -370,17 +415,27 @@ NB_MODULE(_megamoe, m) {
   m.def("dequantize_mxfp4", &dequantize_mxfp4, "packed"_a, "scales"_a);
   m.def("tune", &run_tuner, "config"_a, "out"_a, "start"_a, "buckets"_a, "minutes"_a, "journal"_a, "pairs"_a, "min_gain"_a,
         "fp8_resident"_a, "fp8_wire"_a, "search_modes"_a, "modes"_a, "seed"_a, "jobs"_a, "world"_a, "transport"_a, "progress"_a.none());
+  m.def("workspace_bytes", &planned_workspace_bytes, "config"_a, "max_tokens"_a, "world"_a, "path"_a, "arch"_a,
+        "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a, "redundant_experts"_a);
   m.def("precompile", &precompile, "config"_a, "buckets"_a, "arch"_a, "path"_a, "world"_a, "jobs"_a, "progress"_a.none());
+
+  nb::class_<StagedExperts>(m, "StagedExperts")
+      .def_prop_ro("experts", [](const StagedExperts& s) { return s.weights->experts; })
+      .def_prop_ro("flushed_blocks", [](const StagedExperts& s) { return s.weights->flushed_blocks; });
 
   nb::class_<PyRuntime>(m, "Runtime")
       .def(nb::init<const std::string&, int, int, const std::string&, int, int, const std::string&, int, nb::object,
-                    long long, bool, int>(),
+                    long long, bool, int, int>(),
            "config"_a, "max_tokens"_a, "device"_a, "path"_a, "world"_a, "rank"_a, "transport"_a, "timeout_ms"_a,
-           "all_gather"_a.none(), "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a)
-      .def("load_mxfp4", &PyRuntime::load_mxfp4, "w1_packed"_a, "w1_scales"_a, "w2_packed"_a, "w2_scales"_a,
-           "b1"_a = nb::none(), "b2"_a = nb::none())
-      .def("load_fp32", &PyRuntime::load_fp32, "w1"_a, "w2"_a, "b1"_a = nb::none(), "b2"_a = nb::none())
-      .def("load_bf16", &PyRuntime::load_bf16, "w1"_a, "w2"_a, "b1"_a = nb::none(), "b2"_a = nb::none())
+           "all_gather"_a.none(), "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a,
+           "redundant_experts"_a)
+      .def("load_mxfp4", &PyRuntime::load_mxfp4, "experts"_a, "stage"_a, "w1_packed"_a, "w1_scales"_a, "w2_packed"_a,
+           "w2_scales"_a, "b1"_a = nb::none(), "b2"_a = nb::none())
+      .def("load_fp32", &PyRuntime::load_fp32, "experts"_a, "stage"_a, "w1"_a, "w2"_a, "b1"_a = nb::none(),
+           "b2"_a = nb::none())
+      .def("load_bf16", &PyRuntime::load_bf16, "experts"_a, "stage"_a, "w1"_a, "w2"_a, "b1"_a = nb::none(),
+           "b2"_a = nb::none())
+      .def("replace_experts", &PyRuntime::replace_experts, "slots"_a, "staged"_a, "stream"_a)
       .def("forward", &PyRuntime::forward, "x"_a, "ids"_a, "weights"_a, "y"_a, "tokens"_a, "stream"_a)
       .def("prepare", &PyRuntime::prepare_tokens, "tokens"_a)
       .def("take_errors", &PyRuntime::take_errors)
@@ -388,6 +443,8 @@ NB_MODULE(_megamoe, m) {
       .def("info", &PyRuntime::info)
       .def("arithmetic", &PyRuntime::arithmetic, "tokens"_a)
       .def("set_serial", &PyRuntime::set_serial)
+      .def("workspace_bytes", &PyRuntime::workspace_bytes)
+      .def("capturing", &PyRuntime::capturing, "stream"_a)
       .def_prop_ro("has_weights", &PyRuntime::has_weights)
       .def_prop_ro("resident_bytes", &PyRuntime::resident_bytes);
 }

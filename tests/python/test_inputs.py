@@ -13,21 +13,28 @@ class Recorder:
 
     def __init__(self):
         self.calls = []
+        self.loads = []  # (experts, stage) of each upload
 
     def forward(self, *args):
         self.calls.append(("forward",) + args)
 
-    def load_mxfp4(self, *arrays):
+    def load_mxfp4(self, experts, stage, *arrays):
         self.calls.append(("load_mxfp4",) + arrays)
+        self.loads.append((experts, stage))
         return 0
 
-    def load_fp32(self, *arrays):
+    def load_fp32(self, experts, stage, *arrays):
         self.calls.append(("load_fp32",) + arrays)
+        self.loads.append((experts, stage))
         return 0
 
-    def load_bf16(self, *arrays):
+    def load_bf16(self, experts, stage, *arrays):
         self.calls.append(("load_bf16",) + arrays)
+        self.loads.append((experts, stage))
         return 0
+
+    def replace_experts(self, slots, staged, stream):
+        self.calls.append(("replace_experts", slots, staged, stream))
 
 
 def offline_layer(max_tokens=64, config=SMALL_CONFIG):
@@ -37,6 +44,7 @@ def offline_layer(max_tokens=64, config=SMALL_CONFIG):
                        experts_per_rank=info["experts"])  # world 1: every expert
     layer._device = 0
     layer._runtime = Recorder()
+    layer.strict, layer._held = False, megamoe.CallErrors()
     return layer
 
 
@@ -245,3 +253,25 @@ def test_dense_weights_of_another_dtype_are_named(w1_dtype, w2_dtype, field):
         layer.load_weights(np.ones((E, 2 * I, D), w1_dtype), np.ones((E, D, I), w2_dtype))
     assert e.value.field == field and "dtype" in e.value.value
     assert layer._runtime.calls == []
+
+
+def test_staged_experts_are_checked_as_weights_are_and_uploaded_for_their_count():
+    layer = offline_layer()
+    rng = np.random.default_rng(4)
+    n = 3
+    w1 = rng.integers(0, 256, (n, 2 * I, D // 2), dtype=np.uint8)
+    w1s = rng.integers(0, 256, (n, 2 * I, D // 32), dtype=np.uint8)
+    w2 = rng.integers(0, 256, (n, D, I // 2), dtype=np.uint8)
+    w2s = rng.integers(0, 256, (n, D, I // 32), dtype=np.uint8)
+    layer.stage_experts(w1, w2, w1s, w2s)
+    (name, *got), = layer._runtime.calls
+    assert name == "load_mxfp4" and layer._runtime.loads == [(n, True)]
+    for a, b in zip(got, (w1, w1s, w2, w2s)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(megamoe.InputError, match="w2: shape"):  # a count that differs from w1's is named
+        layer.stage_experts(w1, w2[:2], w1s, w2s)
+    layer.load_weights(rng.standard_normal((E, 2 * I, D), dtype=np.float32),
+                       rng.standard_normal((E, D, I), dtype=np.float32))
+    assert layer._runtime.loads[-1] == (E, False)
+    layer.replace_experts([2, 0, 5], "staged", stream=99)
+    assert layer._runtime.calls[-1] == ("replace_experts", [2, 0, 5], "staged", 99)

@@ -203,6 +203,54 @@ def test_bad_ids_are_skipped_and_counted(small, ex):
     assert ex.rel_l2(y, ex.reference_experts(info, x, ids, w, w1f, w2f)) <= EXACT_BAR
 
 
+def test_workspace_bytes_is_what_was_stated_before_creation(small):
+    layer = small[0]
+    stated = megamoe.workspace_bytes(SMALL_CONFIG, max_tokens=256, path=layer.path)
+    assert layer.workspace == stated and layer.workspace_bytes == stated["total"] > 0
+    assert layer.routed_rows_capacity == 256 * layer.topk
+
+
+def test_experts_replaced_in_place_mid_stream_and_under_a_graph(ex):
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    info = megamoe.config_info(SMALL_CONFIG)
+    layer = megamoe.Layer(SMALL_CONFIG, max_tokens=64, device=0)
+    w1, w1s, w2, w2s = ex.random_mxfp4(info, 8, "cuda", gen)
+    n1, n1s, n2, n2s = ex.random_mxfp4(info, 2, "cuda", gen)  # two new experts
+    layer.load_weights(w1, w2, w1s, w2s)
+    staged = layer.stage_experts(n1, n2, n1s, n2s)
+    assert staged.experts == 2
+    slots = [6, 1]
+    after = [t.clone() for t in (w1, w1s, w2, w2s)]
+    for t, new in zip(after, (n1, n1s, n2, n2s)):
+        t[slots] = new
+    before_f = ex.dequantize_mxfp4(w1, w1s), ex.dequantize_mxfp4(w2, w2s)
+    after_f = ex.dequantize_mxfp4(after[0], after[1]), ex.dequantize_mxfp4(after[2], after[3])
+
+    layer.prepare(32)
+    first, second = inputs(layer, 32, seed=40), inputs(layer, 32, seed=41)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # captured while the slots hold the old experts
+        y_graph = layer(*second)
+    y1 = layer(*first)
+    layer.replace_experts(slots, staged)  # on the current stream, between two calls, no sync
+    y2 = layer(*second)
+    torch.cuda.synchronize()
+    assert ex.rel_l2(y1, ex.reference_experts(info, *first, *before_f)) <= EXACT_BAR
+    ref2 = ex.reference_experts(info, *second, *after_f)
+    assert ex.rel_l2(y2, ref2) <= EXACT_BAR
+    assert ex.rel_l2(y2, ex.reference_experts(info, *second, *before_f)) > EXACT_BAR  # the slots did change
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y_graph, y2)  # the graph reads the new weights
+    with pytest.raises(megamoe.Error, match="slots\\[1\\] = 8, expected 0..7"):
+        layer.replace_experts([0, 8], staged)
+    with pytest.raises(megamoe.Error, match="both 3"):
+        layer.replace_experts([3, 3], staged)
+    assert not layer.take_errors().any()
+
+
 def test_graph_capture_and_replay_on_new_inputs(small):
     import torch
 
@@ -493,3 +541,48 @@ def test_a_group_of_two_processes_through_torch_distributed(tmp_path):
     results = [(tmp_path / f"rank{rank}").read_text().split() for rank in range(2)]
     for rank, (err, errors) in enumerate(results):
         assert float(err) <= EXACT_BAR and errors == "0", f"rank {rank}: relL2 {err}, errors {errors}; both: {results}"
+
+
+def _strict_rank(rank, world, port, result_dir):
+    """One process of a two-rank group whose rank 0 gets more rows than its capacity, strict."""
+    import torch
+    import torch.distributed as dist
+
+    ex = load_example()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        torch.cuda.set_device(0)
+        layer = megamoe.Layer(SMALL_CONFIG, max_tokens=64, device=0, group=dist.group.WORLD, timeout_ms=20000,
+                              routed_rows_capacity=40, strict=True)
+        stated = megamoe.workspace_bytes(SMALL_CONFIG, max_tokens=64, world=2, path=layer.path,
+                                         routed_rows_capacity=40)
+        info = megamoe.config_info(SMALL_CONFIG)
+        gen = torch.Generator(device="cuda").manual_seed(21)
+        w1, w1s, w2, w2s = ex.random_mxfp4(info, layer.experts_per_rank, "cuda", gen)
+        layer.load_weights(w1, w2, w1s, w2s)
+        x, _, w = inputs(layer, 32, seed=50 + rank)
+        # Every slot of both ranks to rank 0's experts: 2 x 32 x 4 rows for a capacity of 40.
+        ids = torch.stack([torch.randperm(layer.experts_per_rank, device="cuda")[: layer.topk] for _ in range(32)])
+        outcome = "none"
+        try:
+            layer(x, ids.to(torch.int32), w)
+            outcome = "no error"
+        except megamoe.DroppedRowsError as e:
+            outcome = f"dropped {e.dropped_rows} capacity {e.capacity}"
+        with open(os.path.join(result_dir, f"rank{rank}"), "w") as f:
+            f.write(f"{int(layer.workspace == stated)}|{outcome}")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_strict_raises_for_rows_past_the_capacity_and_the_workspace_is_as_stated(tmp_path):
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.start_processes(_strict_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True, start_method="spawn")
+    results = [(tmp_path / f"rank{rank}").read_text().split("|") for rank in range(2)]
+    assert results[0] == ["1", "dropped 216 capacity 40"], results  # 256 rows sent to rank 0, 40 kept
+    assert results[1] == ["1", "no error"], results

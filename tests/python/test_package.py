@@ -132,3 +132,39 @@ def test_precompile_rejects_a_size_that_is_no_bucket():
     with pytest.raises(megamoe.Error) as e:
         megamoe.precompile(SMALL_CONFIG, [3], progress=False)
     assert "3" in str(e.value)
+
+
+def test_workspace_bytes_before_creation_follows_the_options():
+    # Kimi-K3 EP8, 8192 tokens a rank, Hopper: the symmetric region is the same at any capacity;
+    # the routed rows follow routed_rows_capacity (docs/ep.md's table).
+    worst = megamoe.workspace_bytes("kimi_k3_a8w4", max_tokens=8192, world=8, path="hopper")
+    twice = megamoe.workspace_bytes("kimi_k3_a8w4", max_tokens=8192, world=8, path="hopper",
+                                    routed_rows_capacity=2 * 8192 * 16)
+    assert worst["routed_rows"] == 8 * 8192 * 16 and twice["routed_rows"] == 2 * 8192 * 16
+    assert worst["symmetric_region"] == twice["symmetric_region"] > 0
+    for w in (worst, twice):
+        assert w["total"] == w["layer"] + w["symmetric_region"] + w["group_plan"]
+    # Each routed row holds x and h in fp8 with a scale byte per 8 values, and its token, slot and weight.
+    assert worst["layer"] - twice["layer"] == 6 * 8192 * 16 * ((3584 + 3584 // 8) + (3072 + 3072 // 8) + 12)
+    assert megamoe.workspace_bytes("kimi_k3_a8w4", path="auto", arch="sm_90a") == \
+        megamoe.workspace_bytes("kimi_k3_a8w4", path="hopper")
+    one = megamoe.workspace_bytes("kimi_k3_a8w4", max_tokens=1024, path="hopper")
+    assert one["symmetric_region"] == one["group_plan"] == 0 and one["routed_rows"] == 1024 * 16
+
+
+def test_workspace_bytes_names_a_bad_option():
+    with pytest.raises(megamoe.Error, match="RuntimeOptions.max_tokens = 0"):
+        megamoe.workspace_bytes("kimi_k3_a8w4", max_tokens=0, path="hopper")
+    with pytest.raises(megamoe.Error, match="redundant_experts = 60: 896 logical experts"):
+        megamoe.workspace_bytes("kimi_k3_a8w4", world=8, path="hopper", redundant_experts=60)
+    with pytest.raises(megamoe.Error, match="no arch"):
+        megamoe.workspace_bytes("kimi_k3_a8w4", path="auto", arch="")
+
+
+def test_dropped_rows_error_names_the_count_and_the_capacity():
+    errors = megamoe.CallErrors(bad_ids=2, first_bad_slot=7, dropped_rows=5)
+    e = megamoe.DroppedRowsError(5, 300, errors)
+    assert isinstance(e, megamoe.Error) and e.dropped_rows == 5 and e.capacity == 300 and e.errors is errors
+    assert "5 routed row(s)" in str(e) and "routed_rows_capacity = 300" in str(e)
+    merged = megamoe.CallErrors(1, -1, 0, 3).merged(errors)
+    assert merged == megamoe.CallErrors(bad_ids=3, first_bad_slot=7, bounds_violations=0, dropped_rows=8)
