@@ -531,14 +531,19 @@ def _group_rank(rank, world, port, result_dir):
         dist.destroy_process_group()
 
 
-def test_a_group_of_two_processes_through_torch_distributed(tmp_path):
+def _two_ranks(rank_fn, tmp_path):
+    """Runs rank_fn(rank, 2, port, result_dir) in two spawned processes; returns each rank's file."""
     import torch.multiprocessing as mp
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.start_processes(_group_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True, start_method="spawn")
-    results = [(tmp_path / f"rank{rank}").read_text().split() for rank in range(2)]
+    mp.start_processes(rank_fn, args=(2, port, str(tmp_path)), nprocs=2, join=True, start_method="spawn")
+    return [(tmp_path / f"rank{rank}").read_text() for rank in range(2)]
+
+
+def test_a_group_of_two_processes_through_torch_distributed(tmp_path):
+    results = [text.split() for text in _two_ranks(_group_rank, tmp_path)]
     for rank, (err, errors) in enumerate(results):
         assert float(err) <= EXACT_BAR and errors == "0", f"rank {rank}: relL2 {err}, errors {errors}; both: {results}"
 
@@ -577,12 +582,6 @@ def _strict_rank(rank, world, port, result_dir):
 
 
 def test_strict_raises_for_rows_past_the_capacity_and_the_workspace_is_as_stated(tmp_path):
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(_strict_rank, args=(2, port, str(tmp_path)), nprocs=2, join=True, start_method="spawn")
-    results = [(tmp_path / f"rank{rank}").read_text().split("|") for rank in range(2)]
+    results = [text.split("|") for text in _two_ranks(_strict_rank, tmp_path)]
     assert results[0] == ["1", "dropped 216 capacity 40"], results  # 256 rows sent to rank 0, 40 kept
     assert results[1] == ["1", "no error"], results

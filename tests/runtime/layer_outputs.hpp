@@ -1,4 +1,4 @@
-// What the GPU tests that compare two runtimes' bits share: one call's outputs, and how many of
+// What the GPU tests share: a call's buffers on the device, one call's outputs, and how many of
 // two calls' outputs differ.
 #pragma once
 #include <cstdint>
@@ -8,6 +8,14 @@
 #include "megamoe/megamoe.hpp"
 
 namespace megamoe::test {
+
+// A call's device buffers: x, the routing's ids and weights uploaded, y poisoned (0xFF) with
+// `past_y` bytes beyond it, so that a write past y shows.
+struct CallBuffers {
+  DeviceBuffer x, ids, weights, y;
+};
+CallBuffers upload_call(Device& device, const std::vector<std::uint16_t>& x, const workload::Routing& r,
+                        std::size_t past_y = 0);
 
 // The call's outputs (bf16 bits) from `rt` with `weights` on x and the routing `r`, its output
 // poisoned first; the call must report no errors.

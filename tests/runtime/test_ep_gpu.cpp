@@ -19,6 +19,7 @@
 #include "common/workload.hpp"
 #include "ep/dispatch_plan.hpp"
 #include "megamoe/megamoe.hpp"
+#include "runtime/layer_outputs.hpp"
 #include "runtime/test_config_variants.hpp"
 #include "support/test_support.hpp"
 
@@ -112,14 +113,8 @@ struct LoopbackGroup {
       i.tokens = tokens[r];
       i.routing = workload::make_routing(route, i.tokens, m.topk, world() * m.experts_per_rank, rng, m.experts_per_rank);
       i.x = workload::random_bf16(i.tokens, m.model_dim, rng);
-      Device& d = ranks[r]->device();
-      const std::size_t bytes = std::max<std::size_t>(64, i.x.size() * 2);
-      i.x_d = DeviceBuffer(d, bytes), i.y_d = DeviceBuffer(d, bytes + 256);
-      i.ids_d = DeviceBuffer(d, i.routing.ids.size() * 4 + 4), i.w_d = DeviceBuffer(d, i.routing.weights.size() * 4 + 4);
-      d.copy_to_device(i.x_d.get(), i.x.data(), i.x.size() * 2);
-      d.copy_to_device(i.ids_d.get(), i.routing.ids.data(), i.routing.ids.size() * 4);
-      d.copy_to_device(i.w_d.get(), i.routing.weights.data(), i.routing.weights.size() * 4);
-      d.fill_bytes(i.y_d.get(), 0xFF, i.y_d.bytes());
+      test::CallBuffers b = test::upload_call(ranks[r]->device(), i.x, i.routing, 256);
+      i.x_d = std::move(b.x), i.ids_d = std::move(b.ids), i.w_d = std::move(b.weights), i.y_d = std::move(b.y);
     }
     return in;
   }

@@ -14,6 +14,7 @@
 #include "common/cli.hpp"
 #include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
+#include "runtime/layer_outputs.hpp"
 
 using namespace megamoe;
 
@@ -22,7 +23,7 @@ namespace {
 struct Call {
   workload::Routing logical, physical;  // the references read the first, the kernels the second
   std::vector<std::uint16_t> x;
-  DeviceBuffer x_d, ids_d, w_d, y_d;
+  test::CallBuffers bufs;  // the kernels' inputs (physical ids) and output
 };
 
 // One group of loopback ranks with a stream each.
@@ -59,21 +60,14 @@ struct SlotGroup {
     c.physical = workload::to_physical(logical, placement, m.logical_experts, rng);
     c.logical = std::move(logical);
     c.x = workload::random_bf16(c.logical.tokens, m.model_dim, rng);
-    Device& d = ranks[r]->device();
-    const std::size_t bytes = std::max<std::size_t>(64, c.x.size() * 2);
-    c.x_d = DeviceBuffer(d, bytes), c.y_d = DeviceBuffer(d, bytes + 256);
-    c.ids_d = DeviceBuffer(d, c.physical.ids.size() * 4 + 4), c.w_d = DeviceBuffer(d, c.physical.weights.size() * 4 + 4);
-    d.copy_to_device(c.x_d.get(), c.x.data(), c.x.size() * 2);
-    d.copy_to_device(c.ids_d.get(), c.physical.ids.data(), c.physical.ids.size() * 4);
-    d.copy_to_device(c.w_d.get(), c.physical.weights.data(), c.physical.weights.size() * 4);
-    d.fill_bytes(c.y_d.get(), 0xFF, c.y_d.bytes());
+    c.bufs = test::upload_call(ranks[r]->device(), c.x, c.physical, 256);
     return c;
   }
 
   void launch(std::vector<Call>& calls, const std::vector<std::unique_ptr<PreparedWeights>>& w) {
     for (int r = 0; r < world(); ++r)
-      ranks[r]->forward(*w[r], calls[r].x_d.get(), static_cast<const int*>(calls[r].ids_d.get()),
-                        static_cast<const float*>(calls[r].w_d.get()), calls[r].y_d.get(), calls[r].logical.tokens,
+      ranks[r]->forward(*w[r], calls[r].bufs.x.get(), static_cast<const int*>(calls[r].bufs.ids.get()),
+                        static_cast<const float*>(calls[r].bufs.weights.get()), calls[r].bufs.y.get(), calls[r].logical.tokens,
                         streams[r]);
   }
   void sync() {
@@ -87,8 +81,8 @@ struct SlotGroup {
     std::vector<std::vector<std::uint16_t>> ys(world());
     std::vector<workload::RankOutput> outs;
     for (int r = 0; r < world(); ++r) {
-      std::vector<std::uint8_t> raw(calls[r].y_d.bytes());
-      ranks[r]->device().copy_to_host(raw.data(), calls[r].y_d.get(), raw.size());
+      std::vector<std::uint8_t> raw(calls[r].bufs.y.bytes());
+      ranks[r]->device().copy_to_host(raw.data(), calls[r].bufs.y.get(), raw.size());
       const std::size_t n = calls[r].x.size() * 2;
       for (std::size_t b = n; b < raw.size(); ++b) REQUIRE(raw[b] == 0xFF);  // nothing written past y
       ys[r].resize(calls[r].x.size());
@@ -224,8 +218,8 @@ TEST_CASE("Expert weights replaced in place: mid-burst with no host sync, captur
     for (int r = 0; r < 2; ++r) {  // a call captured while the weights are A's
       Device& d = g.ranks[r]->device();
       d.begin_capture(g.streams[r]);
-      g.ranks[r]->forward(*weights[r], captured[r].x_d.get(), static_cast<const int*>(captured[r].ids_d.get()),
-                          static_cast<const float*>(captured[r].w_d.get()), captured[r].y_d.get(), 64, g.streams[r]);
+      g.ranks[r]->forward(*weights[r], captured[r].bufs.x.get(), static_cast<const int*>(captured[r].bufs.ids.get()),
+                          static_cast<const float*>(captured[r].bufs.weights.get()), captured[r].bufs.y.get(), 64, g.streams[r]);
       calls.push_back(d.end_capture(g.streams[r]));
       d.begin_capture(g.streams[r]);  // and the replacement itself, captured
       g.ranks[r]->replace_experts(*weights[r], slots[r], *replacement[r], g.streams[r]);
