@@ -275,3 +275,47 @@ def test_staged_experts_are_checked_as_weights_are_and_uploaded_for_their_count(
     assert layer._runtime.loads[-1] == (E, False)
     layer.replace_experts([2, 0, 5], "staged", stream=99)
     assert layer._runtime.calls[-1] == ("replace_experts", [2, 0, 5], "staged", 99)
+
+
+class ErrorsRecorder(Recorder):
+    """A runtime whose calls drop rows: take_errors() gives what `pending` holds, then clears it."""
+
+    def __init__(self, capturing=False):
+        super().__init__()
+        self.capturing_now, self.pending = capturing, {}
+
+    def forward(self, *args):
+        super().forward(*args)
+        self.pending = {"bad_ids": 1, "first_bad_slot": 6, "bounds_violations": 0, "dropped_rows": 40}
+
+    def capturing(self, stream):
+        return self.capturing_now
+
+    def take_errors(self):
+        taken, self.pending = self.pending, {}
+        return {"bad_ids": 0, "first_bad_slot": -1, "bounds_violations": 0, "dropped_rows": 0, **taken}
+
+
+def test_strict_raises_after_a_call_that_dropped_rows_and_keeps_every_error():
+    layer = offline_layer()
+    layer._runtime, layer.strict = ErrorsRecorder(), True
+    layer._workspace = {"routed_rows": 300}
+    a = call_args()
+    with pytest.raises(megamoe.DroppedRowsError) as e:
+        layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=5)
+    assert e.value.dropped_rows == 40 and e.value.capacity == 300
+    assert e.value.errors == megamoe.CallErrors(bad_ids=1, first_bad_slot=6, dropped_rows=40)
+    assert layer.take_errors() == megamoe.CallErrors()  # given with the exception, not twice
+
+
+def test_strict_under_capture_leaves_the_check_to_take_errors():
+    layer = offline_layer()
+    layer._runtime, layer.strict = ErrorsRecorder(capturing=True), True
+    layer._workspace = {"routed_rows": 300}
+    a = call_args()
+    layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=5)  # no sync, no raise while captured
+    with pytest.raises(megamoe.DroppedRowsError, match="40 routed row"):
+        layer.take_errors()
+    layer.strict = False
+    layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=5)
+    assert layer.take_errors() == megamoe.CallErrors(bad_ids=1, first_bad_slot=6, dropped_rows=40)  # counted only

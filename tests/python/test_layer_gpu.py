@@ -251,6 +251,26 @@ def test_experts_replaced_in_place_mid_stream_and_under_a_graph(ex):
     assert not layer.take_errors().any()
 
 
+def test_redundant_slots_take_slot_ids_against_the_reference_over_logical_experts(ex):
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    info = megamoe.config_info(SMALL_CONFIG)
+    layer = megamoe.Layer(SMALL_CONFIG, max_tokens=64, device=0, redundant_experts=3)
+    assert (layer.experts, layer.logical_experts, layer.experts_per_rank) == (11, 8, 11)
+    w1, w1s, w2, w2s = ex.random_mxfp4(info, 8, "cuda", gen)
+    placement = torch.tensor([5, 0, 1, 0, 2, 3, 0, 4, 5, 6, 7], device="cuda")  # expert 0 thrice, 5 twice
+    layer.load_weights(w1[placement], w2[placement], w1s[placement], w2s[placement])
+    x, ids, w = inputs(layer, 48, seed=60, experts=8)  # logical ids
+    replicas = {e: [s for s in range(11) if int(placement[s]) == e] for e in range(8)}
+    slot_ids = torch.tensor([[replicas[int(e)][(t + k) % len(replicas[int(e)])] for k, e in enumerate(row)]
+                             for t, row in enumerate(ids.tolist())], dtype=torch.int32, device="cuda")
+    y = layer(x, slot_ids, w)
+    ref = ex.reference_experts(info, x, ids, w, ex.dequantize_mxfp4(w1, w1s), ex.dequantize_mxfp4(w2, w2s))
+    assert ex.rel_l2(y, ref) <= EXACT_BAR
+    assert not layer.take_errors().any()
+
+
 def test_graph_capture_and_replay_on_new_inputs(small):
     import torch
 
