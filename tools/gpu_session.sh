@@ -12,6 +12,9 @@
 #   multi: on a machine of several GPUs, W = their count: both configs over ipc and
 #          peer with checks, the serial path, and the bench's fused, serial and floor (peer)
 #   multi-suite: the suite's EP cases with a rank per GPU (MEGAMOE_TEST_EP_TRANSPORT=peer)
+#   eplb:  the engine features: the suite's [eplb] cases and the dropped-rows case, the Python
+#          tests of them (the wheel of build/wheels), megamoe-run with redundant slots under zipf
+#          routing (checked) and side by side without them, and past a capacity
 #   fp8res: the fp8-resident kernels: the suite's cases (same bits as mxfp4, references, over
 #          loopback ranks), megamoe-run --check at every bucket, the bench's crossover
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
@@ -19,8 +22,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ab | ep-tools | python | multi | multi-suite | fp8res | full) ;;
-  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
+case "$mode" in quick | ep | ab | ep-tools | python | eplb | multi | multi-suite | fp8res | full) ;;
+  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -51,6 +54,24 @@ step() {  # bound in seconds, then the command
     step 140 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --experts-per-rank 112 --crossover --reps 10 \
       --bs 256,512,1024,2048,4096,8192 --json "$out/bench_crossover.json"
     echo "gpu_session status $status (fp8res)"
+    exit $status
+  fi
+  if [ "$mode" = eplb ]; then
+    step 150 ./build/tests/megamoe_gpu_tests "[eplb]" --durations yes
+    step 100 ./build/tests/megamoe_gpu_tests "EP loopback: rows past a rank*" --durations yes
+    rm -rf build/gpu-python
+    step 60 python3 -m pip install -q --no-deps --no-index --target build/gpu-python build/wheels/megamoe-*.whl
+    PYTHONPATH="$PWD/build/gpu-python" step 180 python3 -X faulthandler -m pytest tests/python -q -rs -m gpu \
+      -p no:cacheprovider -k "workspace or replaced or strict or redundant"
+    step 120 ./build/megamoe-run --config kimi_k3_a8w4 --world 4 --experts-per-rank 28 --redundant-experts 16 \
+      --route zipf --bs 1,64,512 --check
+    for slots in 0 16; do  # under skew, without and with redundant slots
+      step 120 ./build/megamoe-run --config kimi_k3_a8w4 --world 8 --experts-per-rank 14 --redundant-experts $slots \
+        --route zipf --bs 128,1024,4096
+    done
+    echo "== past a capacity: the dropped rows printed, the size FAILs (expected)"
+    timeout 60 ./build/megamoe-run --config kimi_k3_a8w4 --world 2 --experts-per-rank 16 --capacity 300 --bs 100 --check
+    echo "gpu_session status $status (eplb)"
     exit $status
   fi
   if [ "$mode" = ab ]; then
