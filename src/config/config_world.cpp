@@ -32,6 +32,7 @@ Config config_for_world(Config c, int world) {
                             c.name, E, world, E / world, kMaxExpertsPerRank));
   c.world = world;
   c.model.experts_per_rank = E / world;
+  if (c.model.logical_experts <= 0) c.model.logical_experts = E;  // a shape made by hand: no redundant slots
   if (c.keys_experts_per_rank <= 0) c.keys_experts_per_rank = E;
   return c;
 }
