@@ -38,6 +38,13 @@ std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config
   return w;
 }
 
+std::size_t EpWorkspace::plan_bytes() const {
+  std::size_t n = 0;
+  for (const DeviceBuffer* b : {&state, &dest_row, &slot_rank, &segment, &segment_rows, &ready, &block_counts})
+    n += b->bytes();
+  return n;
+}
+
 EpWorkspace::~EpWorkspace() {
   for (void* p : opened) device->close_ipc_handle(p);
 }

@@ -36,6 +36,7 @@ struct EpWorkspace {
   DeviceBuffer state, dest_row, slot_rank, segment, segment_rows, ready, block_counts;
   int world = 1, rank = 0, experts = 0, max_tokens = 0, topk = 0, model_dim = 0, x_block = 0;
 
+  std::size_t plan_bytes() const;  // this rank's plan buffers (state .. block_counts), as allocated
   // The arguments every EP kernel shares. errors: the runtime's error words.
   EpArgs args(ErrorWords errors, int timeout_ms) const;
   // State words, counts and flags zeroed: at creation, and in recover() once no kernel runs.

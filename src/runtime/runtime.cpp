@@ -119,12 +119,7 @@ WorkspaceBytes Runtime::workspace_bytes() const {
   WorkspaceBytes b;
   b.layer = workspace_->bytes();
   b.routed_rows = workspace_->rows_capacity;
-  if (ep_) {
-    b.symmetric_region = ep_->region.bytes();
-    for (const DeviceBuffer* d : {&ep_->state, &ep_->dest_row, &ep_->slot_rank, &ep_->segment, &ep_->segment_rows,
-                                  &ep_->ready, &ep_->block_counts})
-      b.group_plan += d->bytes();
-  }
+  if (ep_) b.symmetric_region = ep_->region.bytes(), b.group_plan = ep_->plan_bytes();
   return b;
 }
 

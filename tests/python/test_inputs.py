@@ -140,13 +140,15 @@ def test_no_out_for_an_array_megamoe_cannot_allocate_is_named():
     assert e.value.field == "out"
 
 
+def random_mxfp4_bytes(rng, n):
+    """Random MXFP4 checkpoint bytes of n experts: w1, w1_scales, w2, w2_scales."""
+    return tuple(rng.integers(0, 256, shape, dtype=np.uint8)
+                 for shape in ((n, 2 * I, D // 2), (n, 2 * I, D // 32), (n, D, I // 2), (n, D, I // 32)))
+
+
 def test_mxfp4_weights_are_checked_then_uploaded_as_they_are():
     layer = offline_layer()
-    rng = np.random.default_rng(0)
-    w1 = rng.integers(0, 256, (E, 2 * I, D // 2), dtype=np.uint8)
-    w1s = rng.integers(0, 256, (E, 2 * I, D // 32), dtype=np.uint8)
-    w2 = rng.integers(0, 256, (E, D, I // 2), dtype=np.uint8)
-    w2s = rng.integers(0, 256, (E, D, I // 32), dtype=np.uint8)
+    w1, w1s, w2, w2s = random_mxfp4_bytes(np.random.default_rng(0), E)
     layer.load_weights(w1, w2, w1s, w2s)
     (name, *got), = layer._runtime.calls
     assert name == "load_mxfp4"
@@ -259,10 +261,7 @@ def test_staged_experts_are_checked_as_weights_are_and_uploaded_for_their_count(
     layer = offline_layer()
     rng = np.random.default_rng(4)
     n = 3
-    w1 = rng.integers(0, 256, (n, 2 * I, D // 2), dtype=np.uint8)
-    w1s = rng.integers(0, 256, (n, 2 * I, D // 32), dtype=np.uint8)
-    w2 = rng.integers(0, 256, (n, D, I // 2), dtype=np.uint8)
-    w2s = rng.integers(0, 256, (n, D, I // 32), dtype=np.uint8)
+    w1, w1s, w2, w2s = random_mxfp4_bytes(rng, n)
     layer.stage_experts(w1, w2, w1s, w2s)
     (name, *got), = layer._runtime.calls
     assert name == "load_mxfp4" and layer._runtime.loads == [(n, True)]
