@@ -15,6 +15,9 @@
 #   eplb:  the engine features: the suite's [eplb] cases and the dropped-rows case, the Python
 #          tests of them (the wheel of build/wheels), megamoe-run with redundant slots under zipf
 #          routing (checked) and side by side without them, and past a capacity
+#   shared: shared experts in the call: the suite's [shared] cases, the Python tests of them,
+#          megamoe-run --shared-experts with checks (one GPU and loopback ranks), the bench's
+#          fused call against the layer plus a dense FFN, and loopback stage times with and without
 #   fp8res: the fp8-resident kernels: the suite's cases (same bits as mxfp4, references, over
 #          loopback ranks), megamoe-run --check at every bucket, the bench's crossover
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
@@ -22,8 +25,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ab | ep-tools | python | eplb | multi | multi-suite | fp8res | full) ;;
-  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
+case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | multi | multi-suite | fp8res | full) ;;
+  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -72,6 +75,25 @@ step() {  # bound in seconds, then the command
     echo "== past a capacity: the dropped rows printed, the size FAILs (expected)"
     timeout 60 ./build/megamoe-run --config kimi_k3_a8w4 --world 2 --experts-per-rank 16 --capacity 300 --bs 100 --check
     echo "gpu_session status $status (eplb)"
+    exit $status
+  fi
+  if [ "$mode" = shared ]; then
+    step 240 ./build/tests/megamoe_gpu_tests "[shared]" --durations yes
+    rm -rf build/gpu-python
+    step 60 python3 -m pip install -q --no-deps --no-index --target build/gpu-python build/wheels/megamoe-*.whl
+    PYTHONPATH="$PWD/build/gpu-python" step 150 python3 -X faulthandler -m pytest tests/python -q -rs -m gpu \
+      -p no:cacheprovider -k "shared"
+    step 100 ./build/megamoe-run --config kimi_k3_a8w4 --experts-per-rank 112 --shared-experts 1 --check \
+      --ref-tokens 64 --bs 1,128,1024
+    step 100 ./build/megamoe-run --config kimi_k3_a8w4 --world 4 --experts-per-rank 28 --shared-experts 1 \
+      --route zipf --check --ref-tokens 32 --bs 1,64,512
+    step 150 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --experts-per-rank 112 --shared-experts 1 \
+      --reps 10 --bs 1,8,32,128,512,1024,4096,8192 --json "$out/bench_shared.json"
+    for s in 0 1; do  # a rank's wait for the others' rows, with and without a shared expert's tiles to fill it
+      step 90 ./build/megamoe-run --config kimi_k3_a8w4 --world 8 --experts-per-rank 14 --shared-experts $s \
+        --bs 1,8,128,1024
+    done
+    echo "gpu_session status $status (shared)"
     exit $status
   fi
   if [ "$mode" = ab ]; then

@@ -44,6 +44,11 @@ struct ModelShape {
   int inter_dim = 0;  // per expert; GEMM1 has 2 * inter_dim outputs (gate and up)
   int topk = 0;
   bool expert_biases = false;  // b1 and b2 (Mxfp4ExpertWeights): required where true, refused where false
+  // Experts every token goes through beside its topk routed ones (DeepSeek-V3's and Kimi's shared
+  // experts; docs/layer.md, "Shared experts"): the routed experts' shape, held by every rank, each
+  // added to every token's output with weight shared_expert_scale after its routed rows.
+  int shared_experts = 0;
+  float shared_expert_scale = 1.f;
 };
 
 // The dispatch wire is each path's own (fp8 e4m3 with the path's x scale blocks, docs/layer.md).
@@ -198,6 +203,14 @@ Config with_experts(Config config, int experts);
 // where they were (the tiles follow the rows per slot). An Error for redundant < 0 or more slots
 // than the group routing's limit.
 Config with_redundant_experts(Config config, int redundant);
+
+// `config` with `count` shared experts of weight `scale` (model.shared_experts, shared_expert_scale;
+// count 0: none). Named "<name>_with_<count>_shared" (or "_without_shared"), unchanged where it
+// already has them. An Error for a count outside 0..kMaxSharedExperts, topk + count past 64, or a
+// scale that is not finite.
+inline constexpr int kMaxSharedExperts = 16;
+inline constexpr int kMaxSlotsPerToken = 64;  // topk + shared_experts
+Config with_shared_experts(Config config, int count, float scale = 1.f);
 
 // `model`'s layer (shape, activation, formats) with `buckets`'s bucket table (tiles, dispatch,
 // combine wire, ...), named "<model>_with_<buckets>_buckets": the same model tuned another way, for

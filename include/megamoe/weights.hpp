@@ -35,6 +35,11 @@ struct Mxfp4ExpertWeights {
 // megamoe::Error naming the first id outside [0, w.experts).
 Mxfp4ExpertWeights gather_experts(const Mxfp4ExpertWeights& w, const std::vector<int>& experts);
 
+// a's experts, then b's: a rank's routed experts and then the model's shared ones, as
+// prepare_weights takes them where the config names shared experts. Throws megamoe::Error where
+// the two differ in model_dim, inter_dim or having biases.
+Mxfp4ExpertWeights append_experts(const Mxfp4ExpertWeights& a, const Mxfp4ExpertWeights& b);
+
 // MXFP4 weights from a checkpoint that stores gate and up as two tensors (compressed-tensors'
 // mxfp4-pack-quantized, as Kimi checkpoints ship them; docs/layer.md, "Checkpoint layouts"):
 // gate_packed and up_packed [experts][inter_dim][model_dim/2], their scales

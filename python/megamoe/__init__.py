@@ -82,16 +82,19 @@ def gpu_available():
 
 
 def workspace_bytes(config, *, max_tokens=8192, world=1, path="auto", arch="sm_90a", routed_rows_capacity=0,
-                    fp8_resident_weights=True, experts_per_rank=None, redundant_experts=0):
+                    fp8_resident_weights=True, experts_per_rank=None, redundant_experts=0, shared_experts=None,
+                    shared_expert_scale=1.0):
     """The device memory one rank of Layer(config, max_tokens, ..., world, routed_rows_capacity,
-    redundant_experts, ...) takes beside its weights, before it is created (no GPU needed), as a dict of bytes:
+    redundant_experts, shared_experts, ...) takes beside its weights, before it is created (no GPU needed), as a dict of bytes:
     layer (routing, x and h in fp8, the combine wire), symmetric_region and group_plan (several
     ranks: what peers write, this rank's plan of a call), total; and routed_rows (the rows a rank
     holds). path "auto" resolves as it would on `arch`'s GPU. A created layer's own:
     Layer.workspace_bytes. Raises megamoe.Error for options a Layer would refuse."""
     return dict(_megamoe.workspace_bytes(str(config), int(max_tokens), int(world), path, str(arch),
                                          int(routed_rows_capacity), bool(fp8_resident_weights),
-                                         int(experts_per_rank or 0), int(redundant_experts)))
+                                         int(experts_per_rank or 0), int(redundant_experts),
+                                         -1 if shared_experts is None else int(shared_experts),
+                                         float(shared_expert_scale)))
 
 
 def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=None, progress=True):

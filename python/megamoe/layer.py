@@ -89,6 +89,11 @@ class Layer:
     "Redundant experts"): the group holds logical_experts + redundant_experts slots (world dividing
     them), experts_per_rank a rank, and calls take slot ids. Load each slot with its logical
     expert's weights (replicas the same) and map each route to one of its replicas.
+    shared_experts: experts every token goes through beside its routed ones (DeepSeek-V3's and
+    Kimi's shared experts; docs/layer.md, "Shared experts"), in the same launches; None: the
+    config's model.shared_experts (0 for the built-in configs). Every rank holds them:
+    load_weights then takes experts_per_rank + shared_experts experts, the routed ones first.
+    shared_expert_scale: their weight in every token's sum (with shared_experts given).
     strict: raise DroppedRowsError for a call whose rows went past routed_rows_capacity. The check
     waits for the call (a host sync after each call; a call under graph capture is checked at the
     next take_errors(), which raises too). Without it, take_errors() counts them (dropped_rows).
@@ -98,7 +103,7 @@ class Layer:
 
     def __init__(self, config="kimi_k3_a8w4", max_tokens=8192, device=0, *, path="auto", group=None,
                  timeout_ms=5000, routed_rows_capacity=0, fp8_resident_weights=True, experts_per_rank=None,
-                 redundant_experts=0, strict=False):
+                 redundant_experts=0, shared_experts=None, shared_expert_scale=1.0, strict=False):
         world, rank, transport, all_gather = 1, 0, "loopback", None
         if group is not None:
             import torch.distributed as dist
@@ -109,7 +114,9 @@ class Layer:
         self._runtime = _megamoe.Runtime(str(config), int(max_tokens), self._device, path, world, rank, transport,
                                          int(timeout_ms), all_gather, int(routed_rows_capacity),
                                          bool(fp8_resident_weights), int(experts_per_rank or 0),
-                                         int(redundant_experts))
+                                         int(redundant_experts),
+                                         -1 if shared_experts is None else int(shared_experts),
+                                         float(shared_expert_scale))
         self._info = self._runtime.info()
         self._workspace = dict(self._runtime.workspace_bytes())
         self.strict = bool(strict)
@@ -132,6 +139,10 @@ class Layer:
                            "redundant_experts)")
     logical_experts = property(lambda self: self._info["logical_experts"], doc="the model's own experts")
     experts_per_rank = property(lambda self: self._info["experts_per_rank"], doc="this rank's slots: experts / world")
+    shared_experts = property(lambda self: self._info["shared_experts"],
+                              doc="experts every token goes through beside its routed ones, held by every rank")
+    shared_expert_scale = property(lambda self: self._info["shared_expert_scale"],
+                                   doc="the shared experts' weight in every token's sum")
     model_dim = property(lambda self: self._info["model_dim"])
     inter_dim = property(lambda self: self._info["inter_dim"])
     topk = property(lambda self: self._info["topk"])
@@ -161,8 +172,9 @@ class Layer:
 
     # --- weights ---
     def load_weights(self, w1, w2, w1_scales=None, w2_scales=None, *, layout="halves", b1=None, b2=None):
-        """Loads this rank's expert weights (E = experts_per_rank, D = model_dim, I = inter_dim;
-        W1's rows 0..I-1 are gate, I..2I-1 up).
+        """Loads this rank's expert weights (E = experts_per_rank + shared_experts: the rank's routed
+        experts, then the model's shared ones; D = model_dim, I = inter_dim; W1's rows 0..I-1 are
+        gate, I..2I-1 up).
 
         MXFP4, as checkpoints ship them (give the scales): w1 uint8 [E, 2I, D/2] and w1_scales
         uint8 or float8_e8m0fnu [E, 2I, D/32]; w2 [E, D, I/2] and w2_scales [E, D, I/32]; two
@@ -194,7 +206,8 @@ class Layer:
 
         Returns the number of MX blocks the kernels' layout flushed to zero (scales too far below
         their row's largest; 0 for most checkpoints)."""
-        return self._upload(self.experts_per_rank, False, w1, w2, w1_scales, w2_scales, layout, b1, b2)
+        return self._upload(self.experts_per_rank + self.shared_experts, False, w1, w2, w1_scales, w2_scales, layout,
+                            b1, b2)
 
     def stage_experts(self, w1, w2, w1_scales=None, w2_scales=None, *, layout="halves", b1=None, b2=None):
         """Experts for replace_experts: any number n of experts, given as load_weights takes them
@@ -206,7 +219,8 @@ class Layer:
 
     def replace_experts(self, slots, staged, *, stream=None):
         """Copies staged experts into this rank's slots, staged expert i into slots[i] (local
-        slots, 0 .. experts_per_rank - 1; the group's slot rank * experts_per_rank + s), on
+        slots as load_weights took them: 0 .. experts_per_rank - 1 the routed ones, the group's slot
+        rank * experts_per_rank + s; then the shared experts, experts_per_rank + j), on
         `stream` (default: torch's current stream on the layer's GPU, else the default stream), in place: no
         allocation and no host sync, ordered against the calls before and after it on that stream;
         graphs captured before read the new weights, and it can be captured itself. Keep `staged`

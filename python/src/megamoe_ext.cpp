@@ -55,6 +55,7 @@ nb::dict config_info(const std::string& name) {
   d["experts"] = c.model.experts, d["bucket_keys_experts_per_rank"] = c.keys_experts_per_rank;
   d["model_dim"] = c.model.model_dim, d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
   d["expert_biases"] = c.model.expert_biases;
+  d["shared_experts"] = c.model.shared_experts, d["shared_expert_scale"] = c.model.shared_expert_scale;
   d["activation"] = std::string(to_string(c.activation.kind));
   d["beta"] = c.activation.beta, d["linear_beta"] = c.activation.linear_beta, d["limit"] = c.activation.limit;
   d["alpha"] = c.activation.alpha, d["up_offset"] = c.activation.up_offset;
@@ -220,12 +221,14 @@ nb::dict workspace_dict(const WorkspaceBytes& b) {
 // Runtime::workspace_bytes of a layer not yet created (arguments as the Layer's).
 nb::dict planned_workspace_bytes(const std::string& config, int max_tokens, int world, const std::string& path,
                                  const std::string& arch, long long routed_rows_capacity, bool fp8_resident_weights,
-                                 int experts_per_rank, int redundant_experts) {
+                                 int experts_per_rank, int redundant_experts, int shared_experts,
+                                 float shared_expert_scale) {
   RuntimeOptions o;
   o.max_tokens = max_tokens, o.world = world, o.path = path_from_name(path), o.redundant_experts = redundant_experts;
   o.routed_rows_capacity = routed_rows_capacity, o.fp8_resident_weights = fp8_resident_weights;
   Config c = load_config(config);
   if (experts_per_rank > 0) c = with_experts(std::move(c), experts_per_rank * world);
+  if (shared_experts >= 0) c = with_shared_experts(std::move(c), shared_experts, shared_expert_scale);
   return workspace_dict(Runtime::workspace_bytes(std::move(c), o, arch));
 }
 
@@ -241,7 +244,8 @@ class PyRuntime {
  public:
   PyRuntime(const std::string& config, int max_tokens, int device, const std::string& path, int world, int rank,
             const std::string& transport, int timeout_ms, nb::object all_gather, long long routed_rows_capacity,
-            bool fp8_resident_weights, int experts_per_rank, int redundant_experts) {
+            bool fp8_resident_weights, int experts_per_rank, int redundant_experts, int shared_experts,
+            float shared_expert_scale) {
     RuntimeOptions o;
     o.redundant_experts = redundant_experts;
     o.device = device, o.max_tokens = max_tokens, o.path = path_from_name(path);
@@ -259,6 +263,7 @@ class PyRuntime {
     }
     Config c = load_config(config);
     if (experts_per_rank > 0) c = with_experts(std::move(c), experts_per_rank * world);
+    if (shared_experts >= 0) c = with_shared_experts(std::move(c), shared_experts, shared_expert_scale);
     nb::gil_scoped_release unlocked;
     runtime_ = Runtime::create(std::move(c), o);
   }
@@ -341,6 +346,7 @@ class PyRuntime {
     d["logical_experts"] = c.model.logical_experts;
     d["model_dim"] = c.model.model_dim, d["inter_dim"] = c.model.inter_dim, d["topk"] = c.model.topk;
     d["expert_biases"] = c.model.expert_biases;
+    d["shared_experts"] = c.model.shared_experts, d["shared_expert_scale"] = c.model.shared_expert_scale;
     return d;
   }
 
@@ -416,7 +422,8 @@ NB_MODULE(_megamoe, m) {
   m.def("tune", &run_tuner, "config"_a, "out"_a, "start"_a, "buckets"_a, "minutes"_a, "journal"_a, "pairs"_a, "min_gain"_a,
         "fp8_resident"_a, "fp8_wire"_a, "search_modes"_a, "modes"_a, "seed"_a, "jobs"_a, "world"_a, "transport"_a, "progress"_a.none());
   m.def("workspace_bytes", &planned_workspace_bytes, "config"_a, "max_tokens"_a, "world"_a, "path"_a, "arch"_a,
-        "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a, "redundant_experts"_a);
+        "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a, "redundant_experts"_a,
+        "shared_experts"_a, "shared_expert_scale"_a);
   m.def("precompile", &precompile, "config"_a, "buckets"_a, "arch"_a, "path"_a, "world"_a, "jobs"_a, "progress"_a.none());
 
   nb::class_<StagedExperts>(m, "StagedExperts")
@@ -425,10 +432,10 @@ NB_MODULE(_megamoe, m) {
 
   nb::class_<PyRuntime>(m, "Runtime")
       .def(nb::init<const std::string&, int, int, const std::string&, int, int, const std::string&, int, nb::object,
-                    long long, bool, int, int>(),
+                    long long, bool, int, int, int, float>(),
            "config"_a, "max_tokens"_a, "device"_a, "path"_a, "world"_a, "rank"_a, "transport"_a, "timeout_ms"_a,
            "all_gather"_a.none(), "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a,
-           "redundant_experts"_a)
+           "redundant_experts"_a, "shared_experts"_a, "shared_expert_scale"_a)
       .def("load_mxfp4", &PyRuntime::load_mxfp4, "experts"_a, "stage"_a, "w1_packed"_a, "w1_scales"_a, "w2_packed"_a,
            "w2_scales"_a, "b1"_a = nb::none(), "b2"_a = nb::none())
       .def("load_fp32", &PyRuntime::load_fp32, "experts"_a, "stage"_a, "w1"_a, "w2"_a, "b1"_a = nb::none(),

@@ -20,6 +20,9 @@ struct ActivationCode {
 ActivationCode activation_code(const Activation& act);
 
 // --- every path (kernel_specs_common.cpp) ---
+// A call's ids and weights widened by the model's shared experts (moe/shared_routes.cuh), and its grid.
+TypedSpec<SharedRoutesArgs> shared_routes_spec();
+unsigned shared_routes_blocks(long long wide_slots, int multiprocessors);
 // Routing over route_blocks(slots) blocks: with more than one, route_count, then route.
 TypedSpec<RouteCountArgs> route_count_spec();
 TypedSpec<RouteArgs> route_spec();

@@ -48,6 +48,20 @@ ActivationCode activation_code(const Activation& act) {
   return c;
 }
 
+TypedSpec<SharedRoutesArgs> shared_routes_spec() {
+  TypedSpec<SharedRoutesArgs> s;
+  s.family = "shared_routes";
+  s.includes = {"moe/shared_routes.cuh"};
+  s.function = "megamoe::shared_routes";
+  s.threads = kSharedRoutesThreads;
+  return s;
+}
+
+unsigned shared_routes_blocks(long long wide_slots, int multiprocessors) {
+  return unsigned(std::clamp<long long>((wide_slots + kSharedRoutesThreads - 1) / kSharedRoutesThreads, 1,
+                                        4LL * multiprocessors));
+}
+
 TypedSpec<RouteCountArgs> route_count_spec() {
   TypedSpec<RouteCountArgs> s;
   s.family = "route_count";

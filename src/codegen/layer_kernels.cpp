@@ -7,7 +7,9 @@
 namespace megamoe {
 
 std::vector<KernelSpec> LayerKernels::all() const {
-  std::vector<KernelSpec> v = {route_count, route};
+  std::vector<KernelSpec> v;
+  if (shared_routes) v.push_back(*shared_routes);
+  v.insert(v.end(), {route_count, route});
   if (auto* p = std::get_if<PortableKernels>(&path)) v.insert(v.end(), {p->quantize, p->stage1, p->stage2});
   if (auto* t = std::get_if<TensorCoreKernels>(&path)) v.insert(v.end(), {t->quantize, t->stage1, t->stage2});
   if (auto* h = std::get_if<HopperKernels>(&path)) v.insert(v.end(), {h->dispatch, h->stage1, h->stage2});
@@ -19,6 +21,7 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
   LayerKernels k;
   const ModelShape m = padded_model(path, config.model);  // the shape the path's kernels run
   k.arithmetic = path_arithmetic(path, config, b);
+  if (config.model.shared_experts > 0) k.shared_routes = shared_routes_spec();
   k.route_count = route_count_spec();
   k.route = route_spec();
   k.combine = combine_spec(b.combine_wire);
@@ -47,7 +50,9 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& b, KernelPa
 }
 
 std::vector<KernelSpec> EpLayerKernels::all() const {
-  std::vector<KernelSpec> v = {route};
+  std::vector<KernelSpec> v;
+  if (shared_routes) v.push_back(*shared_routes);
+  v.push_back(route);
   if (auto* p = std::get_if<PortableEpKernels>(&path)) v.insert(v.end(), {p->stage1, p->stage2, p->stage1_serial});
   if (auto* t = std::get_if<TensorCoreEpKernels>(&path)) v.insert(v.end(), {t->stage1, t->stage2, t->stage1_serial});
   if (auto* h = std::get_if<HopperEpKernels>(&path)) v.insert(v.end(), {h->stage1, h->stage2, h->stage1_serial});
@@ -60,6 +65,7 @@ EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, Ker
   EpLayerKernels k;
   const ModelShape m = padded_model(path, config.model);  // the shape the path's kernels run
   k.arithmetic = path_arithmetic(path, config, b);
+  if (config.model.shared_experts > 0) k.shared_routes = shared_routes_spec();
   k.route = route_ep_spec();
   k.combine = combine_ep_spec(b.combine_wire);
   if (path == KernelPath::hopper) {

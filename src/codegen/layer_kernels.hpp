@@ -1,6 +1,7 @@
 // The kernels a bucket of a config launches on a path, typed by their argument structs: routing
 // and combine on every path, and each path's own quantization and stage kernels.
 #pragma once
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct HopperKernels {
 };
 
 struct LayerKernels {
+  std::optional<TypedSpec<SharedRoutesArgs>> shared_routes;  // a model with shared experts: the first launch
   TypedSpec<RouteCountArgs> route_count;
   TypedSpec<RouteArgs> route;
   TypedSpec<CombineArgs> combine;
@@ -61,6 +63,7 @@ struct HopperEpKernels {
   TypedSpec<Stage1HopperArgs> stage1_serial;
 };
 struct EpLayerKernels {
+  std::optional<TypedSpec<SharedRoutesArgs>> shared_routes;  // a model with shared experts: the first launch
   TypedSpec<RouteEpArgs> route;
   TypedSpec<DispatchEpArgs> dispatch;  // the serial path
   TypedSpec<CombineEpArgs> combine;

@@ -129,11 +129,23 @@ ModelShape read_model(ObjectReader r) {
   m.experts_per_rank = m.logical_experts = m.experts;  // world 1's, until config_for_world
   m.model_dim = int(r.integer("model_dim", 64, 1 << 16));
   m.inter_dim = int(r.integer("inter_dim", 64, 1 << 16));
-  m.topk = int(r.integer("topk", 1, 64));
+  m.topk = int(r.integer("topk", 1, kMaxSlotsPerToken));
   if (r.has("expert_biases")) m.expert_biases = r.boolean("expert_biases");
+  r.also_known({"expert_biases", "shared_experts", "shared_expert_scale"});
+  if (r.has("shared_experts")) m.shared_experts = int(r.integer("shared_experts", 0, kMaxSharedExperts));
+  if (r.has("shared_expert_scale")) {
+    m.shared_expert_scale = float(r.finite_number("shared_expert_scale"));
+    if (m.shared_experts == 0)
+      r.fail(r.at("shared_expert_scale"), std::to_string(m.shared_expert_scale),
+             "no field here without model.shared_experts > 0 (it weights the shared experts' outputs)");
+  }
   r.no_unknown_fields();
   if (m.topk > m.experts)
     r.fail(r.at("topk"), std::to_string(m.topk), fmt::format("at most model.experts = {}", m.experts));
+  if (m.topk + m.shared_experts > kMaxSlotsPerToken)
+    r.fail(r.at("shared_experts"), std::to_string(m.shared_experts),
+           fmt::format("at most {} - topk = {} (a token's routed and shared rows together)", int(kMaxSlotsPerToken),
+                       kMaxSlotsPerToken - m.topk));
   // The least of the paths' multiples (codegen/path_requirements.hpp): every config runs on one.
   const PathRequirements& least = least_requirements();
   for (auto [key, v] : {std::pair{"model_dim", m.model_dim}, std::pair{"inter_dim", m.inter_dim}})

@@ -1,5 +1,7 @@
 // A config as one rank of a group runs it: the experts a rank holds, from the model's and the
 // world size.
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include <fmt/format.h>
@@ -7,6 +9,7 @@
 #include "interface/kernel_constants.cuh"
 #include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
+#include "config/shared_slots.hpp"
 
 namespace megamoe {
 
@@ -60,6 +63,36 @@ Config with_redundant_experts(Config c, int redundant) {
   c.name += fmt::format("_plus_{}_slots", redundant);
   c.model.experts = c.model.experts_per_rank = physical;  // world 1's, until config_for_world
   c.world = 1;
+  return c;
+}
+
+Config with_shared_experts(Config c, int count, float scale) {
+  if (count < 0 || count > kMaxSharedExperts || c.model.topk + count > kMaxSlotsPerToken)
+    throw Error(fmt::format("megamoe: config {}: shared_experts = {}, expected 0..{} (and topk {} + shared_experts at "
+                            "most {}: a token's routed and shared rows together)",
+                            c.name, count, std::min<int>(kMaxSharedExperts, kMaxSlotsPerToken - c.model.topk),
+                            c.model.topk, int(kMaxSlotsPerToken)));
+  if (!std::isfinite(scale))
+    throw Error(fmt::format("megamoe: config {}: shared_expert_scale = {}, expected a finite number", c.name, scale));
+  if (count == c.model.shared_experts && (count == 0 || scale == c.model.shared_expert_scale)) return c;
+  c.name += count ? fmt::format("_with_{}_shared", count) : std::string("_without_shared");
+  c.model.shared_experts = count;
+  c.model.shared_expert_scale = count ? scale : 1.f;
+  return c;
+}
+
+Config shared_slots_config(Config c) {
+  const int S = c.model.shared_experts;
+  if (S == 0) return c;
+  const int per_rank = c.model.experts_per_rank + S;
+  if (per_rank > kMaxExpertsPerRank || c.world * per_rank > kMaxGlobalExperts)
+    throw Error(fmt::format("megamoe: config {}: {} experts a rank and {} shared ones take {} slots a rank ({} over world "
+                            "{}), expected at most {} a rank and {} in all (the routing kernels' limits)",
+                            c.name, c.model.experts_per_rank, S, per_rank, c.world * per_rank, c.world,
+                            int(kMaxExpertsPerRank), int(kMaxGlobalExperts)));
+  c.model.experts_per_rank = per_rank;
+  c.model.experts = c.world * per_rank;
+  c.model.topk += S;
   return c;
 }
 

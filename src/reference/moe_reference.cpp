@@ -94,19 +94,30 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
                                                               std::max(in.inter_dim, given.inter_dim))
                                          : Mxfp4ExpertWeights{};
   const Mxfp4ExpertWeights& w = pads ? padded : given;
+  const int S = in.shared ? in.shared->experts : 0;
+  if (in.shared && (in.shared->model_dim != given.model_dim || in.shared->inter_dim != given.inter_dim ||
+                    in.shared->has_biases() != given.has_biases()))
+    throw Error(fmt::format("megamoe: reference: shared experts of {} x {} ({} biases), the routed ones {} x {} ({})",
+                            in.shared->model_dim, in.shared->inter_dim, in.shared->has_biases() ? "with" : "no",
+                            given.model_dim, given.inter_dim, given.has_biases() ? "with" : "no"));
+  const Mxfp4ExpertWeights padded_shared =
+      pads && in.shared ? pad_expert_weights(*in.shared, w.model_dim, w.inter_dim) : Mxfp4ExpertWeights{};
+  const Mxfp4ExpertWeights* shared = pads && in.shared ? &padded_shared : in.shared;
   const int E = in.experts > 0 ? std::min(in.experts, w.experts) : w.experts, D = w.model_dim, I = w.inter_dim,
-            K = in.topk, Dy = given.model_dim;  // Dy: x's and y's rows
+            K = in.topk + S, Dy = given.model_dim;  // K: a token's rows, routed then shared; Dy: x's and y's rows
   const bool biased = w.has_biases();
   const std::size_t n_rows = tokens.size();
 
-  // Each routed (token, k) pair, grouped by expert.
-  std::vector<std::vector<Pair>> by_expert(E);
-  for (std::size_t r = 0; r < n_rows; ++r)
-    for (int k = 0; k < K; ++k) {
-      std::int64_t t = tokens[r];
-      int id = in.ids[t * K + k];
-      if (id >= 0 && id < E) by_expert[id].push_back({r * K + k, t, in.route_weights[t * K + k]});
+  // Each (token, k) pair, grouped by expert: routed experts 0..E-1, shared ones E..E+S-1.
+  std::vector<std::vector<Pair>> by_expert(E + S);
+  for (std::size_t r = 0; r < n_rows; ++r) {
+    const std::int64_t t = tokens[r];
+    for (int k = 0; k < in.topk; ++k) {
+      int id = in.ids[t * in.topk + k];
+      if (id >= 0 && id < E) by_expert[id].push_back({r * K + k, t, in.route_weights[t * in.topk + k]});
     }
+    for (int j = 0; j < S; ++j) by_expert[E + j].push_back({r * K + in.topk + j, t, in.shared_scale});
+  }
 
   // The per-token inputs, exact and through the dispatch quantizer.
   std::vector<std::vector<float>> x_exact(n_rows), x_emul(n_rows);
@@ -128,6 +139,7 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
   std::atomic<std::size_t> h_near_boundary{0};
 
   std::atomic<int> next{0};
+  const Mxfp4ExpertWeights& w_routed = w;
   auto worker = [&] {
     std::vector<float> w1(std::size_t(2) * I * D), w2(std::size_t(D) * I);
     // Per pair of a block: the exact, emulated and quantized intermediate, and the emulated output row.
@@ -135,9 +147,11 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
         g_emul(kPairBlock, std::vector<float>(I));
     std::vector<std::vector<HFlip>> flips(kPairBlock);
     std::vector<std::vector<float>> hq(kPairBlock), o_emul(kPairBlock, std::vector<float>(D));
-    for (int e; (e = next++) < E;) {
-      const std::vector<Pair>& pairs = by_expert[e];
+    for (int ex; (ex = next++) < E + S;) {
+      const std::vector<Pair>& pairs = by_expert[ex];
       if (pairs.empty()) continue;
+      const Mxfp4ExpertWeights& w = ex < E ? w_routed : *shared;  // the expert's weights, at index e there
+      const int e = ex < E ? ex : ex - E;
       formats::dequantize_mxfp4(w.w1_packed.data() + std::size_t(e) * I * D, w.w1_scales.data() + std::size_t(e) * 2 * I * D / 32,
                                 w1.size(), w1.data());
       formats::dequantize_mxfp4(w.w2_packed.data() + std::size_t(e) * D * I / 2, w.w2_scales.data() + std::size_t(e) * D * I / 32,

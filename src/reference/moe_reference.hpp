@@ -10,6 +10,8 @@
 //              path's shape (weights and x padded with zeros as the kernels run them). The
 //              activations in fp32 from libm: the kernels' own are a few ulp away, and where that
 //              can move an h value to the next fp8 step, flip_reach says how far y may move.
+// Shared experts (LayerInputs::shared) are more rows of every token, after its k routed ones, with
+// weight shared_scale; rounded as the routed rows are.
 // Slots with id -1, or any id outside [0, experts), contribute nothing (experts: the weights', or
 // fewer: a group's experts when the weights hold more).
 #pragma once
@@ -38,6 +40,10 @@ struct LayerInputs {
   const int* ids = nullptr;           // [tokens][topk]
   const float* route_weights = nullptr;  // [tokens][topk]
   int experts = 0;                       // ids at or past it are bad: skipped (0: weights->experts)
+  // The model's shared experts (the weights' shape), or null: every token's sum adds each of them,
+  // weighted shared_scale, after its topk routed rows (as the kernels' combine sums them).
+  const Mxfp4ExpertWeights* shared = nullptr;
+  float shared_scale = 1.f;
 };
 
 struct LayerOutputs {

@@ -35,6 +35,7 @@ std::unique_ptr<BucketKernels> load_bucket_kernels(Device& device, KernelBuilder
   b->bucket = &bucket;
   b->bm1 = specs.bm1;
   b->bm2 = specs.bm2;
+  if (specs.shared_routes) b->shared_routes = load(device, builder, *specs.shared_routes);
   b->route_count = load(device, builder, specs.route_count);
   b->route = load(device, builder, specs.route);
   if (auto* p = std::get_if<PortableKernels>(&specs.path)) {
@@ -68,6 +69,7 @@ std::unique_ptr<EpBucketKernels> load_ep_bucket_kernels(Device& device, KernelBu
   const int m = min_shared_bytes;
   b->bucket = &bucket;
   b->bm1 = specs.bm1, b->bm2 = specs.bm2;
+  if (specs.shared_routes) b->shared_routes = load(device, builder, *specs.shared_routes, m);
   b->route = load(device, builder, specs.route, m);
   b->dispatch = load(device, builder, specs.dispatch, m);
   b->combine = load(device, builder, specs.combine, m);

@@ -2,6 +2,7 @@
 // (codegen/layer_kernels.hpp), so that a launch can only pass the struct the kernel takes.
 #pragma once
 #include <memory>
+#include <optional>
 #include <variant>
 
 #include "codegen/layer_kernels.hpp"
@@ -47,6 +48,7 @@ struct HopperLoaded {
 struct BucketKernels {
   const BucketConfig* bucket = nullptr;
   int bm1 = 0, bm2 = 0;
+  std::optional<Kernel<SharedRoutesArgs>> shared_routes;  // a model with shared experts
   Kernel<RouteCountArgs> route_count;
   Kernel<RouteArgs> route;
   Kernel<CombineArgs> combine;
@@ -78,6 +80,7 @@ struct HopperEpLoaded {
 struct EpBucketKernels {
   const BucketConfig* bucket = nullptr;
   int bm1 = 0, bm2 = 0;
+  std::optional<Kernel<SharedRoutesArgs>> shared_routes;  // a model with shared experts
   Kernel<RouteEpArgs> route;
   Kernel<DispatchEpArgs> dispatch;
   Kernel<CombineEpArgs> combine;

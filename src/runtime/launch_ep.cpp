@@ -94,8 +94,7 @@ void launch_stages(const EpCall& c, const Loaded& k, int col_tiles1, int col_til
 
 void launch_ep_call(const EpCall& c) {
   const ModelShape& m = c.model;
-  const EpBucketKernels& k = c.kernels;
-  c.mark(StageMark::start);
+  const EpBucketKernels& k = c.kernels;  // StageMark::start: the caller's, before shared_routes
   const RouteEpArgs r{
       .ep = c.ep,
       .ids = c.ids,

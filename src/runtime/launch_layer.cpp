@@ -2,6 +2,8 @@
 // tensor-core paths).
 #include "runtime/launch_layer.hpp"
 
+#include <algorithm>
+
 #include "codegen/kernel_specs.hpp"
 #include "runtime/stage_args.hpp"
 
@@ -44,6 +46,28 @@ void launch_route(const LayerCall& c) {
       .errors = error_words(ws),
   };
   c.launch(c.kernels.route, grid, a, true);
+}
+
+CallRoutes launch_shared_routes(const StreamLaunch& s, const Kernel<SharedRoutesArgs>& kernel, unsigned max_grid,
+                                bool early, const ModelShape& m, int world, int rank, Workspace& ws, const int* ids,
+                                const float* weights, int tokens) {
+  const int S = m.shared_experts, per_rank = m.experts_per_rank - S;
+  const CallRoutes wide{static_cast<const int*>(ws.wide_ids.get()), static_cast<const float*>(ws.wide_weights.get())};
+  if (tokens == 0) return wide;  // nothing to widen; the call's kernels read no ids
+  const SharedRoutesArgs a{.ids = ids,
+                           .weights = weights,
+                           .tokens = tokens,
+                           .topk = m.topk - S,
+                           .experts = world * per_rank,
+                           .experts_per_rank = per_rank,
+                           .shared = S,
+                           .rank = rank,
+                           .shared_weight = m.shared_expert_scale,
+                           .wide_ids = static_cast<int*>(ws.wide_ids.get()),
+                           .wide_weights = static_cast<float*>(ws.wide_weights.get())};
+  const unsigned grid = std::min(shared_routes_blocks((long long)tokens * m.topk, s.device.multiprocessors()), max_grid);
+  s.launch(kernel, std::max(grid, 1u), a, early);
+  return wide;
 }
 
 // A block per 8 blocks of 32 values, at most 16 per SM.

@@ -38,6 +38,18 @@ struct LayerCall : StreamLaunch {
   }
 };
 
+// A model with shared experts (config/shared_slots.hpp): shared_routes widens the caller's ids and
+// weights into the workspace, on one GPU and over several ranks alike. model: the kernels' (topk
+// and experts_per_rank counting the shared slots); rank: the tokens' home. Returns the widened
+// ids and weights, which the call's later kernels read.
+struct CallRoutes {
+  const int* ids;
+  const float* weights;
+};
+CallRoutes launch_shared_routes(const StreamLaunch& s, const Kernel<SharedRoutesArgs>& kernel, unsigned max_grid,
+                                bool early, const ModelShape& model, int world, int rank, Workspace& ws,
+                                const int* ids, const float* weights, int tokens);
+
 // Every path: routing (route_count where it takes more than one block, then route), and combine.
 void launch_route(const LayerCall& call);
 void launch_combine(const LayerCall& call);

@@ -12,6 +12,7 @@
 #include "codegen/kernel_paths.hpp"
 #include "codegen/path_requirements.hpp"
 #include "ep/ep_workspace.hpp"
+#include "config/shared_slots.hpp"
 #include "ep/group.hpp"
 #include "runtime/launch_ep.hpp"
 #include "runtime/launch_layer.hpp"
@@ -41,7 +42,7 @@ WorkspaceBytes planned_workspace(const Config& kernels_config, const RuntimeOpti
   b.routed_rows = routed_rows_capacity(kernels_config, o);
   if (o.world > 1) {
     const ModelShape& m = kernels_config.model;
-    const int x_block = path_arithmetic(path, kernels_config, kernels_config.bucket_for_tokens(1)).x;
+    const int x_block = path_arithmetic(path, kernels_config, kernels_config.buckets[0]).x;
     b.symmetric_region = symmetric_layout(o.world, m.experts_per_rank, o.max_tokens, m.topk, m.model_dim, x_block).bytes;
     b.group_plan = ep_plan_sizes(kernels_config, o).total();
   }
@@ -64,7 +65,9 @@ Config config_for_options(Config config, const RuntimeOptions& o) {
                               config.model.experts, o.world, fits));
     }
   }
-  return config_for_world(std::move(config), o.world);
+  config = config_for_world(std::move(config), o.world);
+  shared_slots_config(config);  // its slots' limits checked here, before a GPU is opened
+  return config;
 }
 
 // `config` comes resolved for options.world (create, create_ranks: before any GPU is opened).
@@ -74,9 +77,9 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
   path_ = path_choice_.path;
   announce_path_choice(path_choice_);
   settle_weight_sources(config_, path_, options_);
-  kernels_config_ = padded_for_path(config_, path_);
+  kernels_config_ = padded_for_path(shared_slots_config(config_), path_);
   check_max_tokens(options_);
-  check_group_options(config_, options_);
+  check_group_options(kernels_config_, options_);
   options_.timeout_ms = group_timeout_ms(options_);
   try {
     workspace_ = std::make_unique<Workspace>(Workspace::create(*device_, kernels_config_, options_, path_));
@@ -87,7 +90,7 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
     throw DeviceError(fmt::format("megamoe: the workspace of rank {} (max_tokens {}, world {}, {} routed rows) did not "
                                   "fit on {}: {}; lower RuntimeOptions.max_tokens or routed_rows_capacity",
                                   options_.rank, options_.max_tokens, options_.world,
-                                  routed_rows_capacity(config_, options_), device_->name(), e.what()));
+                                  routed_rows_capacity(kernels_config_, options_), device_->name(), e.what()));
   }
   for (auto& e : stage_events_) e = device_->create_event();
 }
@@ -102,8 +105,9 @@ Runtime::~Runtime() {
 
 WorkspaceBytes Runtime::workspace_bytes(Config config, const RuntimeOptions& options, std::string_view arch) {
   config = config_for_options(std::move(config), options);
+  const Config slots = shared_slots_config(config);
   check_max_tokens(options);
-  check_group_options(config, options);
+  check_group_options(slots, options);
   if (options.path == KernelPath::automatic && arch.empty())
     throw Error(fmt::format("megamoe: workspace_bytes: RuntimeOptions.path = auto and no arch: the workspace depends on "
                             "the path (the Hopper path keeps x by routed row); name the path, or the GPU's arch "
@@ -112,7 +116,7 @@ WorkspaceBytes Runtime::workspace_bytes(Config config, const RuntimeOptions& opt
   const std::string target = !arch.empty() ? std::string(arch) : options.backend == BackendKind::hip ? "gfx90a" : "sm_90a";
   const KernelPath path = choose_path(options.path, config, options.backend, target).path;
   settle_weight_sources(config, path, options);
-  return planned_workspace(padded_for_path(config, path), options, path);
+  return planned_workspace(padded_for_path(slots, path), options, path);
 }
 
 WorkspaceBytes Runtime::workspace_bytes() const {
@@ -174,7 +178,7 @@ void Runtime::prepare(std::int64_t tokens) {
 }
 
 PathArithmetic Runtime::arithmetic(std::int64_t tokens) const {
-  return path_arithmetic(path_, kernels_config_, kernels_config_.bucket_for_tokens(tokens));
+  return path_arithmetic(path_, kernels_config_, config_.bucket_for_tokens(tokens));
 }
 
 void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, const float* route_weights, void* y,
@@ -186,9 +190,13 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   if (w.path != path_)
     throw Error(fmt::format("megamoe: forward: weights were prepared for the {} path, this runtime runs {}",
                             to_string(w.path), to_string(path_)));
-  if (w.experts != m.experts_per_rank || w.model_dim != m.model_dim || w.inter_dim != m.inter_dim)
-    throw Error(fmt::format("megamoe: forward: weights are {} experts x {} x {}, the config wants {} x {} x {}",
-                            w.experts, w.model_dim, w.inter_dim, m.experts_per_rank, m.model_dim, m.inter_dim));
+  if (w.experts != m.experts_per_rank + m.shared_experts || w.model_dim != m.model_dim || w.inter_dim != m.inter_dim)
+    throw Error(fmt::format("megamoe: forward: weights are {} experts x {} x {}, the config wants {} x {} x {}{}",
+                            w.experts, w.model_dim, w.inter_dim, m.experts_per_rank + m.shared_experts, m.model_dim,
+                            m.inter_dim,
+                            m.shared_experts ? fmt::format(" ({} routed and {} shared)", m.experts_per_rank,
+                                                           m.shared_experts)
+                                             : std::string()));
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"x", x}, {"y", y}})
     if (reinterpret_cast<std::uintptr_t>(ptr) % 16)
       throw Error(fmt::format("megamoe: forward: {} = {}, expected a 16-byte aligned address (rows are read and "
@@ -209,18 +217,14 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
   if (options_.world > 1) return forward_ep(w, x, ids, route_weights, y, int(tokens), stream);
   if (tokens == 0) return;
   const BucketKernels& kernels = kernels_for(tokens);
-  const LayerCall call{{*device_, stream, options_.profile ? stage_events_ : nullptr},
-                       kernels_config_.model,
-                       m.model_dim,
-                       kernels,
-                       *workspace_,
-                       w,
-                       x,
-                       ids,
-                       route_weights,
-                       y,
-                       int(tokens)};
-  call.mark(StageMark::start);
+  const StreamLaunch s{*device_, stream, options_.profile ? stage_events_ : nullptr};
+  s.mark(StageMark::start);
+  CallRoutes routes{ids, route_weights};
+  if (kernels.shared_routes)
+    routes = launch_shared_routes(s, *kernels.shared_routes, ~0u, true, kernels_config_.model, 1, 0, *workspace_, ids,
+                                  route_weights, int(tokens));
+  const LayerCall call{s,        kernels_config_.model, m.model_dim, kernels, *workspace_, w, x, routes.ids,
+                       routes.weights, y, int(tokens)};
   launch_route(call);
   call.mark(StageMark::routed);
   std::visit(
@@ -253,7 +257,14 @@ void Runtime::forward_ep(const PreparedWeights& w, const void* x, const int* ids
                                 options_.rank, r));
   const EpBucketKernels& kernels = ep_kernels_for(std::max(tokens, 1));
   const bool loopback = group_->transport == Transport::loopback;
-  const EpCall call{{*device_, stream, options_.profile ? stage_events_ : nullptr},
+  const StreamLaunch s{*device_, stream, options_.profile ? stage_events_ : nullptr};
+  const unsigned share = loopback ? unsigned(group_->loopback_share) : 0u;
+  s.mark(StageMark::start);
+  CallRoutes routes{ids, route_weights};
+  if (kernels.shared_routes)
+    routes = launch_shared_routes(s, *kernels.shared_routes, share ? share : ~0u, !loopback, kernels_config_.model,
+                                  options_.world, options_.rank, *workspace_, ids, route_weights, tokens);
+  const EpCall call{s,
                     kernels_config_.model,
                     config_.model.model_dim,
                     *kernels.bucket,
@@ -263,13 +274,13 @@ void Runtime::forward_ep(const PreparedWeights& w, const void* x, const int* ids
                     ep_->args(error_words(*workspace_), options_.timeout_ms),
                     w,
                     x,
-                    ids,
-                    route_weights,
+                    routes.ids,
+                    routes.weights,
                     y,
                     tokens,
                     options_.serial,
                     !loopback,
-                    loopback ? unsigned(group_->loopback_share) : 0u};
+                    share};
   launch_ep_call(call);
 }
 
@@ -320,6 +331,10 @@ CallErrors Runtime::take_errors() {
   CallErrors e;
   e.bad_ids = words[kErrBadIds];
   e.first_bad_slot = words[kErrFirstBadSlot] == kNoBadSlot ? -1 : words[kErrFirstBadSlot];
+  if (const int S = config_.model.shared_experts; S > 0 && e.first_bad_slot >= 0) {
+    const int K = config_.model.topk;  // the kernels counted widened slots t * (K + S) + k, k < K
+    e.first_bad_slot = e.first_bad_slot / (K + S) * K + e.first_bad_slot % (K + S);
+  }
   e.bounds_violations = words[kErrBoundsViolations];
   e.dropped_rows = words[kErrDroppedRows];
   if (words[kErrTimeoutPhase] != 0) {

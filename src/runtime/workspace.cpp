@@ -8,7 +8,9 @@
 namespace megamoe {
 
 long long routed_rows_capacity(const Config& config, const RuntimeOptions& o) {
-  const long long worst = (long long)o.world * o.max_tokens * config.model.topk;
+  // Shared slots (config's topk counts them) take only the rank's own tokens.
+  const long long worst = (long long)o.world * o.max_tokens * config.model.topk -
+                          (long long)(o.world - 1) * o.max_tokens * config.model.shared_experts;
   return o.world > 1 && o.routed_rows_capacity > 0 ? std::min(o.routed_rows_capacity, worst) : worst;
 }
 
@@ -37,12 +39,14 @@ WorkspaceSizes workspace_sizes(const Config& config, const RuntimeOptions& optio
   s.wire = ep ? 16 : T * K * D * 2;  // several ranks: in the symmetric region
   s.wire_scales = ep ? 16 : T * K * D / 32;
   s.errors = kErrWords * 4;
+  // A model with shared experts: the call's ids and weights widened by them (config: the kernels' topk).
+  s.wide_ids = s.wide_weights = config.model.shared_experts > 0 ? T * K * 4 : 0;
   return s;
 }
 
 std::size_t WorkspaceSizes::total() const {
   return route_counts + expert_offsets + tile_offsets1 + tile_offsets2 + row_token + row_slot + row_weight + slot_row +
-         x_q + x_scales + h_q + h_scales + wire + wire_scales + errors;
+         x_q + x_scales + h_q + h_scales + wire + wire_scales + errors + wide_ids + wide_weights;
 }
 
 Workspace Workspace::create(Device& d, const Config& config, const RuntimeOptions& options, KernelPath path) {
@@ -68,6 +72,7 @@ Workspace Workspace::create(Device& d, const Config& config, const RuntimeOption
     d.fill_bytes(b->get(), 0, b->bytes());  // an empty layout until a call lays one out
   w.errors = DeviceBuffer(d, s.errors);
   w.clear_errors(d);
+  if (s.wide_ids) w.wide_ids = DeviceBuffer(d, s.wide_ids), w.wide_weights = DeviceBuffer(d, s.wide_weights);
   return w;
 }
 
@@ -80,7 +85,8 @@ void Workspace::clear_errors(Device& d) {
 std::size_t Workspace::bytes() const {
   std::size_t n = 0;
   for (const DeviceBuffer* b : {&route_counts, &expert_offsets, &tile_offsets1, &tile_offsets2, &row_token, &row_slot,
-                                &row_weight, &slot_row, &x_q, &x_scales, &h_q, &h_scales, &wire, &wire_scales, &errors})
+                                &row_weight, &slot_row, &x_q, &x_scales, &h_q, &h_scales, &wire, &wire_scales, &errors,
+                                &wide_ids, &wide_weights})
     n += b->bytes();
   return n;
 }

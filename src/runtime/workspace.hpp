@@ -10,7 +10,8 @@
 namespace megamoe {
 
 // Routed rows a rank holds: max_tokens x topk on one GPU; over several ranks
-// RuntimeOptions::routed_rows_capacity, or the worst case world x max_tokens x topk.
+// RuntimeOptions::routed_rows_capacity, or the worst case world x max_tokens x topk (with shared
+// experts, config at the kernels' slots: and max_tokens x shared_experts of the rank's own).
 long long routed_rows_capacity(const Config& config, const RuntimeOptions& options);
 
 // The bytes of each buffer of a Workspace, from the config at the path's shape, the options and
@@ -19,6 +20,7 @@ struct WorkspaceSizes {
   std::size_t route_counts = 0, expert_offsets = 0, tile_offsets1 = 0, tile_offsets2 = 0;
   std::size_t row_token = 0, row_slot = 0, row_weight = 0, slot_row = 0;
   std::size_t x_q = 0, x_scales = 0, h_q = 0, h_scales = 0, wire = 0, wire_scales = 0, errors = 0;
+  std::size_t wide_ids = 0, wide_weights = 0;  // shared experts only
   int rows_capacity = 0, rows_pad = 0;
   std::size_t total() const;
 };
@@ -38,6 +40,8 @@ struct Workspace {
   // Stage2's rows for combine, by slot: bf16, or e4m3 in the first half with e8m0 wire_scales.
   DeviceBuffer wire, wire_scales;
   DeviceBuffer errors;    // kErrWords ints (interface/kernel_constants.cuh)
+  // A model with shared experts: the call's ids and weights as shared_routes widens them (else none).
+  DeviceBuffer wide_ids, wide_weights;
   int rows_capacity = 0;  // routed rows (routed_rows_capacity)
   int rows_pad = 0;       // rows per chunk of the routed layout: rows_capacity and a last tile's overhang
 

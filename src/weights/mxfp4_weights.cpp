@@ -90,6 +90,25 @@ Mxfp4ExpertWeights gather_experts(const Mxfp4ExpertWeights& w, const std::vector
   return out;
 }
 
+Mxfp4ExpertWeights append_experts(const Mxfp4ExpertWeights& a, const Mxfp4ExpertWeights& b) {
+  if (a.model_dim != b.model_dim || a.inter_dim != b.inter_dim || a.has_biases() != b.has_biases())
+    throw Error(fmt::format("megamoe: append_experts: experts of {} x {} ({} biases) and of {} x {} ({} biases), "
+                            "expected one shape",
+                            a.model_dim, a.inter_dim, a.has_biases() ? "with" : "no", b.model_dim, b.inter_dim,
+                            b.has_biases() ? "with" : "no"));
+  Mxfp4ExpertWeights out = Mxfp4ExpertWeights::zeros(a.experts + b.experts, a.model_dim, a.inter_dim);
+  auto join = [](const auto& x, const auto& y, auto& to) {
+    to.assign(x.begin(), x.end());
+    to.insert(to.end(), y.begin(), y.end());
+  };
+  join(a.w1_packed, b.w1_packed, out.w1_packed);
+  join(a.w1_scales, b.w1_scales, out.w1_scales);
+  join(a.w2_packed, b.w2_packed, out.w2_packed);
+  join(a.w2_scales, b.w2_scales, out.w2_scales);
+  if (a.has_biases()) join(a.b1, b.b1, out.b1), join(a.b2, b.b2, out.b2);
+  return out;
+}
+
 Mxfp4ExpertWeights join_gate_up(int experts, int model_dim, int inter_dim, const std::uint8_t* gate_packed,
                                 const std::uint8_t* gate_scales, const std::uint8_t* up_packed,
                                 const std::uint8_t* up_scales, const std::uint8_t* w2_packed,

@@ -37,10 +37,13 @@ std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& c
       throw Error(fmt::format("megamoe: weights.{} = {}, expected {} (config {} {})", field, got, want, config.name,
                               config_field));
   };
-  const std::string held = fmt::format("model.experts {} over world {}: a rank's", m.experts, config.world);
+  const std::string held =
+      m.shared_experts ? fmt::format("model.experts {} over world {}: a rank's, and model.shared_experts {}", m.experts,
+                                     config.world, m.shared_experts)
+                       : fmt::format("model.experts {} over world {}: a rank's", m.experts, config.world);
   if (replacement && w.experts < 1)
     throw Error(fmt::format("megamoe: replacement weights.experts = {}, expected at least 1", w.experts));
-  if (!replacement) expect("experts", w.experts, m.experts_per_rank, held.c_str());
+  if (!replacement) expect("experts", w.experts, m.experts_per_rank + m.shared_experts, held.c_str());
   expect("model_dim", w.model_dim, m.model_dim, "model.model_dim");
   expect("inter_dim", w.inter_dim, m.inter_dim, "model.inter_dim");
   if (w.has_biases() != m.expert_biases)
@@ -57,10 +60,20 @@ std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& c
   };
   // The path's own shape: zero rows and columns where the model's dims miss its multiple.
   const ModelShape shape = padded_model(path, m);
+  // A rank's shared experts come after its routed ones here and first in the kernels' slots
+  // (config/shared_slots.hpp).
+  Mxfp4ExpertWeights ordered;
+  if (m.shared_experts > 0 && !replacement) {
+    std::vector<int> order;
+    for (int j = 0; j < m.shared_experts; ++j) order.push_back(m.experts_per_rank + j);
+    for (int e = 0; e < m.experts_per_rank; ++e) order.push_back(e);
+    ordered = gather_experts(w, order);
+  }
+  const Mxfp4ExpertWeights& in = ordered.experts ? ordered : w;
   Mxfp4ExpertWeights padded;
   const bool pads = shape.model_dim != m.model_dim || shape.inter_dim != m.inter_dim;
-  if (pads) padded = pad_expert_weights(w, shape.model_dim, shape.inter_dim);
-  const Mxfp4ExpertWeights& k = pads ? padded : w;
+  if (pads) padded = pad_expert_weights(in, shape.model_dim, shape.inter_dim);
+  const Mxfp4ExpertWeights& k = pads ? padded : in;
   if (k.has_biases()) p->b1 = upload(k.b1), p->b2 = upload(k.b2);  // none: null pointers in the kernels' args
   if (path == KernelPath::portable) {  // layout v1: the checkpoint layout itself
     p->w1_packed = upload(k.w1_packed);

@@ -17,7 +17,7 @@ std::unique_ptr<PreparedWeights> Runtime::prepare_replacement(const Mxfp4ExpertW
 
 void Runtime::replace_experts(PreparedWeights& w, const std::vector<int>& slots, const PreparedWeights& r,
                               StreamHandle stream) {
-  const int held = config_.model.experts_per_rank;
+  const int routed = config_.model.experts_per_rank, shared = config_.model.shared_experts, held = routed + shared;
   if (w.path != path_ || r.path != path_)
     throw Error(fmt::format("megamoe: replace_experts: weights for the {} path and a replacement for the {} path, this "
                             "runtime runs {}",
@@ -46,7 +46,11 @@ void Runtime::replace_experts(PreparedWeights& w, const std::vector<int>& slots,
       throw Error(fmt::format("megamoe: replace_experts: the weights {} {} and the replacement {}: prepare it with this "
                               "runtime's prepare_replacement",
                               a->get() ? "have" : "lack", name, b->get() ? "has it" : "lacks it"));
-  copy_expert_slots(*device_, w, slots, r, stream);
+  // The weights hold the shared experts first (config/shared_slots.hpp); slots name them as the caller
+  // gave them to prepare_weights, the routed experts first.
+  std::vector<int> held_at(slots);
+  for (int& s : held_at) s = s < routed ? shared + s : s - routed;
+  copy_expert_slots(*device_, w, held_at, r, stream);
 }
 
 }  // namespace megamoe

@@ -39,6 +39,19 @@ struct ErrorWords {
   int* words;
 };
 
+// shared_routes (moe/shared_routes.cuh): a call's ids and weights widened by the model's shared
+// experts, as the kernels after it take them (src/config/shared_slots.hpp).
+struct SharedRoutesArgs {
+  static constexpr const char* kName = "SharedRoutesArgs";
+  const int* ids;        // [tokens][topk] the caller's ids: -1 empty, [0, experts) routed
+  const float* weights;  // [tokens][topk] the caller's route weights
+  int tokens, topk, experts;  // the caller's: topk routed slots a token, experts in the group
+  int experts_per_rank, shared, rank;  // the caller's experts a rank; shared experts; the tokens' home
+  float shared_weight;   // model.shared_expert_scale
+  int* wide_ids;         // [tokens][topk + shared]: kernel slots; -1 empty; kBadRouteId for a bad id
+  float* wide_weights;   // [tokens][topk + shared]
+};
+
 // route_count (moe/route.cuh): counts[block][expert], block b's rows routed to each expert.
 struct RouteCountArgs {
   static constexpr const char* kName = "RouteCountArgs";

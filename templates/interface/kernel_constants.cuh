@@ -27,6 +27,8 @@ enum : int {
   kErrWords = 8
 };
 enum : int { kNoBadSlot = 0x7fffffff };
+// shared_routes' mark for a caller's bad id: outside every kernel's range, so route counts it.
+enum : int { kBadRouteId = -2 };
 
 // --- expert parallelism (docs/ep.md) ---
 // kMaxGlobalExperts: the experts of a group, over every rank (the routing's per-expert counts in
@@ -62,6 +64,7 @@ enum : int { kRouteThreads = 1024, kMaxExperts = 1024, kRouteSlotsPerBlock = 204
 
 // Block sizes of the element-wise kernels; dispatch_rows takes kDispatchChunks chunks of 128
 // values per warp.
+enum : int { kSharedRoutesThreads = 256 };
 enum : int { kQuantizeThreads = 256, kDispatchThreads = 256, kDispatchChunks = 4, kCombineThreads = 256 };
 
 // The activations' scale forms (docs/layer.md, "Scale modes"), as the Hopper kernels' template

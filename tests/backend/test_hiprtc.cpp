@@ -26,6 +26,7 @@ TEST_CASE("hipRTC compiles the layer kernels of each activation for gfx90a", "[h
       CHECK(b.build(s).kernel->binary.substr(0, 4) == "\x7f" "ELF");
   }
   CHECK(b.build(route_spec()).kernel->binary.substr(0, 4) == "\x7f" "ELF");
+  CHECK(b.build(shared_routes_spec()).kernel->binary.substr(0, 4) == "\x7f" "ELF");
   CHECK(b.build(quantize_rows_spec()).kernel->binary.substr(0, 4) == "\x7f" "ELF");
 }
 

@@ -86,6 +86,21 @@ TEST_CASE("NVRTC compiles every qwen3_235b_a8w4 variant for sm_90a", "[nvrtc][si
 TEST_CASE("NVRTC compiles every gpt_oss_120b_a8w4 and gpt_oss_20b_a8w4 variant for sm_90a", "[nvrtc][swiglu]") {
   compile_all_variants({"gpt_oss_120b_a8w4", "gpt_oss_20b_a8w4"});
 }
+TEST_CASE("NVRTC compiles a model's kernels with shared experts for sm_90a", "[nvrtc][shared]") {
+  KernelBuilder b(make_compiler(BackendKind::cuda), "sm_90a", {});
+  for (const char* bc : {"0", "1"}) {
+    test::ScopedEnv env("MEGAMOE_BOUNDS_CHECK", std::string(bc));
+    const Config c = with_shared_experts(load_config("deepseek_v3_a8w4"), 1);
+    const std::vector<KernelSpec> specs = kernels_for_bucket(c, c.bucket(64), KernelPath::hopper, 2);
+    REQUIRE(specs[0].family == "shared_routes");
+    for (const KernelSpec& spec : specs) {
+      BuildReport r = b.build(spec);
+      INFO(r.kernel->symbol);
+      CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
+    }
+  }
+}
+
 TEST_CASE("NVRTC compiles the silu Stage1 kernels", "[nvrtc][silu]") { compile_activation({ActivationKind::silu}); }
 TEST_CASE("NVRTC compiles the situv2 Stage1 kernels", "[nvrtc][situv2]") {
   compile_activation({ActivationKind::situv2, 4.f, 25.f, 0.f});

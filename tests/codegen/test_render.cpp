@@ -218,6 +218,25 @@ TEST_CASE("every Hopper token tile fits its SM, and each path maps a config BM t
   }
 }
 
+TEST_CASE("a model with shared experts launches shared_routes first, on one GPU and over several ranks", "[codegen][shared]") {
+  test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
+  test::ScopedEnv no_bc("MEGAMOE_BOUNDS_CHECK", std::nullopt);
+  const Config k = load_config("kimi_k3_a8w4"), s = with_shared_experts(k, 1);
+  for (KernelPath path : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper})
+    for (int world : {1, 2}) {
+      const std::vector<std::string> plain = names(kernels_for_bucket(k, k.bucket(64), path, world));
+      std::vector<std::string> with = names(kernels_for_bucket(s, s.bucket(64), path, world));
+      REQUIRE(with.size() == plain.size() + 1);
+      CHECK(with[0] == "megamoe_shared_routes");
+      with.erase(with.begin());
+      CHECK(with == plain);  // the other kernels are the same
+    }
+  CHECK(shared_routes_blocks(0, 132) == 1);
+  CHECK(shared_routes_blocks(256, 132) == 1);
+  CHECK(shared_routes_blocks(257, 132) == 2);
+  CHECK(shared_routes_blocks(1LL << 30, 132) == 4 * 132);
+}
+
 TEST_CASE("routing takes one block per 2048 slots, at least one and at most 256", "[codegen]") {
   CHECK(route_blocks(0) == 1);
   CHECK(route_blocks(1) == 1);

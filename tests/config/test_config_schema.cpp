@@ -276,6 +276,37 @@ TEST_CASE("config errors: model.expert_biases takes true or false", "[config]") 
   CHECK(parse_config(d.dump(), "cfg/t.json").model.expert_biases);
 }
 
+TEST_CASE("model.shared_experts and shared_expert_scale: read, and refused with what was expected", "[config][shared]") {
+  json d = valid();
+  CHECK(parse_config(d.dump(), "cfg/t.json").model.shared_experts == 0);  // absent: none
+  d["model"]["shared_experts"] = 2;
+  Config c = parse_config(d.dump(), "cfg/t.json");
+  CHECK(c.model.shared_experts == 2);
+  CHECK(c.model.shared_expert_scale == 1.f);
+  d["model"]["shared_expert_scale"] = 2.5;
+  CHECK(parse_config(d.dump(), "cfg/t.json").model.shared_expert_scale == 2.5f);
+  d["model"]["shared_experts"] = 17;
+  ConfigError e = rejection(d);
+  CHECK(e.json_path == "$.model.shared_experts");
+  CHECK_THAT(e.expected, Catch::Contains("[0, 16]"));
+  d["model"]["shared_experts"] = 0;  // a scale with nothing to weight
+  e = rejection(d);
+  CHECK(e.json_path == "$.model.shared_expert_scale");
+  CHECK_THAT(e.expected, Catch::Contains("without model.shared_experts > 0"));
+  d["model"]["shared_experts"] = 1;
+  d["model"]["shared_expert_scale"] = "one";
+  e = rejection(d);
+  CHECK(e.json_path == "$.model.shared_expert_scale");
+  CHECK_THAT(e.expected, Catch::Contains("a finite number"));
+  d["model"].erase("shared_expert_scale");
+  d["model"]["topk"] = 8, d["model"]["experts"] = 64, d["model"]["shared_experts"] = 16;
+  CHECK(parse_config(d.dump(), "cfg/t.json").model.shared_experts == 16);
+  d["model"]["topk"] = 60, d["model"]["shared_experts"] = 5;  // 65 rows a token
+  e = rejection(d);
+  CHECK(e.json_path == "$.model.shared_experts");
+  CHECK_THAT(e.expected, Catch::Contains("at most 64 - topk = 4"));
+}
+
 TEST_CASE("config errors: unknown field", "[config]") {
   json d = valid();
   d["bucket_defaults"]["stage1"]["bk"] = 32;

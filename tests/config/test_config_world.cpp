@@ -3,6 +3,7 @@
 // world size).
 #include <catch2/catch.hpp>
 
+#include "config/shared_slots.hpp"
 #include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
 #include "megamoe/runtime.hpp"
@@ -121,4 +122,45 @@ TEST_CASE("RuntimeOptions.redundant_experts that leaves slots the world does not
   // Each rank holds 120 slots instead of 112: its plan of a call grows by 8 slots' words.
   const std::size_t more = Runtime::workspace_bytes(kimi(), o).group_plan - Runtime::workspace_bytes(kimi(), plain).group_plan;
   CHECK(more == std::size_t(3 * 8 * 8 * 4 + 256 * 8 * 8 * 4));  // segment, segment_rows, ready; block counts
+}
+
+TEST_CASE("with_shared_experts names shared experts and their weight; the kernels' slots add them a rank and a token",
+          "[config][world][shared]") {
+  const Config k = kimi();
+  CHECK(k.model.shared_experts == 0);
+  const Config s = with_shared_experts(k, 2, 0.5f);
+  CHECK(s.name == "kimi_k3_a8w4_with_2_shared");
+  CHECK(s.model.shared_experts == 2);
+  CHECK(s.model.shared_expert_scale == 0.5f);
+  CHECK(s.model.topk == k.model.topk);  // the caller's topk and experts stay the model's
+  CHECK(s.model.experts == k.model.experts);
+  CHECK(with_shared_experts(s, 2, 0.5f).name == s.name);
+  CHECK(with_shared_experts(k, 0).name == k.name);
+  const Config off = with_shared_experts(s, 0);
+  CHECK(off.model.shared_experts == 0);
+  CHECK(off.name == "kimi_k3_a8w4_with_2_shared_without_shared");
+  CHECK_THROWS_WITH(with_shared_experts(k, -1), Catch::Contains("shared_experts = -1"));
+  CHECK_THROWS_WITH(with_shared_experts(k, kMaxSharedExperts + 1), Catch::Contains("shared_experts = 17"));
+  CHECK_THROWS_WITH(with_shared_experts(k, 1, INFINITY), Catch::Contains("shared_expert_scale = inf"));
+  // The kernels' view: each rank S more slots, each token S more.
+  const Config ep8 = shared_slots_config(config_for_world(s, 8));
+  CHECK(ep8.model.experts_per_rank == 112 + 2);
+  CHECK(ep8.model.experts == 8 * 114);
+  CHECK(ep8.model.topk == 16 + 2);
+  CHECK(ep8.model.shared_experts == 2);
+  CHECK(shared_slots_config(config_for_world(k, 8)).model.experts_per_rank == 112);  // none: unchanged
+  // 1024 slots a rank at most: 1024 experts on one rank leave no room for a shared one.
+  CHECK_THROWS_WITH(shared_slots_config(config_for_world(with_shared_experts(with_experts(k, 1024), 1), 1)),
+                    Catch::Contains("1024 experts a rank and 1 shared ones take 1025 slots a rank"));
+}
+
+TEST_CASE("shared experts widen a rank's workspace by their rows", "[config][world][shared][workspace]") {
+  RuntimeOptions o;
+  o.world = 8, o.max_tokens = 256, o.path = KernelPath::hopper;
+  const WorkspaceBytes plain = Runtime::workspace_bytes(kimi(), o);
+  const WorkspaceBytes shared = Runtime::workspace_bytes(with_shared_experts(kimi(), 1), o);
+  // The worst case: every token of every rank's 16 routed rows here, and each of its own tokens once more.
+  CHECK(plain.routed_rows == 8LL * 256 * 16);
+  CHECK(shared.routed_rows == 8LL * 256 * 16 + 256);
+  CHECK(shared.total() > plain.total());
 }

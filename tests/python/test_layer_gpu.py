@@ -271,6 +271,92 @@ def test_redundant_slots_take_slot_ids_against_the_reference_over_logical_expert
     assert not layer.take_errors().any()
 
 
+@pytest.mark.parametrize("tokens", [1, 64, 256])
+def test_shared_experts_in_the_call_match_plain_pytorch_fp32(ex, tokens):
+    """Two shared experts of weight 0.5 beside the routed ones: the reference adds them to every
+    token as two more slots; a bad id is counted at its own slot, and a graph replays the call."""
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(17)
+    info = megamoe.config_info(SMALL_CONFIG)
+    layer = megamoe.Layer(SMALL_CONFIG, max_tokens=256, device=0, shared_experts=2, shared_expert_scale=0.5)
+    assert (layer.shared_experts, layer.shared_expert_scale, layer.experts_per_rank) == (2, 0.5, 8)
+    w1, w1s, w2, w2s = ex.random_mxfp4(info, 8 + 2, "cuda", gen)  # the routed experts, then the shared ones
+    layer.load_weights(w1, w2, w1s, w2s)
+    x, ids, w = inputs(layer, tokens, seed=70 + tokens)
+    y = layer(x, ids, w)
+    wide_ids = torch.cat([ids, torch.tensor([8, 9], dtype=torch.int32, device="cuda").expand(tokens, 2)], dim=1)
+    wide_w = torch.cat([w, torch.full((tokens, 2), 0.5, device="cuda")], dim=1)
+    w1f, w2f = ex.dequantize_mxfp4(w1, w1s), ex.dequantize_mxfp4(w2, w2s)
+    ref = ex.reference_experts(info, x, wide_ids, wide_w, w1f, w2f)
+    assert ex.rel_l2(y, ref) <= EXACT_BAR
+    assert ex.rel_l2(y, ex.reference_experts(info, x, ids, w, w1f, w2f)) > EXACT_BAR  # they do count
+    assert not layer.take_errors().any()
+    if tokens > 1:  # a bad id: skipped, counted, its slot named as the caller numbers it
+        bad = ids.clone()
+        bad[1, 2] = 99
+        layer(x, bad, w)
+        errors = layer.take_errors()
+        assert (errors.bad_ids, errors.first_bad_slot) == (1, 1 * layer.topk + 2)
+
+
+def test_shared_experts_match_transformers_deepseek_v3_moe(ex, tmp_path):
+    """Against code that others wrote: transformers' DeepSeek-V3 MoE block (its sigmoid router
+    with the group top-k, SiLU experts and one shared expert added to every token, in fp32) holding
+    the same dequantized MXFP4 weights, fed the same bf16 x; the layer takes the block's routing."""
+    import torch
+
+    pytest.importorskip("transformers", reason="skipped: transformers is not installed here")
+    try:
+        from transformers.models.deepseek_v3.configuration_deepseek_v3 import DeepseekV3Config
+        from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MoE
+    except ImportError as e:
+        pytest.skip(f"skipped: this transformers has no DeepSeek-V3 MoE block ({e})")
+    cfg = json.loads(pathlib.Path(SMALL_CONFIG).read_text())
+    cfg["activation"] = {"kind": "silu"}
+    cfg["name"] = "small_silu_shared"
+    cfg["model"]["shared_experts"] = 1  # named by the config itself
+    path = tmp_path / "small_silu_shared.json"  # a config file is named as its name
+    path.write_text(json.dumps(cfg))
+    layer = megamoe.Layer(str(path), max_tokens=256, device=0)
+    info = megamoe.config_info(str(path))
+    assert info["shared_experts"] == 1 and layer.shared_experts == 1
+    E, D, I, K = layer.experts_per_rank, layer.model_dim, layer.inter_dim, layer.topk
+    gen = torch.Generator(device="cuda").manual_seed(43)
+    w1, w1s, w2, w2s = ex.random_mxfp4(info, E + 1, "cuda", gen)
+    layer.load_weights(w1, w2, w1s, w2s)
+    w1f, w2f = ex.dequantize_mxfp4(w1, w1s), ex.dequantize_mxfp4(w2, w2s)
+    hf = DeepseekV3Config(hidden_size=D, moe_intermediate_size=I, n_routed_experts=E, n_shared_experts=1,
+                          num_experts_per_tok=K, n_group=1, topk_group=1, norm_topk_prob=True,
+                          routed_scaling_factor=2.5, hidden_act="silu", experts_implementation="eager")
+    block = DeepseekV3MoE(hf).to(device="cuda", dtype=torch.float32)
+    with torch.no_grad():
+        experts = block.experts
+        if isinstance(experts, torch.nn.ModuleList):  # one MLP an expert
+            for e, mlp in enumerate(experts):
+                mlp.gate_proj.weight.copy_(w1f[e, :I]), mlp.up_proj.weight.copy_(w1f[e, I:])
+                mlp.down_proj.weight.copy_(w2f[e])
+        else:  # the experts' tensors fused, [E, 2I, D] and [E, D, I] or transposed
+            gu, dn = experts.gate_up_proj, experts.down_proj
+            gu.copy_(w1f[:E] if gu.shape == (E, 2 * I, D) else w1f[:E].transpose(1, 2))
+            dn.copy_(w2f[:E] if dn.shape == (E, D, I) else w2f[:E].transpose(1, 2))
+        shared = block.shared_experts
+        shared.gate_proj.weight.copy_(w1f[E, :I]), shared.up_proj.weight.copy_(w1f[E, I:])
+        shared.down_proj.weight.copy_(w2f[E])
+        block.gate.weight.copy_(torch.randn(E, D, device="cuda", generator=gen) * 0.05)
+        for tokens in (1, 37, 256):
+            x = torch.randn(tokens, D, device="cuda", generator=gen).to(torch.bfloat16)
+            ref = block(x.float()[None])[0]
+            routed = block.gate(x.float())
+            ids = next(t for t in routed if not t.dtype.is_floating_point)
+            weights = next(t for t in routed if t.dtype.is_floating_point and t.shape == ids.shape)
+            y = layer(x, ids.to(torch.int32), weights.float())
+            err = ex.rel_l2(y, ref)
+            print(f"DeepSeek-V3 MoE block with a shared expert (transformers), {tokens} tokens: relL2 {err:.3e}")
+            assert err <= EXACT_BAR
+    assert not layer.take_errors().any()
+
+
 def test_graph_capture_and_replay_on_new_inputs(small):
     import torch
 

@@ -152,6 +152,20 @@ def test_workspace_bytes_before_creation_follows_the_options():
     assert one["symmetric_region"] == one["group_plan"] == 0 and one["routed_rows"] == 1024 * 16
 
 
+def test_workspace_bytes_with_shared_experts():
+    # One shared expert: every token one more routed row of its own rank, and the call's widened
+    # ids and weights; the config names none of its own.
+    assert megamoe.config_info("kimi_k3_a8w4")["shared_experts"] == 0
+    plain = megamoe.workspace_bytes("kimi_k3_a8w4", max_tokens=1024, world=8, path="hopper")
+    shared = megamoe.workspace_bytes("kimi_k3_a8w4", max_tokens=1024, world=8, path="hopper", shared_experts=1)
+    assert shared["routed_rows"] == plain["routed_rows"] + 1024 == 8 * 1024 * 16 + 1024
+    assert shared["total"] > plain["total"]
+    with pytest.raises(megamoe.Error, match="shared_experts = 17"):
+        megamoe.workspace_bytes("kimi_k3_a8w4", path="hopper", shared_experts=17)
+    with pytest.raises(megamoe.Error, match="shared_expert_scale = nan"):
+        megamoe.workspace_bytes("kimi_k3_a8w4", path="hopper", shared_experts=1, shared_expert_scale=float("nan"))
+
+
 def test_workspace_bytes_names_a_bad_option():
     with pytest.raises(megamoe.Error, match="RuntimeOptions.max_tokens = 0"):
         megamoe.workspace_bytes("kimi_k3_a8w4", max_tokens=0, path="hopper")

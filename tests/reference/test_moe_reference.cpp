@@ -246,3 +246,72 @@ TEST_CASE("reference layer: at a padded shape the outputs are the model's", "[re
   in.weights = &bare;
   CHECK(reference::reference_layer(in, {0, 1, 2, 3, 4}, 2).exact != own.exact);
 }
+
+TEST_CASE("reference layer: shared experts are rows of every token after its routed ones, by hand", "[reference][shared]") {
+  const Mxfp4ExpertWeights w = hand_weights();
+  const Mxfp4ExpertWeights routed = gather_experts(w, {0}), shared = gather_experts(w, {1});
+  std::vector<std::uint16_t> x(32, formats::float_to_bf16(1.f));
+  std::vector<int> ids = {0};
+  std::vector<float> weights = {0.25f};
+  reference::LayerInputs in;
+  in.weights = &routed;
+  in.activation = {ActivationKind::silu};
+  in.topk = 1;
+  in.x = x.data();
+  in.ids = ids.data();
+  in.route_weights = weights.data();
+  in.shared = &shared;
+  in.shared_scale = 0.75f;
+  const auto out = reference::reference_layer(in, {0}, 2);
+  for (int d = 0; d < 32; ++d) {  // as "silu, by hand": expert 0 with 0.25, expert 1 with 0.75
+    CHECK_THAT(out.exact[d], WithinRel(4.185506495292238f, 1e-6f));
+    CHECK(out.emulated[d] == 4.1875f);
+  }
+}
+
+TEST_CASE("reference layer: shared experts give what the same experts as more routed slots give", "[reference][shared]") {
+  // Random weights and routes; the shared experts appended as experts E.. and routed by hand as
+  // each token's last slots: the same sums in the same order, so the same bits.
+  std::mt19937_64 rng(5);
+  const int E = 6, S = 2, K = 3, D = 64, I = 64, T = 5;
+  const Mxfp4ExpertWeights all = test::normal_expert_weights(E + S, D, I, 5, 0.125f, true);
+  std::vector<int> routed_ids(E), shared_ids(S);
+  for (int e = 0; e < E; ++e) routed_ids[e] = e;
+  for (int j = 0; j < S; ++j) shared_ids[j] = E + j;
+  const Mxfp4ExpertWeights routed = gather_experts(all, routed_ids), shared = gather_experts(all, shared_ids);
+  std::vector<std::uint16_t> x(T * D);
+  std::normal_distribution<float> n01;
+  for (auto& v : x) v = formats::float_to_bf16(n01(rng));
+  std::vector<int> ids(T * K), wide_ids;
+  std::vector<float> weights(T * K), wide_weights;
+  for (int t = 0; t < T; ++t) {
+    for (int k = 0; k < K; ++k) {
+      ids[t * K + k] = t == 1 && k == 2 ? -1 : int(rng() % E);
+      weights[t * K + k] = 0.1f + 0.2f * k;
+      wide_ids.push_back(ids[t * K + k]), wide_weights.push_back(weights[t * K + k]);
+    }
+    for (int j = 0; j < S; ++j) wide_ids.push_back(E + j), wide_weights.push_back(1.5f);
+  }
+  for (Accumulation acc : {Accumulation::exact, Accumulation::sm90_fp8_mma}) {
+    reference::LayerInputs in;
+    in.activation = {ActivationKind::silu};
+    in.x = x.data();
+    in.x_block = in.h_block = acc == Accumulation::exact ? 32 : 64;
+    in.accumulation = acc;
+    in.weights = &routed, in.topk = K, in.ids = ids.data(), in.route_weights = weights.data();
+    in.shared = &shared, in.shared_scale = 1.5f;
+    const auto got = reference::reference_layer(in, {0, 1, 2, 3, 4}, 2);
+    reference::LayerInputs widened = in;
+    widened.shared = nullptr;
+    widened.weights = &all, widened.topk = K + S, widened.ids = wide_ids.data(), widened.route_weights = wide_weights.data();
+    const auto want = reference::reference_layer(widened, {0, 1, 2, 3, 4}, 2);
+    CHECK(got.exact == want.exact);
+    CHECK(got.emulated == want.emulated);
+    CHECK(got.flip_reach == want.flip_reach);
+    // and the shared experts count: without them the outputs differ everywhere that matters
+    reference::LayerInputs none = in;
+    none.shared = nullptr;
+    CHECK(reference::rel_l2(reference::reference_layer(none, {0, 1, 2, 3, 4}, 2).exact.data(), got.exact.data(),
+                            got.exact.size()) > 0.3);
+  }
+}

@@ -77,6 +77,27 @@ TEST_CASE("workspace_bytes over several ranks: the symmetric region and the capa
   CHECK(Runtime::workspace_bytes(kimi, options(8, 8192, KernelPath::hopper, 1LL << 29)).total() == worst.total());
 }
 
+TEST_CASE("workspace_bytes with shared experts: the kernels' slots, and the call's widened routes (docs/layer.md)",
+          "[runtime][workspace][shared]") {
+  // Kimi-K3 + 1 shared expert, one GPU, T = 1024: every token 17 rows, 897 slots, and the widened
+  // ids and weights (4 bytes each a slot).
+  const std::uint64_t T = 1024, K = 17, E = 897, D = 3584, I = 3072, R = T * K;
+  const std::uint64_t route_counts = std::min<std::uint64_t>(256, (R + 2047) / 2048) * E * 4;
+  const std::uint64_t offsets = 3 * (E + 1) * 4, rows = 4 * R * 4;
+  const std::uint64_t x = (R + kRowsOverhang) * D + (R + kRowsOverhang) * D / 8;
+  const std::uint64_t h = (R + kRowsOverhang) * I + (R + kRowsOverhang) * I / 8;
+  const std::uint64_t wire = R * D * 2 + R * D / 32, errors = 32, wide = 2 * T * K * 4;
+  const Config shared = with_shared_experts(load_config("kimi_k3_a8w4"), 1);
+  const WorkspaceBytes b = Runtime::workspace_bytes(shared, options(1, 1024, KernelPath::hopper));
+  CHECK(b.routed_rows == (long long)R);
+  CHECK(b.layer == route_counts + offsets + rows + x + h + wire + errors + wide);
+
+  // Over 8 ranks: 113 slots a rank; the worst case is every rank's 16 routed rows a token and the
+  // rank's own tokens once more.
+  const WorkspaceBytes ep = Runtime::workspace_bytes(shared, options(8, 1024, KernelPath::hopper));
+  CHECK(ep.routed_rows == 8LL * 1024 * 16 + 1024);
+}
+
 TEST_CASE("workspace_bytes resolves auto for a named arch, as creation does", "[runtime][workspace]") {
   const Config kimi = load_config("kimi_k3_a8w4");
   CHECK_THROWS_WITH(Runtime::workspace_bytes(kimi, options(1, 1024, KernelPath::automatic)),

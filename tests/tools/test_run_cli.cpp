@@ -36,6 +36,16 @@ TEST_CASE("megamoe-run --help and usage errors", "[cli]") {
   CHECK_THAT(out, Catch::Contains("model.experts = 896 is not a multiple of world = 3"));
   CHECK(run("--config kimi_k3_a8w4 --world 8 --redundant-experts 60", out) == 1);  // refused before a GPU is opened
   CHECK_THAT(out, Catch::Contains("RuntimeOptions.redundant_experts = 60") && Catch::Contains("64 would"));
+  CHECK(run("--config kimi_k3_a8w4 --shared-experts 17", out) == 1);
+  CHECK_THAT(out, Catch::Contains("shared_experts = 17"));
+  CHECK(run("--config kimi_k3_a8w4 --experts-per-rank 1024 --shared-experts 1", out) == 1);  // before a GPU is opened
+  CHECK_THAT(out, Catch::Contains("1024 experts a rank and 1 shared ones take 1025 slots a rank"));
+  CHECK(run("--config kimi_k3_a8w4 --shared-experts -1", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--shared-experts expects a count of at least 0, got -1"));
+  CHECK(run("--config kimi_k3_a8w4 --shared-scale 2", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--shared-scale is for --shared-experts N with N > 0"));
+  CHECK(run("--config kimi_k3_a8w4 --shared-experts 1 --shared-scale nan", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--shared-scale expects a finite number, got 'nan'"));
   CHECK(run("--config kimi_k3_a8w4 --world 2 --capacity -5", out) == 2);
   CHECK_THAT(out, Catch::Contains("--capacity expects a count of rows of at least 0, got -5"));
   CHECK(run("--config kimi_k3_a8w4 --experts-per-rank 0", out) == 2);
@@ -64,6 +74,10 @@ TEST_CASE("megamoe-bench --help, usage errors and the no-GPU exit", "[cli]") {
   CHECK(bench("--world 1 --config kimi_k3_a8w4 --bs 0") == 2);
   CHECK(bench("--world 2 --config kimi_k3_a8w4 --against generic_a8w4") == 2);
   CHECK_THAT(out, Catch::Contains("--against is for --world 1"));
+  CHECK(bench("--world 2 --config kimi_k3_a8w4 --shared-experts 1") == 2);
+  CHECK_THAT(out, Catch::Contains("--shared-experts is for --world 1"));
+  CHECK(bench("--world 1 --config kimi_k3_a8w4 --shared-experts 0") == 2);
+  CHECK_THAT(out, Catch::Contains("--shared-experts expects a count of at least 1"));
   CHECK(bench("--world 1 --config kimi_k3_a8w4 --against nosuch") == 1);  // before any GPU is opened
   CHECK_THAT(out, Catch::Contains("no config named 'nosuch'"));
   if (!gpu_available(BackendKind::cuda)) {

@@ -216,3 +216,25 @@ TEST_CASE("gather_experts puts each named expert's bytes and biases in its slot;
   CHECK_THROWS_WITH(gather_experts(w, {0, 4}), Catch::Contains("experts[1] = 4, expected 0..3"));
   CHECK_THROWS_WITH(gather_experts(w, {-1}), Catch::Contains("experts[0] = -1"));
 }
+
+TEST_CASE("append_experts puts b's experts after a's, biases too; other shapes are named", "[weights][shared]") {
+  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(5, 64, 32);
+  for (std::size_t i = 0; i < w.w1_packed.size(); ++i) w.w1_packed[i] = std::uint8_t(i * 7 + 1);
+  for (std::size_t i = 0; i < w.w1_scales.size(); ++i) w.w1_scales[i] = std::uint8_t(120 + i % 9);
+  for (std::size_t i = 0; i < w.w2_packed.size(); ++i) w.w2_packed[i] = std::uint8_t(i * 13 + 3);
+  for (std::size_t i = 0; i < w.w2_scales.size(); ++i) w.w2_scales[i] = std::uint8_t(110 + i % 11);
+  w.b1.resize(5 * 64), w.b2.resize(5 * 64);
+  for (std::size_t i = 0; i < w.b1.size(); ++i) w.b1[i] = float(i) * 0.5f, w.b2[i] = -float(i);
+  // Experts 0..2 and 3..4 apart, appended: the five again, byte for byte.
+  const Mxfp4ExpertWeights joined = append_experts(gather_experts(w, {0, 1, 2}), gather_experts(w, {3, 4}));
+  joined.check();
+  CHECK(joined.experts == 5);
+  CHECK(joined.w1_packed == w.w1_packed);
+  CHECK(joined.w1_scales == w.w1_scales);
+  CHECK(joined.w2_packed == w.w2_packed);
+  CHECK(joined.w2_scales == w.w2_scales);
+  CHECK(joined.b1 == w.b1);
+  CHECK(joined.b2 == w.b2);
+  CHECK_THROWS_WITH(append_experts(w, Mxfp4ExpertWeights::zeros(1, 64, 64)),
+                    Catch::Contains("experts of 64 x 32 (with biases) and of 64 x 64 (no biases)"));
+}

@@ -35,7 +35,7 @@ namespace {
 constexpr const char* kTool = "megamoe-bench";
 const char* kUsage = R"(usage: megamoe-bench --world W --config NAME [--bs LIST] [--path auto|portable|tensor_core|hopper]
                      [--against CONFIG] [--crossover] [--transport loopback|peer] [--reps N] [--seed S]
-                     [--json FILE] [--experts-per-rank N]
+                     [--json FILE] [--experts-per-rank N] [--shared-experts N]
 
 --world 1: times the layer of a config on GPU 0 (bs x topk routed rows over the model's experts,
 or --experts-per-rank's, uniform routing) and prints per batch size the Stage1, Stage2,
@@ -64,6 +64,12 @@ rate from GPU 0 to GPU 1.
   --experts-per-rank N  each rank holds N experts: the model cut to N x W experts in all (one
                rank's share of a wider group; Kimi-K3 with 112 at --world 1 is a rank of EP8,
                the per-rank work of docs/perf-notes.md)
+  --shared-experts N  (--world 1) the model with N shared experts in the call (the table's
+               times and floor), against the same layer without them followed by a separate
+               dense FFN of the N shared experts (the same kernels, every token to all N,
+               tiles of the same rows per expert) on the same stream, side by side on the
+               same inputs: separate_ms and separate / fused (above 1, the fused call is
+               faster). The separate path's sum of its two outputs is not timed.
 Exit status: 0 on success, 1 on error, 2 on bad usage, 3 when no GPU is present.
 )";
 
@@ -73,7 +79,38 @@ struct Row {
   double stage1_ms = 0, stage2_ms = 0, call_ms = 0, total_ms = 0, floor_ms = 0, bytes_ms = 0, flops_ms = 0;
   double against_total_ms = 0;  // --against: the other bucket table's total
   double mxfp4_total_ms = 0, resident_total_ms = 0;  // --crossover
+  double separate_total_ms = 0;  // --shared-experts: the layer without them, then a dense FFN of them
 };
+
+// --shared-experts: the model's layer without its shared experts, and a dense FFN of them (the
+// same layer's kernels with the shared experts as its experts, every token routed to all of them
+// with their weight), its bucket keys set so that a call takes the entry of the same rows per
+// expert as the layer's table gives them.
+Config without_shared(const Config& c) { return with_shared_experts(c, 0); }
+Config dense_ffn_of_shared(const Config& c) {
+  const int S = c.model.shared_experts;
+  Config d = with_experts(without_shared(c), S);
+  d.name = c.name + "_shared_ffn";
+  d.model.topk = S;
+  // A call of T tokens has T rows an expert; the table's entry of T rows an expert is at
+  // T x keys / topk tokens.
+  d.keys_experts_per_rank = std::max(1, S * c.keys_experts_per_rank / c.model.topk);
+  return d;
+}
+
+// Every token of a call to each of the S shared experts, with their weight.
+struct DenseRoutes {
+  DeviceBuffer ids, weights;
+};
+DenseRoutes dense_routes(Device& dev, std::int64_t tokens, int S, float scale) {
+  std::vector<int> ids(std::size_t(tokens) * S);
+  std::vector<float> w(ids.size(), scale);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = int(i % S);
+  DenseRoutes d{DeviceBuffer(dev, ids.size() * 4), DeviceBuffer(dev, w.size() * 4)};
+  dev.copy_to_device(d.ids.get(), ids.data(), ids.size() * 4);
+  dev.copy_to_device(d.weights.get(), w.data(), w.size() * 4);
+  return d;
+}
 
 // The config with every bucket's weights `w`, named for it.
 Config with_weights(Config c, WeightSource w) {
@@ -164,6 +201,7 @@ struct Options {
   std::vector<std::int64_t> sizes = {1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
   int world = 0, reps = 20;
   int experts_per_rank = 0;  // 0: model.experts / world
+  int shared = 0;            // --shared-experts
   Transport transport = Transport::loopback;
   std::uint64_t seed = 123;
 };
@@ -195,22 +233,25 @@ Crossover open_crossover(bool on, const Config& config, const RuntimeOptions& op
   return c;
 }
 
-void print_header(bool against, bool crossover) {
-  fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}{}{}\n", "bs", "sets", "experts", "stage1_ms",
+void print_header(bool against, bool crossover, bool shared) {
+  fmt::print("{:>6} {:>5} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}{}{}{}\n", "bs", "sets", "experts", "stage1_ms",
              "stage2_ms", "call_ms", "total_ms", "floor_ms", "time/floor",
              against ? fmt::format(" {:>10} {:>8}", "against_ms", "ratio") : "",
-             crossover ? fmt::format(" {:>10} {:>10} {:>8}", "mxfp4_ms", "fp8res_ms", "res/mx") : "");
+             crossover ? fmt::format(" {:>10} {:>10} {:>8}", "mxfp4_ms", "fp8res_ms", "res/mx") : "",
+             shared ? fmt::format(" {:>11} {:>9}", "separate_ms", "sep/fused") : "");
 }
 
-void print_row(const Row& row, bool against, bool crossover) {
-  fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}{}{}\n", row.bs,
+void print_row(const Row& row, bool against, bool crossover, bool shared) {
+  fmt::print("{:>6} {:>5} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.2f}{}{}{}\n", row.bs,
              row.input_sets, row.experts_touched, row.stage1_ms, row.stage2_ms, row.call_ms, row.total_ms,
              row.floor_ms, row.total_ms / row.floor_ms,
              against ? fmt::format(" {:>10.3f} {:>8.2f}", row.against_total_ms, row.against_total_ms / row.total_ms)
                      : "",
              crossover ? fmt::format(" {:>10.3f} {:>10.3f} {:>8.2f}", row.mxfp4_total_ms, row.resident_total_ms,
                                      row.resident_total_ms / row.mxfp4_total_ms)
-                       : "");
+                       : "",
+             shared ? fmt::format(" {:>11.3f} {:>9.2f}", row.separate_total_ms, row.separate_total_ms / row.total_ms)
+                    : "");
   std::fflush(stdout);  // a row as soon as it is measured, also into a pipe
 }
 
@@ -227,7 +268,7 @@ std::optional<std::int64_t> report_crossover(const std::vector<Row>& rows) {
 
 void write_json(const std::string& json_path, const Runtime& rt, Device& dev, const bench::Ceilings& ceilings,
                 const std::vector<Row>& rows, const Beside& other, const Crossover& crossover,
-                const std::optional<std::int64_t>& cross) {
+                const std::optional<std::int64_t>& cross, bool shared) {
   const Config& cfg = rt.config();
   const bench::Ceiling &copy = ceilings.copy, &fp8 = ceilings.fp8;
   nlohmann::json j = {{"config", cfg.name}, {"device", dev.name()}, {"arch", dev.arch()},
@@ -255,16 +296,26 @@ void write_json(const std::string& json_path, const Runtime& rt, Device& dev, co
       j["buckets"][i]["mxfp4_total_ms"] = rows[i].mxfp4_total_ms,
       j["buckets"][i]["fp8_resident_total_ms"] = rows[i].resident_total_ms;
   }
+  if (shared) {
+    j["shared_experts"] = cfg.model.shared_experts;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      j["buckets"][i]["separate_total_ms"] = rows[i].separate_total_ms,
+      j["buckets"][i]["separate_over_fused"] = rows[i].separate_total_ms / rows[i].total_ms;
+  }
   std::ofstream(json_path) << j.dump(2) << "\n";
 }
 
-void print_footnotes(int reps, bool against, bool crossover) {
+void print_footnotes(int reps, bool against, bool crossover, bool shared) {
   fmt::print("stages: median of {} direct calls; call: median of {} single calls, each waited for; total: median "
              "of {} graph replays over the input sets (each layer's replays in turn with the others' timed beside it){}\n",
              reps, reps, reps, against ? "; against: the other bucket table's total, ratio: against / total" : "");
   if (crossover)
     fmt::print("mxfp4_ms, fp8res_ms: totals with every bucket's weights so; res/mx: their ratio (below 1, "
                "fp8_resident is the faster)\n");
+  if (shared)
+    fmt::print("total_ms: the layer with its shared experts in the call; separate_ms: the layer without them, then "
+               "a dense FFN of them (their sum not timed); sep/fused: their ratio (above 1, the fused call is "
+               "faster); experts and floor_ms count the shared experts\n");
 }
 
 // --world 1: the table per batch size, with --against's and --crossover's columns measured in
@@ -274,7 +325,8 @@ int run_world1(const Options& o) {
   options.max_tokens = int(*std::max_element(o.sizes.begin(), o.sizes.end()));
   options.path = o.path;
   // --against: the same model with another bucket table (checked before any GPU is opened).
-  const Config config = cli::load_for_world(o.config_name, 1, o.experts_per_rank);
+  Config config = cli::load_for_world(o.config_name, 1, o.experts_per_rank);
+  if (o.shared) config = with_shared_experts(std::move(config), o.shared);
   const std::optional<Config> against =
       o.against_name.empty() ? std::nullopt
                              : std::optional<Config>(with_buckets_of(config, load_config(o.against_name)));
@@ -287,25 +339,36 @@ int run_world1(const Options& o) {
   fmt::print("config {} on {} ({}), {} path, world 1\n", cfg.name, dev.name(), dev.arch(), to_string(rt->path()));
   if (other) fmt::print("against: {} (side by side on the same inputs)\n", other.rt->config().name);
   Crossover crossover = open_crossover(o.crossover, config, options, *rt);
+  const int S = config.model.shared_experts;
+  Beside plain, dense;  // --shared-experts: the layer without them, and their dense FFN
+  if (o.shared) {
+    plain.rt = Runtime::create(without_shared(config), options);
+    dense.rt = Runtime::create(dense_ffn_of_shared(config), options);
+    fmt::print("shared experts: {} in the call, against {} then {} (side by side on the same inputs)\n", S,
+               plain.rt->config().name, dense.rt->config().name);
+  }
 
   const bench::Ceilings ceilings = bench::measure_and_print_ceilings(dev);
 
-  const Mxfp4ExpertWeights weights = workload::random_weights(m, o.seed);
-  auto prepared = rt->prepare_weights(weights);
+  Mxfp4ExpertWeights weights = workload::random_weights(m, o.seed);
+  const Mxfp4ExpertWeights shared = S ? workload::random_shared_weights(m, o.seed) : Mxfp4ExpertWeights{};
+  if (o.shared) plain.prepared = plain.rt->prepare_weights(weights), dense.prepared = dense.rt->prepare_weights(shared);
+  auto prepared = rt->prepare_weights(S ? append_experts(weights, shared) : weights);
   if (other) other.prepared = other.rt->prepare_weights(weights);
   if (crossover) crossover.mxfp4.prepared = crossover.mxfp4.rt->prepare_weights(weights);
   if (crossover) crossover.resident.prepared = crossover.resident.rt->prepare_weights(weights);
   if (crossover) fmt::print("fp8-resident copy: {:.2f} GB\n", crossover.resident.prepared->resident_bytes / 1e9);
   StreamHandle stream = dev.create_stream();
   std::vector<Row> rows;
-  print_header(bool(other), bool(crossover));
+  print_header(bool(other), bool(crossover), bool(o.shared));
   for (std::int64_t bs : o.sizes) {
     Row row;
     row.bs = bs;
     const workload::InputSets inputs = workload::make_input_sets(dev, m, bs, o.seed);
     const std::vector<InputSet>& sets = inputs.sets;
-    row.input_sets = int(sets.size()), row.experts_touched = inputs.experts_touched;
-    const bench::Floor floor = bench::layer_floor(m, row.experts_touched, inputs.pairs, ceilings.tbps, ceilings.tflops);
+    row.input_sets = int(sets.size()), row.experts_touched = inputs.experts_touched + S;  // shared: every token's
+    const bench::Floor floor =
+        bench::layer_floor(m, row.experts_touched, inputs.pairs + bs * S, ceilings.tbps, ceilings.tflops);
     row.bytes_ms = floor.bytes_ms, row.flops_ms = floor.flops_ms, row.floor_ms = floor.ms;
     const LayerTimes t = time_layer(*rt, *prepared, sets, bs, o.reps, stream);
     row.stage1_ms = t.stage1_ms, row.stage2_ms = t.stage2_ms, row.call_ms = t.call_ms;
@@ -315,6 +378,23 @@ int run_world1(const Options& o) {
       if (*b) layers.push_back({b->rt.get(), b->prepared.get()});
     std::vector<GraphHandle> graphs;
     for (auto [r, w] : layers) graphs.push_back(capture_calls(*r, *w, sets, bs, stream));
+    DenseRoutes routes;
+    DeviceBuffer dense_y;
+    if (o.shared) {  // per set: the layer without them, then the dense FFN on the same x
+      routes = dense_routes(dev, bs, S, config.model.shared_expert_scale);
+      dense_y = DeviceBuffer(dev, std::size_t(bs) * m.model_dim * 2);
+      plain.rt->prepare(bs), dense.rt->prepare(bs);
+      dev.begin_capture(stream);
+      for (const InputSet& s : sets) {
+        plain.rt->forward(*plain.prepared, s.x.get(), static_cast<const int*>(s.ids.get()),
+                          static_cast<const float*>(s.w.get()), s.y.get(), bs, stream);
+        dense.rt->forward(*dense.prepared, s.x.get(), static_cast<const int*>(routes.ids.get()),
+                          static_cast<const float*>(routes.weights.get()), dense_y.get(), bs, stream);
+      }
+      graphs.push_back(dev.end_capture(stream));
+      layers.push_back({plain.rt.get(), plain.prepared.get()});
+      layers.push_back({dense.rt.get(), dense.prepared.get()});
+    }
     const std::vector<double> totals = interleaved_totals(dev, stream, graphs, sets.size(), o.reps);
     for (GraphHandle g : graphs) dev.destroy_graph(g);
     for (auto [r, w] : layers) check_no_errors(*r);
@@ -322,14 +402,15 @@ int run_world1(const Options& o) {
     row.total_ms = totals[next++];
     if (other) row.against_total_ms = totals[next++];
     if (crossover) row.mxfp4_total_ms = totals[next++], row.resident_total_ms = totals[next++];
-    print_row(row, bool(other), bool(crossover));
+    if (o.shared) row.separate_total_ms = totals[next++];
+    print_row(row, bool(other), bool(crossover), bool(o.shared));
     rows.push_back(row);
   }
   dev.destroy_stream(stream);
   std::optional<std::int64_t> cross;
   if (crossover) cross = report_crossover(rows);
-  if (!o.json_path.empty()) write_json(o.json_path, *rt, dev, ceilings, rows, other, crossover, cross);
-  print_footnotes(o.reps, bool(other), bool(crossover));
+  if (!o.json_path.empty()) write_json(o.json_path, *rt, dev, ceilings, rows, other, crossover, cross, bool(o.shared));
+  print_footnotes(o.reps, bool(other), bool(crossover), bool(o.shared));
   return 0;
 }
 
@@ -353,6 +434,10 @@ int main(int argc, char** argv) {
     else if (s == "--json") o.json_path = value();
     else if (s == "--against") o.against_name = value();
     else if (s == "--crossover") o.crossover = true;
+    else if (s == "--shared-experts") {
+      o.shared = int(cli::parse_int(kTool, s, value()));
+      if (o.shared < 1) cli::usage_error(kTool, "--shared-experts expects a count of at least 1");
+    }
     else if (s == "--experts-per-rank") {
       o.experts_per_rank = int(cli::parse_int(kTool, s, value()));
       if (o.experts_per_rank < 1) cli::usage_error(kTool, "--experts-per-rank expects a count of at least 1");
@@ -369,6 +454,7 @@ int main(int argc, char** argv) {
   if (o.reps < 3) cli::usage_error(kTool, "--reps must be at least 3");
   if (!o.against_name.empty() && o.world != 1) cli::usage_error(kTool, "--against is for --world 1");
   if (o.crossover && o.world != 1) cli::usage_error(kTool, "--crossover is for --world 1");
+  if (o.shared && o.world != 1) cli::usage_error(kTool, "--shared-experts is for --world 1");
   if (o.sizes.empty() || *std::min_element(o.sizes.begin(), o.sizes.end()) < 1)
     cli::usage_error(kTool, "--bs needs sizes of at least 1");
 

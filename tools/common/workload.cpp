@@ -116,6 +116,12 @@ Mxfp4ExpertWeights random_weights(const ModelShape& m, std::uint64_t seed) {
   return w;
 }
 
+Mxfp4ExpertWeights random_shared_weights(const ModelShape& m, std::uint64_t seed) {
+  ModelShape shared = m;
+  shared.experts = shared.experts_per_rank = shared.logical_experts = m.shared_experts;
+  return random_group_weights(shared, 1, seed ^ 0x5348415245440000ull);  // "SHARED": streams apart from the routed ones'
+}
+
 Mxfp4ExpertWeights random_group_weights(const ModelShape& m, int world, std::uint64_t seed) {
   const int experts = world * m.experts_per_rank;
   Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, m.model_dim, m.inter_dim);
@@ -352,7 +358,7 @@ EmulatedBars emulated_bars(CombineWire wire) {
 
 std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeights& w, int experts,
                                      const std::vector<RankOutput>& ranks, std::size_t max_tokens,
-                                     std::mt19937_64& rng, PathArithmetic arithmetic) {
+                                     std::mt19937_64& rng, PathArithmetic arithmetic, const Mxfp4ExpertWeights* shared) {
   const int D = config.model.model_dim, K = config.model.topk;
   // Every rank's checked tokens in one call of the references: each expert's weights are
   // dequantized once for all of them.
@@ -397,6 +403,13 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
   in.ids = ids.data();
   in.route_weights = weights.data();
   in.experts = experts;
+  if (config.model.shared_experts > 0) {
+    if (!shared || shared->experts != config.model.shared_experts)
+      throw Error(fmt::format("megamoe: check of config {}: its {} shared experts' weights are {}", config.name,
+                              config.model.shared_experts,
+                              shared ? fmt::format("{} experts", shared->experts) : std::string("not given")));
+    in.shared = shared, in.shared_scale = config.model.shared_expert_scale;
+  }
   reference::LayerOutputs ref;
   if (!all.empty()) ref = reference::reference_layer(in, all);
   std::size_t row = 0;
@@ -434,8 +447,9 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
 
 CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
                         const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
-                        std::mt19937_64& rng, PathArithmetic arithmetic, const std::vector<std::int64_t>* massive) {
-  return check_group(config, w, w.experts, {RankOutput{&x, &r, &y, massive}}, max_tokens, rng, arithmetic)[0];
+                        std::mt19937_64& rng, PathArithmetic arithmetic, const std::vector<std::int64_t>* massive,
+                        const Mxfp4ExpertWeights* shared) {
+  return check_group(config, w, w.experts, {RankOutput{&x, &r, &y, massive}}, max_tokens, rng, arithmetic, shared)[0];
 }
 
 }  // namespace megamoe::workload

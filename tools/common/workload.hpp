@@ -23,6 +23,10 @@ Mxfp4ExpertWeights random_weights(const ModelShape& shape, std::uint64_t seed);
 Mxfp4ExpertWeights random_group_weights(const ModelShape& shape, int world, std::uint64_t seed);
 Mxfp4ExpertWeights slice_experts(const Mxfp4ExpertWeights& w, int first, int count);
 
+// The model's shared experts (shape.shared_experts of them, the routed experts' shape), drawn as
+// random_group_weights draws its experts, from streams of their own.
+Mxfp4ExpertWeights random_shared_weights(const ModelShape& shape, std::uint64_t seed);
+
 // The random sequence of one call's inputs (routing, x, the check's token subset): from the seed,
 // the call's token count and which draw of that count it is, so that a size's inputs do not
 // depend on the sizes a tool was given before it.
@@ -137,10 +141,12 @@ struct RankOutput {
 
 // Every rank's output of a group's call against both CPU references (ids global; w holds every
 // rank's experts, and maybe more: ids at or past `experts` are bad), each over all its tokens or
-// over `max_tokens` random ones; one result a rank.
+// over `max_tokens` random ones; one result a rank. shared: the model's shared experts (config's
+// model.shared_experts of them, weighted model.shared_expert_scale), or null where it has none.
 std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeights& w, int experts,
                                      const std::vector<RankOutput>& ranks, std::size_t max_tokens,
-                                     std::mt19937_64& rng, PathArithmetic arithmetic);
+                                     std::mt19937_64& rng, PathArithmetic arithmetic,
+                                     const Mxfp4ExpertWeights* shared = nullptr);
 
 // Compares y [tokens][model_dim] (bf16, from the device) with both CPU references over all
 // tokens, or over `max_tokens` random ones when there are more.
@@ -148,6 +154,6 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
 CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const std::vector<std::uint16_t>& x,
                         const Routing& r, const std::vector<std::uint16_t>& y, std::size_t max_tokens,
                         std::mt19937_64& rng, PathArithmetic arithmetic,
-                        const std::vector<std::int64_t>* massive = nullptr);
+                        const std::vector<std::int64_t>* massive = nullptr, const Mxfp4ExpertWeights* shared = nullptr);
 
 }  // namespace megamoe::workload

@@ -25,6 +25,11 @@ for c in "${configs[@]}"; do
     ./build/megamoe-precompile --config "$c" --all --path all --world "$world" --list | awk 'NR > 1 {print $1 "_" $2}' >>"$keep"
   done
 done
+echo "== kimi_k3_a8w4 with a shared expert (the kernel that routes every token to it)"
+for world in 1 2; do
+  ./build/megamoe-precompile --config kimi_k3_a8w4 --shared-experts 1 --bucket 1 --world "$world" "${jobs[@]}" | tail -1
+  ./build/megamoe-precompile --config kimi_k3_a8w4 --shared-experts 1 --bucket 1 --world "$world" --list | awk 'NR > 1 {print $1 "_" $2}' >>"$keep"
+done
 echo "== kimi_k3_a8w4 with generic_a8w4's buckets (megamoe-bench --against generic_a8w4)"
 ./build/megamoe-precompile --config kimi_k3_a8w4 --buckets-of generic_a8w4 --all "${jobs[@]}" | tail -1
 ./build/megamoe-precompile --config kimi_k3_a8w4 --buckets-of generic_a8w4 --all --list | awk 'NR > 1 {print $1 "_" $2}' >>"$keep"

@@ -32,6 +32,10 @@ Compiles the kernels of a config's batch-size buckets into the kernel cache
   --config NAME    built-in config name, or a path ending in .json
   --buckets-of C   the config's model with config C's bucket table (what megamoe-bench
                    --against C runs)
+  --shared-experts N
+                   the config's model with N shared experts (what megamoe-run and megamoe-bench
+                   --shared-experts N run: the kernels of the model without them, and one that
+                   routes every token to them)
   --bucket N       a bucket (power of two, 1..32768); repeatable
   --all            every bucket
   --arch ARCH      target (default: the backend's, sm_90a for cuda)
@@ -54,6 +58,7 @@ struct Args {
   bool all = false, list = false, dry_run = false;
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
   int world = 1;
+  int shared = -1;  // --shared-experts (-1: the config's)
 };
 
 constexpr const char* kTool = "megamoe-precompile";
@@ -77,6 +82,10 @@ Args parse(int argc, char** argv) {
     else if (s == "--path") a.path = value();
     else if (s == "-j") a.jobs = parse_int(s, value());
     else if (s == "--world") a.world = parse_int(s, value());
+    else if (s == "--shared-experts") {
+      a.shared = parse_int(s, value());
+      if (a.shared < 0) usage_error("--shared-experts expects a count of at least 0");
+    }
     else if (s == "--list") a.list = true;
     else if (s == "--dry-run") a.dry_run = true;
     else usage_error("unknown argument '" + s + "'");
@@ -97,6 +106,7 @@ int main(int argc, char** argv) {
   try {
     Config config = load_config(args.config);
     if (!args.buckets_of.empty()) config = with_buckets_of(config, load_config(args.buckets_of));
+    if (args.shared >= 0) config = with_shared_experts(std::move(config), args.shared);
     std::vector<int> buckets = args.buckets;
     if (args.all)
       for (auto& b : config.buckets) buckets.push_back(b.bucket);

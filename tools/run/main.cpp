@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -30,6 +32,7 @@ const char* kUsage = R"(usage: megamoe-run --config NAME [--bs LIST] [--route KI
                    [--inputs normal|outliers|massive] [--check] [--ref-tokens N] [--save-routing F] [--path P]
                    [--world W [--transport loopback|peer|ipc] [--devices LIST] [--serial] [--taper]]
                    [--experts-per-rank N] [--capacity R] [--redundant-experts N]
+                   [--shared-experts N [--shared-scale F]]
 
 Runs the MoE layer of a config with fresh random bf16 inputs and random MXFP4 weights, the
 output poisoned (NaN) before each call: on GPU 0 (world 1: every expert local), or as the W ranks
@@ -70,6 +73,12 @@ give the same bits.
                     replicas, the slots are shuffled over the ranks, each route goes to one of
                     its expert's replicas, and --check compares with the references over the
                     logical experts
+  --shared-experts N
+                    N shared experts (default: the config's model.shared_experts): every token
+                    goes through them beside its routed experts, in the same launches; each
+                    rank holds them (random, of the routed experts' shape) and --check's
+                    references add them
+  --shared-scale F  the shared experts' weight in every token's sum (default 1)
   --transport T     loopback (default: every rank on GPU 0), peer (rank r on GPU r, one process),
                     ipc (a process of this tool per rank, rank r on GPU r)
   --devices LIST    peer and ipc: rank r on GPU LIST[r] (W entries; default 0,1,...,W-1). With
@@ -95,6 +104,9 @@ struct Args {
   int world = 1, rank = -1;  // rank: a child process of --transport ipc
   int experts_per_rank = 0;  // 0: the config's model.experts / world
   int redundant = 0;         // expert slots beyond the model's (EPLB)
+  int shared = -1;           // shared experts (-1: the config's)
+  float shared_scale = 1.f;
+  bool shared_scale_given = false;
   long long capacity = 0;    // routed_rows_capacity (0: the worst case)
   Transport transport = Transport::loopback;
 };
@@ -141,10 +153,22 @@ Args parse(int argc, char** argv) {
     else if (s == "--ipc-rank") a.rank = int(cli::parse_int(kTool, s, value()));  // internal: a child of ipc
     else if (s == "--capacity") a.capacity = cli::parse_int(kTool, s, value());
     else if (s == "--redundant-experts") a.redundant = int(cli::parse_int(kTool, s, value()));
+    else if (s == "--shared-experts") {
+      a.shared = int(cli::parse_int(kTool, s, value()));
+      if (a.shared < 0) usage_error(fmt::format("--shared-experts expects a count of at least 0, got {}", a.shared));
+    } else if (s == "--shared-scale") {
+      const std::string v = value();
+      char* end = nullptr;
+      a.shared_scale = std::strtof(v.c_str(), &end);
+      if (v.empty() || *end || !std::isfinite(a.shared_scale))
+        usage_error("--shared-scale expects a finite number, got '" + v + "'");
+      a.shared_scale_given = true;
+    }
     else if (s == "--ipc-bootstrap") a.bootstrap = value();                       // internal
     else usage_error("unknown argument '" + s + "'");
   }
   if (a.config.empty()) usage_error("--config NAME is required");
+  if (a.shared_scale_given && a.shared <= 0) usage_error("--shared-scale is for --shared-experts N with N > 0");
   if (a.sizes.empty()) usage_error("--bs needs at least one size");
   if (a.capacity < 0) usage_error(fmt::format("--capacity expects a count of rows of at least 0, got {}", a.capacity));
   if (a.redundant < 0) usage_error(fmt::format("--redundant-experts expects a count of at least 0, got {}", a.redundant));
@@ -175,7 +199,7 @@ struct RankCall {
 // Runs every size on `ranks` (this process's ranks of the group: all of them, or one with ipc)
 // and prints a row per size; returns the number of failed sizes.
 int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeights& all_weights,
-              const workload::Routing* replay) {
+              const Mxfp4ExpertWeights& shared, const workload::Routing* replay) {
   Runtime& first = *ranks[0];
   const Config& cfg = first.config();
   const ModelShape& m = cfg.model;
@@ -190,10 +214,12 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
     placement = workload::eplb_placement(experts, m.experts, workload::expert_load(sample, experts), rng);
   }
   std::vector<std::unique_ptr<PreparedWeights>> prepared;
-  for (Runtime* rt : ranks)
-    prepared.push_back(rt->prepare_weights(
+  for (Runtime* rt : ranks) {
+    Mxfp4ExpertWeights held =
         gather_experts(all_weights, std::vector<int>(placement.begin() + rt->rank() * m.experts_per_rank,
-                                                     placement.begin() + (rt->rank() + 1) * m.experts_per_rank))));
+                                                     placement.begin() + (rt->rank() + 1) * m.experts_per_rank));
+    prepared.push_back(rt->prepare_weights(m.shared_experts ? append_experts(held, shared) : held));
+  }
   if (prepared[0]->resident_bytes)
     fmt::print("fp8-resident copy of the weights: {:.2f} GB a rank (buckets with weights fp8_resident)\n",
                prepared[0]->resident_bytes / 1e9);
@@ -278,7 +304,8 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
     }
     std::mt19937_64 rng = workload::inputs_rng(a.seed + 7, bs, draw);
     const std::vector<workload::CheckResult> results =
-        a.check ? workload::check_group(cfg, all_weights, experts, outputs, a.ref_tokens, rng, first.arithmetic(bs))
+        a.check ? workload::check_group(cfg, all_weights, experts, outputs, a.ref_tokens, rng, first.arithmetic(bs),
+                                      &shared)
                 : std::vector<workload::CheckResult>{};
     bool flips_noted = false;
     for (std::size_t i = 0; i < results.size(); ++i) {
@@ -334,11 +361,14 @@ void print_header(const Runtime& rt, const Args& a) {
   const Config& cfg = rt.config();
   const ModelShape& m = cfg.model;
   Runtime& r = const_cast<Runtime&>(rt);
-  fmt::print("config {}: {} experts{} ({} a rank), model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
+  fmt::print("config {}: {} experts{} ({} a rank){}, model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
              m.experts,
              m.experts > m.logical_experts ? fmt::format(" slots for {} logical experts (EPLB)", m.logical_experts) : "",
-             m.experts_per_rank, m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), r.device().name(),
-             r.device().arch());
+             m.experts_per_rank,
+             m.shared_experts ? fmt::format(" and {} shared (weight {}) on every rank", m.shared_experts,
+                                            m.shared_expert_scale)
+                              : "",
+             m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), r.device().name(), r.device().arch());
   fmt::print("kernels: {} path; world {}{}{}; routing: {}; inputs: {}; references: over at most {} random tokens of each "
              "call{}{}\n",
              to_string(rt.path()), a.world, a.world > 1 ? fmt::format(" ({})", to_string(a.transport)) : "",
@@ -394,12 +424,14 @@ int main(int argc, char** argv) {
     args.sizes = sizes;
     RuntimeOptions options = options_for(a, *std::max_element(sizes.begin(), sizes.end()));
     std::vector<std::unique_ptr<Runtime>> owned;
+    Config config = cli::load_for_world(a.config, a.world, a.experts_per_rank);
+    if (a.shared >= 0) config = with_shared_experts(std::move(config), a.shared, a.shared_scale);
     if (a.rank >= 0) {  // a rank of --transport ipc
       options.rank = a.rank, options.device = a.devices.empty() ? a.rank : a.devices[std::size_t(a.rank)];
       options.all_gather = folder_all_gather(a.bootstrap, a.rank, a.world);
-      owned.push_back(Runtime::create(cli::load_for_world(a.config, a.world, a.experts_per_rank), options));
+      owned.push_back(Runtime::create(std::move(config), options));
     } else {
-      owned = Runtime::create_ranks(cli::load_for_world(a.config, a.world, a.experts_per_rank), options);
+      owned = Runtime::create_ranks(std::move(config), options);
     }
     std::vector<Runtime*> ranks;
     for (auto& rt : owned) ranks.push_back(rt.get());
@@ -412,7 +444,8 @@ int main(int argc, char** argv) {
     logical.experts = logical.experts_per_rank = logical.logical_experts;  // each expert from the seed and its id
     const Mxfp4ExpertWeights weights =
         a.world == 1 ? workload::random_weights(logical, a.seed) : workload::random_group_weights(logical, 1, a.seed);
-    const int failures = run_sizes(args, ranks, weights, a.routing_file.empty() ? nullptr : &replay);
+    const Mxfp4ExpertWeights shared = m.shared_experts ? workload::random_shared_weights(m, a.seed) : Mxfp4ExpertWeights{};
+    const int failures = run_sizes(args, ranks, weights, shared, a.routing_file.empty() ? nullptr : &replay);
     if (a.rank <= 0)
       fmt::print("checked: tokens compared with the references (* a random subset); worst_tok: the largest relL2 of\n"
                  "one token's row against the emulating reference; against it, each element's difference counts past\n"
