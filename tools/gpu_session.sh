@@ -78,7 +78,7 @@ step() {  # bound in seconds, then the command
     exit $status
   fi
   if [ "$mode" = shared ]; then
-    step 240 ./build/tests/megamoe_gpu_tests "[shared]" --durations yes
+    step 300 ./build/tests/megamoe_gpu_tests "[shared]" --durations yes
     rm -rf build/gpu-python
     step 60 python3 -m pip install -q --no-deps --no-index --target build/gpu-python build/wheels/megamoe-*.whl
     PYTHONPATH="$PWD/build/gpu-python" step 150 python3 -X faulthandler -m pytest tests/python -q -rs -m gpu \
@@ -87,6 +87,8 @@ step() {  # bound in seconds, then the command
       --ref-tokens 64 --bs 1,128,1024
     step 100 ./build/megamoe-run --config kimi_k3_a8w4 --world 4 --experts-per-rank 28 --shared-experts 1 \
       --route zipf --check --ref-tokens 32 --bs 1,64,512
+    step 100 ./build/megamoe-run --config gpt_oss_120b_a8w4 --experts-per-rank 32 --shared-experts 1 \
+      --inputs massive --check --ref-tokens 64 --bs 1,128,512
     step 150 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --experts-per-rank 112 --shared-experts 1 \
       --reps 10 --bs 1,8,32,128,512,1024,4096,8192 --json "$out/bench_shared.json"
     for s in 0 1; do  # a rank's wait for the others' rows, with and without a shared expert's tiles to fill it
