@@ -4,8 +4,6 @@
 // slot named in the caller's numbering; a shared expert's weights replaced in place.
 #include <catch2/catch.hpp>
 
-#include <cstring>
-#include <numeric>
 #include <random>
 
 #include <fmt/format.h>
@@ -13,113 +11,13 @@
 #include "common/cli.hpp"
 #include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
-#include "runtime/layer_outputs.hpp"
+#include "runtime/slot_group.hpp"
 
 using namespace megamoe;
 
-namespace {
-
-struct Call {
-  workload::Routing logical, physical;  // the references read the first, the kernels the second
-  std::vector<std::uint16_t> x;
-  test::CallBuffers bufs;
-};
-
-// y from the device: every element written, nothing past it (256 poisoned bytes).
-std::vector<std::uint16_t> read_y(Device& dev, const Call& c) {
-  std::vector<std::uint8_t> raw(c.bufs.y.bytes());
-  dev.copy_to_host(raw.data(), c.bufs.y.get(), raw.size());
-  const std::size_t n = c.x.size() * 2;
-  for (std::size_t b = n; b < raw.size(); ++b) REQUIRE(raw[b] == 0xFF);
-  std::vector<std::uint16_t> y(c.x.size());
-  std::memcpy(y.data(), raw.data(), n);
-  return y;
-}
-
-void require_bars(const workload::CheckResult& c, const std::string& what) {
-  fmt::print("  {}: relL2 exact {:.3e}, emulated {:.3e}, worst token {:.3e}\n", what, c.rel_l2_exact, c.rel_l2_emulated,
-             c.worst_token_emulated);
-  INFO(what);
-  CHECK(c.unwritten == 0);
-  CHECK(c.rel_l2_exact <= workload::kExactBar);
-  CHECK(c.rel_l2_emulated <= c.bars.call);
-  CHECK(c.worst_token_emulated <= c.bars.token);
-}
-
-// A group of loopback ranks (or one GPU: world 1) with shared experts, a stream each.
-struct SharedGroup {
-  std::vector<std::unique_ptr<Runtime>> ranks;
-  std::vector<StreamHandle> streams;
-
-  SharedGroup(const Config& config, int world, int max_tokens, int redundant = 0,
-              KernelPath path = KernelPath::automatic) {
-    RuntimeOptions o;
-    o.world = world, o.max_tokens = max_tokens, o.redundant_experts = redundant, o.path = path;
-    if (world == 1) ranks.push_back(Runtime::create(config, o));
-    else ranks = Runtime::create_ranks(config, o);
-    for (auto& rt : ranks) streams.push_back(rt->device().create_stream());
-  }
-  ~SharedGroup() {
-    for (std::size_t r = 0; r < ranks.size(); ++r) ranks[r]->device().destroy_stream(streams[r]);
-  }
-  int world() const { return int(ranks.size()); }
-  const ModelShape& model() const { return ranks[0]->config().model; }
-
-  // Rank r's weights: the routed experts of `pool` that `slots` names, then the shared ones.
-  std::vector<std::unique_ptr<PreparedWeights>> prepare(const Mxfp4ExpertWeights& pool, const std::vector<int>& slots,
-                                                        const Mxfp4ExpertWeights& shared) {
-    std::vector<std::unique_ptr<PreparedWeights>> w;
-    const int per = model().experts_per_rank;
-    for (int r = 0; r < world(); ++r)
-      w.push_back(ranks[r]->prepare_weights(append_experts(
-          gather_experts(pool, std::vector<int>(slots.begin() + r * per, slots.begin() + (r + 1) * per)), shared)));
-    return w;
-  }
-
-  Call input(int r, workload::Routing logical, const std::vector<int>& placement, std::mt19937_64& rng) {
-    const ModelShape& m = model();
-    Call c;
-    c.physical = workload::to_physical(logical, placement, m.logical_experts, rng);
-    c.logical = std::move(logical);
-    c.x = workload::random_bf16(c.logical.tokens, m.model_dim, rng);
-    c.bufs = test::upload_call(ranks[r]->device(), c.x, c.physical, 256);
-    return c;
-  }
-
-  void launch(std::vector<Call>& calls, const std::vector<std::unique_ptr<PreparedWeights>>& w) {
-    for (int r = 0; r < world(); ++r)
-      ranks[r]->forward(*w[r], calls[r].bufs.x.get(), static_cast<const int*>(calls[r].bufs.ids.get()),
-                        static_cast<const float*>(calls[r].bufs.weights.get()), calls[r].bufs.y.get(),
-                        calls[r].logical.tokens, streams[r]);
-    for (int r = 0; r < world(); ++r) ranks[r]->device().synchronize(streams[r]);
-  }
-
-  // Every rank's output against the references over the logical experts and `shared`.
-  // ref_tokens: tokens of each rank's call the references cover (at random past it).
-  void check(std::vector<Call>& calls, const Mxfp4ExpertWeights& logical, const Mxfp4ExpertWeights& shared,
-             std::mt19937_64& rng, const std::string& what, std::size_t ref_tokens = 64) {
-    std::vector<std::vector<std::uint16_t>> ys(world());
-    std::vector<workload::RankOutput> outs;
-    for (int r = 0; r < world(); ++r) {
-      ys[r] = read_y(ranks[r]->device(), calls[r]);
-      outs.push_back({&calls[r].x, &calls[r].logical, &ys[r]});
-    }
-    const auto results = workload::check_group(ranks[0]->config(), logical, model().logical_experts, outs, ref_tokens, rng,
-                                               ranks[0]->arithmetic(std::max<std::int64_t>(calls[0].logical.tokens, 1)),
-                                               &shared);
-    for (int r = 0; r < world(); ++r)
-      if (calls[r].logical.tokens > 0)
-        require_bars(results[r], fmt::format("{}: rank {}/{}, {} tokens", what, r, world(), calls[r].logical.tokens));
-  }
-};
-
-std::vector<int> iota(int n) {
-  std::vector<int> v(n);
-  std::iota(v.begin(), v.end(), 0);
-  return v;
-}
-
-}  // namespace
+using test::iota;
+using test::SlotCall;
+using test::SlotGroup;
 
 TEST_CASE("Shared experts on one GPU, every path: the references add them; a bad id's slot named as the caller "
           "numbers it",
@@ -138,22 +36,23 @@ TEST_CASE("Shared experts on one GPU, every path: the references add them; a bad
                         Case{kimi16, 2, 1.f, KernelPath::tensor_core, {1, 37}},
                         Case{kimi16, 1, 2.f, KernelPath::portable, {1, 37}}}) {
     std::mt19937_64 rng(41);
-    SharedGroup g(with_shared_experts(c.config, c.shared, c.scale), 1, 512, 0, c.path);
+    SlotGroup g(with_shared_experts(c.config, c.shared, c.scale), 1, 512, 0, c.path);
     const ModelShape& m = g.model();
     REQUIRE(m.shared_experts == c.shared);
     const Mxfp4ExpertWeights routed = workload::random_group_weights(m, 1, 5);
     const Mxfp4ExpertWeights shared = workload::random_shared_weights(m, 5);
-    const auto weights = g.prepare(routed, iota(m.experts), shared);
+    const auto weights = g.prepare(routed, iota(m.experts), &shared);
     for (std::int64_t tokens : c.sizes) {
       workload::Routing route = workload::make_routing("uniform", tokens, m.topk, m.experts, rng);
       const bool plant = tokens > 2;
       if (plant) route.ids[2 * m.topk + 1] = m.experts + 5, route.ids[2 * m.topk + 2] = -1;  // bad, then empty
-      std::vector<Call> calls;
+      std::vector<SlotCall> calls;
       calls.push_back(g.input(0, route, iota(m.experts), rng));
       g.launch(calls, weights);
-      g.check(calls, routed, shared, rng,
+      g.check(calls, routed, rng,
               fmt::format("{} + {} shared (weight {}), {} path", c.config.name, c.shared, c.scale,
-                          to_string(g.ranks[0]->path())));
+                          to_string(g.ranks[0]->path())),
+              64, &shared);
       const CallErrors e = g.ranks[0]->take_errors();
       CHECK(e.bad_ids == (plant ? 1 : 0));
       CHECK(e.first_bad_slot == (plant ? 2 * m.topk + 1 : -1));  // t * topk + k of the caller's ids
@@ -168,7 +67,7 @@ TEST_CASE("Shared experts over loopback ranks: with redundant slots under zipf r
   std::mt19937_64 rng(43);
   const Config config = with_shared_experts(cli::load_for_world("kimi_k3_a8w4", 4, 28), 1);  // 112 experts + 1 shared
   for (int redundant : {0, 16}) {
-    SharedGroup g(config, 4, 512, redundant);
+    SlotGroup g(config, 4, 512, redundant);
     const ModelShape& m = g.model();
     REQUIRE(m.experts == m.logical_experts + redundant);
     ModelShape logical_shape = m;
@@ -181,13 +80,13 @@ TEST_CASE("Shared experts over loopback ranks: with redundant slots under zipf r
       placement =
           workload::eplb_placement(m.logical_experts, m.experts, workload::expert_load(sample, m.logical_experts), rng);
     }
-    const auto weights = g.prepare(logical, placement, shared);
+    const auto weights = g.prepare(logical, placement, &shared);
     // With redundant slots a shorter run: the routing and slots are what it adds.
     for (std::int64_t tokens : redundant ? std::vector<std::int64_t>{1, 64} : std::vector<std::int64_t>{1, 64, 512}) {
       for (bool serial : {false, true}) {
         if (serial && (tokens != 64 || redundant)) continue;
         for (auto& rt : g.ranks) rt->set_serial(serial);
-        std::vector<Call> calls;
+        std::vector<SlotCall> calls;
         long long planted = 0;
         for (int r = 0; r < 4; ++r) {
           const std::int64_t t = tokens == 64 && r == 3 ? 0 : tokens;  // rank 3 idle at 64
@@ -196,8 +95,8 @@ TEST_CASE("Shared experts over loopback ranks: with redundant slots under zipf r
           calls.push_back(g.input(r, std::move(route), placement, rng));
         }
         g.launch(calls, weights);
-        g.check(calls, logical, shared, rng,
-                fmt::format("+1 shared, {} redundant slots{}", redundant, serial ? ", serial" : ""), 24);
+        g.check(calls, logical, rng, fmt::format("+1 shared, {} redundant slots{}", redundant, serial ? ", serial" : ""),
+                24, &shared);
         long long bad = 0;
         for (int r = 0; r < 4; ++r) {
           const CallErrors e = g.ranks[r]->take_errors();
@@ -218,11 +117,11 @@ TEST_CASE("Shared experts over loopback ranks: with redundant slots under zipf r
       replacement.push_back(g.ranks[r]->prepare_replacement(other));
       g.ranks[r]->replace_experts(*weights[r], {m.experts_per_rank}, *replacement[r], g.streams[r]);
     }
-    std::vector<Call> calls;
+    std::vector<SlotCall> calls;
     for (int r = 0; r < 4; ++r)
       calls.push_back(g.input(r, workload::make_routing("uniform", 64, m.topk, m.logical_experts, rng), placement, rng));
     g.launch(calls, weights);
-    g.check(calls, logical, other, rng, "after the shared expert's replacement", 24);
+    g.check(calls, logical, rng, "after the shared expert's replacement", 24, &other);
     for (auto& rt : g.ranks) CHECK_FALSE(rt->take_errors().any());
   }
 }

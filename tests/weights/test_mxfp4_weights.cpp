@@ -185,14 +185,25 @@ TEST_CASE("weights: biases come both or neither, of their sizes, finite", "[weig
   }
 }
 
-TEST_CASE("gather_experts puts each named expert's bytes and biases in its slot; a bad id is named", "[weights][eplb]") {
-  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(4, 64, 32);
+namespace {
+
+// `experts` experts of 64 x 32 whose every byte and bias differs from its neighbours', for tests
+// that move experts around.
+Mxfp4ExpertWeights patterned_weights(int experts) {
+  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, 64, 32);
   for (std::size_t i = 0; i < w.w1_packed.size(); ++i) w.w1_packed[i] = std::uint8_t(i * 7 + 1);
   for (std::size_t i = 0; i < w.w1_scales.size(); ++i) w.w1_scales[i] = std::uint8_t(120 + i % 9);
   for (std::size_t i = 0; i < w.w2_packed.size(); ++i) w.w2_packed[i] = std::uint8_t(i * 13 + 3);
   for (std::size_t i = 0; i < w.w2_scales.size(); ++i) w.w2_scales[i] = std::uint8_t(110 + i % 11);
-  w.b1.resize(4 * 64), w.b2.resize(4 * 64);
+  w.b1.resize(std::size_t(experts) * 64), w.b2.resize(std::size_t(experts) * 64);
   for (std::size_t i = 0; i < w.b1.size(); ++i) w.b1[i] = float(i) * 0.5f, w.b2[i] = -float(i);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("gather_experts puts each named expert's bytes and biases in its slot; a bad id is named", "[weights][eplb]") {
+  const Mxfp4ExpertWeights w = patterned_weights(4);
   const std::vector<int> slots = {2, 0, 2, 3, 3};
   const Mxfp4ExpertWeights g = gather_experts(w, slots);
   REQUIRE(g.experts == 5);
@@ -218,13 +229,7 @@ TEST_CASE("gather_experts puts each named expert's bytes and biases in its slot;
 }
 
 TEST_CASE("append_experts puts b's experts after a's, biases too; other shapes are named", "[weights][shared]") {
-  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(5, 64, 32);
-  for (std::size_t i = 0; i < w.w1_packed.size(); ++i) w.w1_packed[i] = std::uint8_t(i * 7 + 1);
-  for (std::size_t i = 0; i < w.w1_scales.size(); ++i) w.w1_scales[i] = std::uint8_t(120 + i % 9);
-  for (std::size_t i = 0; i < w.w2_packed.size(); ++i) w.w2_packed[i] = std::uint8_t(i * 13 + 3);
-  for (std::size_t i = 0; i < w.w2_scales.size(); ++i) w.w2_scales[i] = std::uint8_t(110 + i % 11);
-  w.b1.resize(5 * 64), w.b2.resize(5 * 64);
-  for (std::size_t i = 0; i < w.b1.size(); ++i) w.b1[i] = float(i) * 0.5f, w.b2[i] = -float(i);
+  const Mxfp4ExpertWeights w = patterned_weights(5);
   // Experts 0..2 and 3..4 apart, appended: the five again, byte for byte.
   const Mxfp4ExpertWeights joined = append_experts(gather_experts(w, {0, 1, 2}), gather_experts(w, {3, 4}));
   joined.check();
