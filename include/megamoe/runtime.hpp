@@ -134,15 +134,18 @@ class Runtime {
   Device& device() { return *device_; }
 
   // Checks the weights' shape against the config and uploads them in the kernels' layout (padded
-  // with zeros where the path runs the model's dims padded: path_choice().note says so).
+  // with zeros where the path runs the model's dims padded: path_choice().note says so). A rank's
+  // experts_per_rank routed experts, then, where the model has them, its shared_experts
+  // (append_experts).
   std::unique_ptr<PreparedWeights> prepare_weights(const Mxfp4ExpertWeights& weights);
 
   // Experts for replace_experts: any number of experts of the model's shape, in this runtime's
   // layout (its path, and the fp8-resident copy where its weights have one). Allocates.
   std::unique_ptr<PreparedWeights> prepare_replacement(const Mxfp4ExpertWeights& experts);
 
-  // Replaces the weights of this rank's slots (local ids 0 .. experts_per_rank - 1; the group's
-  // slot rank x experts_per_rank + s) with replacement's experts, expert i into slots[i], on
+  // Replaces the weights of this rank's slots (local ids 0 .. experts_per_rank - 1, the group's
+  // slot rank x experts_per_rank + s; then its shared experts, experts_per_rank + j) with
+  // replacement's experts, expert i into slots[i], on
   // `stream`, in place: device copies only (no allocation, no compile, no host sync), ordered
   // against the calls before and after it on that stream; graphs captured before keep reading
   // `weights` (now the new ones), and the replacement can itself be captured. Keep replacement
@@ -155,7 +158,8 @@ class Runtime {
   // Builds and loads the kernels of the bucket of `tokens` now rather than at the first call.
   void prepare(std::int64_t tokens);
 
-  // y[t] = sum_k weights[t,k] * FFN_{ids[t,k]}(x[t]) for t < tokens, on `stream`. Device pointers:
+  // y[t] = sum_k weights[t,k] * FFN_{ids[t,k]}(x[t]) for t < tokens (and, with shared experts,
+  // + model.shared_expert_scale x sum_j FFN_shared_j(x[t])), on `stream`. Device pointers:
   // x and y bf16 [tokens][model_dim], 16-byte aligned; ids int32 and weights fp32 [tokens][topk].
   // An id of -1 is an empty slot; other ids outside [0, model.experts) are skipped and
   // reported by take_errors(). With several ranks ids are global, every rank calls forward() for
