@@ -97,11 +97,13 @@ def workspace_bytes(config, *, max_tokens=8192, world=1, path="auto", arch="sm_9
                                          float(shared_expert_scale)))
 
 
-def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=None, progress=True):
+def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=None, shared_experts=None,
+               progress=True):
     """Compiles the kernels of a config's buckets (all when None) into the kernel cache, through the
     run-time build path, so that a Layer finds them there. Needs no GPU. arch: the target
     (default sm_90a); path: "auto" (what that arch runs), "hopper", "tensor_core" or "portable";
-    world: 1 for the single-GPU layer, more for a rank of an expert-parallel group. Prints a line
+    world: 1 for the single-GPU layer, more for a rank of an expert-parallel group; shared_experts:
+    as Layer(..., shared_experts=) takes it (None: the config's). Prints a line
     per kernel unless progress=False (or calls progress(line) when it is callable).
 
     Returns a list of dicts (name, key, result "compiled" | "hit" | "failed", seconds, error,
@@ -112,7 +114,7 @@ def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=No
     elif progress is False:
         progress = None
     results = _megamoe.precompile(str(config), [int(b) for b in (buckets or [])], arch or "", path, int(world),
-                                  int(jobs or 0), progress)
+                                  int(jobs or 0), -1 if shared_experts is None else int(shared_experts), progress)
     failed = [r for r in results if r["result"] == "failed"]
     if failed:
         first = failed[0]

@@ -174,8 +174,9 @@ nb::dict run_tuner(const std::string& config, const std::string& out, const std:
 
 // Compiles a config's kernels into the cache; progress(line) after each kernel.
 nb::list precompile(const std::string& config_name, const std::vector<int>& buckets, std::string arch,
-                    const std::string& path, int world, int jobs, nb::object progress) {
-  const Config config = load_config(config_name);
+                    const std::string& path, int world, int jobs, int shared_experts, nb::object progress) {
+  Config config = load_config(config_name);
+  if (shared_experts >= 0) config = with_shared_experts(std::move(config), shared_experts);
   std::shared_ptr<const Compiler> compiler(make_compiler(BackendKind::cuda));
   if (arch.empty()) arch = compiler->default_arch();
   KernelBuilder& builder = shared_kernel_builder(BackendKind::cuda, arch);
@@ -424,7 +425,8 @@ NB_MODULE(_megamoe, m) {
   m.def("workspace_bytes", &planned_workspace_bytes, "config"_a, "max_tokens"_a, "world"_a, "path"_a, "arch"_a,
         "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a, "redundant_experts"_a,
         "shared_experts"_a, "shared_expert_scale"_a);
-  m.def("precompile", &precompile, "config"_a, "buckets"_a, "arch"_a, "path"_a, "world"_a, "jobs"_a, "progress"_a.none());
+  m.def("precompile", &precompile, "config"_a, "buckets"_a, "arch"_a, "path"_a, "world"_a, "jobs"_a, "shared_experts"_a,
+        "progress"_a.none());
 
   nb::class_<StagedExperts>(m, "StagedExperts")
       .def_prop_ro("experts", [](const StagedExperts& s) { return s.weights->experts; })

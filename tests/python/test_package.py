@@ -128,6 +128,13 @@ def test_tune_names_a_bad_output_and_needs_a_gpu(tmp_path):
     assert not (tmp_path / "t.json").exists()
 
 
+def test_precompile_with_shared_experts_adds_the_kernel_that_routes_to_them():
+    plain = megamoe.precompile(SMALL_CONFIG, [1], path="portable", progress=False)
+    shared = megamoe.precompile(SMALL_CONFIG, [1], path="portable", shared_experts=1, progress=False)
+    assert [r["name"] for r in shared] == ["megamoe_shared_routes"] + [r["name"] for r in plain]
+    assert all(r["result"] in ("compiled", "hit") for r in shared)
+
+
 def test_precompile_rejects_a_size_that_is_no_bucket():
     with pytest.raises(megamoe.Error) as e:
         megamoe.precompile(SMALL_CONFIG, [3], progress=False)
