@@ -124,8 +124,8 @@ int run_group_bench(const GroupBenchOptions& o) {
   std::vector<StreamHandle> streams;
   std::vector<EventHandle> start, stop;
   for (auto& rt : ranks) {
-    weights.push_back(
-        rt->prepare_weights(workload::slice_experts(all, rt->rank() * m.experts_per_rank, m.experts_per_rank)));
+    weights.push_back(rt->prepare_weights(workload::with_shared_weights(
+        workload::slice_experts(all, rt->rank() * m.experts_per_rank, m.experts_per_rank), m, o.seed)));
     streams.push_back(rt->device().create_stream());
     start.push_back(rt->device().create_event());
     stop.push_back(rt->device().create_event());
@@ -170,8 +170,10 @@ int run_group_bench(const GroupBenchOptions& o) {
     const float f = bench::median(fused), s = bench::median(serial);
     double floor_ms = 0;
     for (std::size_t d = 0; d < ranks.size(); ++d)
-      floor_ms = std::max(floor_ms, bench::layer_floor(m, (long long)touched[d].size(), pairs[d], ceilings.tbps,
-                                                       ceilings.tflops).ms);
+      floor_ms = std::max(floor_ms,  // a rank's shared experts take its own tokens (bs each)
+                          bench::layer_floor(m, (long long)touched[d].size() + m.shared_experts,
+                                             pairs[d] + bs * m.shared_experts, ceilings.tbps, ceilings.tflops)
+                              .ms);
     fmt::print("{:>6} {:>10.3f} {:>10.3f} {:>14.2f} {:>10.3f} {:>12.2f}\n", bs, f, s, s / f, floor_ms, f / floor_ms);
     std::fflush(stdout);
     rows.push_back({{"bs", bs}, {"fused_ms", f}, {"serial_ms", s}, {"serial_over_fused", s / f}, {"floor_ms", floor_ms},

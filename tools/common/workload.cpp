@@ -122,6 +122,10 @@ Mxfp4ExpertWeights random_shared_weights(const ModelShape& m, std::uint64_t seed
   return random_group_weights(shared, 1, seed ^ 0x5348415245440000ull);  // "SHARED": streams apart from the routed ones'
 }
 
+Mxfp4ExpertWeights with_shared_weights(Mxfp4ExpertWeights routed, const ModelShape& m, std::uint64_t seed) {
+  return m.shared_experts ? append_experts(routed, random_shared_weights(m, seed)) : routed;
+}
+
 Mxfp4ExpertWeights random_group_weights(const ModelShape& m, int world, std::uint64_t seed) {
   const int experts = world * m.experts_per_rank;
   Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, m.model_dim, m.inter_dim);

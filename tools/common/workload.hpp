@@ -26,6 +26,9 @@ Mxfp4ExpertWeights slice_experts(const Mxfp4ExpertWeights& w, int first, int cou
 // The model's shared experts (shape.shared_experts of them, the routed experts' shape), drawn as
 // random_group_weights draws its experts, from streams of their own.
 Mxfp4ExpertWeights random_shared_weights(const ModelShape& shape, std::uint64_t seed);
+// A rank's routed experts followed by the model's shared ones (random_shared_weights of the same
+// seed) where it has them, as prepare_weights takes them; the routed ones alone where it has none.
+Mxfp4ExpertWeights with_shared_weights(Mxfp4ExpertWeights routed, const ModelShape& shape, std::uint64_t seed);
 
 // The random sequence of one call's inputs (routing, x, the check's token subset): from the seed,
 // the call's token count and which draw of that count it is, so that a size's inputs do not

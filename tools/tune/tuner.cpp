@@ -72,7 +72,8 @@ class Bench {
     o.max_tokens = max_tokens;
     o.path = KernelPath::hopper;
     owner_ = Runtime::create(weights_config, o);
-    weights_ = owner_->prepare_weights(workload::random_weights(per_rank.model, seed));
+    weights_ = owner_->prepare_weights(
+        workload::with_shared_weights(workload::random_weights(per_rank.model, seed), per_rank.model, seed));
   }
   Device& device() { return owner_->device(); }
   const Config& per_rank() const { return per_rank_; }
@@ -208,8 +209,9 @@ class DispatchSearch {
     {
       const Mxfp4ExpertWeights all = workload::random_group_weights(resolved.model, o_.world, o_.seed);
       for (int r = 0; r < o_.world; ++r)
-        weights.push_back(prepare_weights(*devices[r], resolved, KernelPath::hopper, int(max_tokens),
-                                          workload::slice_experts(all, r * per_rank, per_rank)));
+        weights.push_back(prepare_weights(
+            *devices[r], resolved, KernelPath::hopper, int(max_tokens),
+            workload::with_shared_weights(workload::slice_experts(all, r * per_rank, per_rank), resolved.model, o_.seed)));
     }
     print_(fmt::format("dispatch: {} ranks of {} experts each, {}{}", o_.world, per_rank, group_,
                        o_.transport == Transport::loopback
