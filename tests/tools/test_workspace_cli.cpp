@@ -39,6 +39,14 @@ TEST_CASE("megamoe-workspace prints what Runtime::workspace_bytes states, with n
   CHECK_THAT(out, Catch::Contains(fmt::format("symmetric region {:>15} bytes", b.symmetric_region)));
   CHECK_THAT(out, Catch::Contains(fmt::format("total            {:>15} bytes", b.total())));
 
+  REQUIRE(workspace("--config kimi_k3_a8w4 --world 8 --max-tokens 4096 --path hopper --shared-experts 1", out) == 0);
+  o.routed_rows_capacity = 0;
+  const WorkspaceBytes s = Runtime::workspace_bytes(with_shared_experts(load_config("kimi_k3_a8w4"), 1), o);
+  CHECK_THAT(out, Catch::Contains(fmt::format("{} routed rows a rank", 8 * 4096 * 16 + 4096)));
+  CHECK_THAT(out, Catch::Contains(fmt::format("total            {:>15} bytes", s.total())));
+  CHECK(workspace("--config kimi_k3_a8w4 --shared-experts 17", out) == 1);
+  CHECK_THAT(out, Catch::Contains("shared_experts = 17"));
+
   REQUIRE(workspace("--table --max-tokens 8192", out) == 0);
   o.max_tokens = 8192, o.routed_rows_capacity = 0, o.path = KernelPath::automatic;
   const WorkspaceBytes worst = Runtime::workspace_bytes(load_config("kimi_k3_a8w4"), o, "sm_90a");

@@ -27,6 +27,7 @@ buffers, and over several ranks the symmetric region and the rank's plan of a ca
   --capacity R            routed_rows_capacity: rows a rank holds (default 0: the worst case,
                           world x max_tokens x topk)
   --experts-per-rank E    the model cut to E x world experts (one rank's share of a wider group)
+  --shared-experts S      the model with S shared experts in the call (default: the config's)
   --path P                auto (default), portable, tensor_core or hopper
   --arch ARCH             the GPU `auto` resolves for (default sm_90a)
   --no-fp8-resident       RuntimeOptions::fp8_resident_weights = false
@@ -41,7 +42,7 @@ constexpr const char* kTool = "megamoe-workspace";
 
 struct Args {
   std::string config, path = "auto", arch = "sm_90a";
-  int world = 1, max_tokens = 8192, experts_per_rank = 0;
+  int world = 1, max_tokens = 8192, experts_per_rank = 0, shared = -1;
   long long capacity = 0;
   bool table = false, fp8_resident = true;
 };
@@ -60,6 +61,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--max-tokens") a.max_tokens = int(number());
     else if (s == "--capacity") a.capacity = number();
     else if (s == "--experts-per-rank") a.experts_per_rank = int(number());
+    else if (s == "--shared-experts") a.shared = int(number());
     else if (s == "--path") a.path = value();
     else if (s == "--arch") a.arch = value();
     else if (s == "--no-fp8-resident") a.fp8_resident = false;
@@ -76,7 +78,8 @@ void print_one(const Args& a) {
   RuntimeOptions o;
   o.world = a.world, o.max_tokens = a.max_tokens, o.routed_rows_capacity = a.capacity;
   o.path = cli::parse_path(kTool, a.path), o.fp8_resident_weights = a.fp8_resident;
-  const Config config = cli::load_for_world(a.config, a.world, a.experts_per_rank);
+  Config config = cli::load_for_world(a.config, a.world, a.experts_per_rank);
+  if (a.shared >= 0) config = with_shared_experts(std::move(config), a.shared);
   const WorkspaceBytes b = Runtime::workspace_bytes(config, o, a.arch);
   fmt::print("config {}, world {}, max_tokens {}, path {} ({}), {} routed rows a rank{}\n", config.name, a.world,
              a.max_tokens, a.path, a.arch, b.routed_rows, a.capacity > 0 || a.world == 1 ? "" : " (the worst case)");
