@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include <fmt/format.h>
@@ -52,28 +53,25 @@ std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& c
   auto p = std::make_unique<PreparedWeights>();
   p->path = path;
   p->experts = w.experts, p->model_dim = w.model_dim, p->inter_dim = w.inter_dim;
+  // A rank's shared experts come after its routed ones here and first in the kernels' slots
+  // (config/shared_slots.hpp): every buffer is expert-major, so each is uploaded rotated by the
+  // routed experts, with no reordered host copy.
+  const std::size_t rotate = m.shared_experts > 0 && !replacement ? std::size_t(m.experts_per_rank) : 0;
   auto upload = [&](const auto& host) {
-    std::size_t bytes = host.size() * sizeof(host[0]);
+    const std::size_t bytes = host.size() * sizeof(host[0]);
     DeviceBuffer b(device, bytes);
-    device.copy_to_device(b.get(), host.data(), bytes);
+    const auto* from = reinterpret_cast<const std::uint8_t*>(host.data());
+    const std::size_t head = rotate * (bytes / std::size_t(w.experts));  // the routed experts' bytes
+    device.copy_to_device(b.get(), from + head, bytes - head);
+    if (head) device.copy_to_device(static_cast<std::uint8_t*>(b.get()) + (bytes - head), from, head);
     return b;
   };
   // The path's own shape: zero rows and columns where the model's dims miss its multiple.
   const ModelShape shape = padded_model(path, m);
-  // A rank's shared experts come after its routed ones here and first in the kernels' slots
-  // (config/shared_slots.hpp).
-  Mxfp4ExpertWeights ordered;
-  if (m.shared_experts > 0 && !replacement) {
-    std::vector<int> order;
-    for (int j = 0; j < m.shared_experts; ++j) order.push_back(m.experts_per_rank + j);
-    for (int e = 0; e < m.experts_per_rank; ++e) order.push_back(e);
-    ordered = gather_experts(w, order);
-  }
-  const Mxfp4ExpertWeights& in = ordered.experts ? ordered : w;
   Mxfp4ExpertWeights padded;
   const bool pads = shape.model_dim != m.model_dim || shape.inter_dim != m.inter_dim;
-  if (pads) padded = pad_expert_weights(in, shape.model_dim, shape.inter_dim);
-  const Mxfp4ExpertWeights& k = pads ? padded : in;
+  if (pads) padded = pad_expert_weights(w, shape.model_dim, shape.inter_dim);
+  const Mxfp4ExpertWeights& k = pads ? padded : w;
   if (k.has_biases()) p->b1 = upload(k.b1), p->b2 = upload(k.b2);  // none: null pointers in the kernels' args
   if (path == KernelPath::portable) {  // layout v1: the checkpoint layout itself
     p->w1_packed = upload(k.w1_packed);
