@@ -82,14 +82,13 @@ struct Row {
   double separate_total_ms = 0;  // --shared-experts: the layer without them, then a dense FFN of them
 };
 
-// --shared-experts: the model's layer without its shared experts, and a dense FFN of them (the
-// same layer's kernels with the shared experts as its experts, every token routed to all of them
-// with their weight), its bucket keys set so that a call takes the entry of the same rows per
-// expert as the layer's table gives them.
-Config without_shared(const Config& c) { return with_shared_experts(c, 0); }
+// --shared-experts: a dense FFN of the model's shared experts (the same layer's kernels with the
+// shared experts as its experts, every token routed to all of them with their weight), its bucket
+// keys set so that a call takes the entry of the same rows per expert as the layer's table gives
+// them.
 Config dense_ffn_of_shared(const Config& c) {
   const int S = c.model.shared_experts;
-  Config d = with_experts(without_shared(c), S);
+  Config d = with_experts(with_shared_experts(c, 0), S);
   d.name = c.name + "_shared_ffn";
   d.model.topk = S;
   // A call of T tokens has T rows an expert; the table's entry of T rows an expert is at
@@ -325,8 +324,8 @@ int run_world1(const Options& o) {
   options.max_tokens = int(*std::max_element(o.sizes.begin(), o.sizes.end()));
   options.path = o.path;
   // --against: the same model with another bucket table (checked before any GPU is opened).
-  Config config = cli::load_for_world(o.config_name, 1, o.experts_per_rank);
-  if (o.shared) config = with_shared_experts(std::move(config), o.shared);
+  const Config loaded = cli::load_for_world(o.config_name, 1, o.experts_per_rank);
+  const Config config = o.shared ? with_shared_experts(loaded, o.shared) : loaded;
   const std::optional<Config> against =
       o.against_name.empty() ? std::nullopt
                              : std::optional<Config>(with_buckets_of(config, load_config(o.against_name)));
@@ -342,7 +341,7 @@ int run_world1(const Options& o) {
   const int S = config.model.shared_experts;
   Beside plain, dense;  // --shared-experts: the layer without them, and their dense FFN
   if (o.shared) {
-    plain.rt = Runtime::create(without_shared(config), options);
+    plain.rt = Runtime::create(with_shared_experts(loaded, 0), options);
     dense.rt = Runtime::create(dense_ffn_of_shared(config), options);
     fmt::print("shared experts: {} in the call, against {} then {} (side by side on the same inputs)\n", S,
                plain.rt->config().name, dense.rt->config().name);
