@@ -33,12 +33,14 @@ std::vector<std::unique_ptr<PreparedWeights>> SlotGroup::prepare(const Mxfp4Expe
   return w;
 }
 
-SlotCall SlotGroup::input(int r, workload::Routing logical, const std::vector<int>& placement, std::mt19937_64& rng) {
+SlotCall SlotGroup::input(int r, workload::Routing logical, const std::vector<int>& placement, std::mt19937_64& rng,
+                          workload::InputKind kind) {
   const ModelShape& m = model();
   SlotCall c;
   c.physical = workload::to_physical(logical, placement, m.logical_experts, rng);
   c.logical = std::move(logical);
-  c.x = workload::random_bf16(c.logical.tokens, m.model_dim, rng);
+  c.x = kind == workload::InputKind::normal ? workload::random_bf16(c.logical.tokens, m.model_dim, rng)
+                                            : workload::random_inputs(kind, c.logical.tokens, m.model_dim, rng).x;
   c.bufs = upload_call(ranks[r]->device(), c.x, c.physical, 256);
   return c;
 }

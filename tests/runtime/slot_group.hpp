@@ -36,8 +36,10 @@ struct SlotGroup {
   // model's shared experts) where given.
   std::vector<std::unique_ptr<PreparedWeights>> prepare(const Mxfp4ExpertWeights& pool, const std::vector<int>& slots,
                                                         const Mxfp4ExpertWeights* shared = nullptr);
-  // Fresh inputs on rank r: `logical` routed to slots by `placement` (each slot's logical expert).
-  SlotCall input(int r, workload::Routing logical, const std::vector<int>& placement, std::mt19937_64& rng);
+  // Fresh inputs on rank r: `logical` routed to slots by `placement` (each slot's logical expert),
+  // x drawn as `kind` (workload.hpp: N(0, 1), LLM-like outliers, or massive tokens too).
+  SlotCall input(int r, workload::Routing logical, const std::vector<int>& placement, std::mt19937_64& rng,
+                 workload::InputKind kind = workload::InputKind::normal);
   // Every rank's call on its stream, with no host sync.
   void launch(std::vector<SlotCall>& calls, const std::vector<std::unique_ptr<PreparedWeights>>& weights);
   void sync();

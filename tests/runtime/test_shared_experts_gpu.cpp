@@ -28,13 +28,18 @@ TEST_CASE("Shared experts on one GPU, every path: the references add them; a bad
     float scale;
     KernelPath path;
     std::vector<std::int64_t> sizes;
+    workload::InputKind inputs = workload::InputKind::normal;
   };
   const Config kimi = with_experts(load_config("kimi_k3_a8w4"), 112);
   const Config kimi16 = with_experts(load_config("kimi_k3_a8w4"), 16);
   for (const Case& c : {Case{kimi, 1, 1.f, KernelPath::automatic, {1, 64, 512}},
                         Case{load_config("gpt_oss_20b_a8w4"), 2, 0.5f, KernelPath::automatic, {1, 100}},
                         Case{kimi16, 2, 1.f, KernelPath::tensor_core, {1, 37}},
-                        Case{kimi16, 1, 2.f, KernelPath::portable, {1, 37}}}) {
+                        Case{kimi16, 1, 2.f, KernelPath::portable, {1, 37}},
+                        // LLM-like inputs: outlier channels; and massive tokens (every token checked)
+                        Case{kimi, 1, 1.f, KernelPath::automatic, {256}, workload::InputKind::outliers},
+                        Case{load_config("gpt_oss_20b_a8w4"), 2, 0.5f, KernelPath::automatic, {128},
+                             workload::InputKind::massive}}) {
     std::mt19937_64 rng(41);
     SlotGroup g(with_shared_experts(c.config, c.shared, c.scale), 1, 512, 0, c.path);
     const ModelShape& m = g.model();
@@ -47,12 +52,12 @@ TEST_CASE("Shared experts on one GPU, every path: the references add them; a bad
       const bool plant = tokens > 2;
       if (plant) route.ids[2 * m.topk + 1] = m.experts + 5, route.ids[2 * m.topk + 2] = -1;  // bad, then empty
       std::vector<SlotCall> calls;
-      calls.push_back(g.input(0, route, iota(m.experts), rng));
+      calls.push_back(g.input(0, route, iota(m.experts), rng, c.inputs));
       g.launch(calls, weights);
       g.check(calls, routed, rng,
-              fmt::format("{} + {} shared (weight {}), {} path", c.config.name, c.shared, c.scale,
-                          to_string(g.ranks[0]->path())),
-              64, &shared);
+              fmt::format("{} + {} shared (weight {}), {} path, {} inputs", c.config.name, c.shared, c.scale,
+                          to_string(g.ranks[0]->path()), workload::to_string(c.inputs)),
+              c.inputs == workload::InputKind::massive ? 128 : 64, &shared);
       const CallErrors e = g.ranks[0]->take_errors();
       CHECK(e.bad_ids == (plant ? 1 : 0));
       CHECK(e.first_bad_slot == (plant ? 2 * m.topk + 1 : -1));  // t * topk + k of the caller's ids
