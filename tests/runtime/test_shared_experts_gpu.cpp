@@ -1,4 +1,5 @@
-// Shared experts in the call (docs/layer.md, "Shared experts"): on one GPU on every path and over
+// Shared experts in the call (docs/layer.md, "Shared experts"): on one GPU on every path (and on
+// LLM-like inputs) and over
 // loopback ranks (with redundant slots too, a rank with no tokens, the serial path), every rank's
 // output against both references with the shared experts added; bad ids counted and their first
 // slot named in the caller's numbering; a shared expert's weights replaced in place.
