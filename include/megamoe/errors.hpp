@@ -14,7 +14,12 @@ struct Error : std::runtime_error {
 // A config that breaks the schema: names the file, the JSON path, the value and what was expected.
 struct ConfigError : Error {
   ConfigError(std::string file, std::string json_path, std::string value, std::string expected);
+  // A config that could not be found: its name (value), where it was looked for (expected).
+  static ConfigError not_found(std::string name, std::string looked_in);
   std::string file, json_path, value, expected;
+
+ private:
+  ConfigError(std::string message, std::string file, std::string json_path, std::string value, std::string expected);
 };
 
 // A kernel that did not compile. The rendered source was saved at source_path.

@@ -50,10 +50,11 @@ import numpy as _np
 from ._tensors import to_host as _to_host
 from .errors import (CompileError, ConfigError, DeviceError, DroppedRowsError, Error, InputError, NoGpuError,
                      PeerTimeoutError)
-from .layer import CallErrors, Layer
+from .layer import Layer
+from .runtime import CallErrors, Runtime
 
 __version__ = _megamoe.version()
-__all__ = ["Layer", "CallErrors", "precompile", "tune", "workspace_bytes", "cache_dir", "configs", "config_info",
+__all__ = ["Layer", "Runtime", "CallErrors", "precompile", "tune", "workspace_bytes", "cache_dir", "configs", "config_info",
            "gpu_available", "quantize_mxfp4", "dequantize_mxfp4", "Error", "ConfigError", "CompileError",
            "DeviceError", "NoGpuError", "PeerTimeoutError", "DroppedRowsError", "InputError"]
 
@@ -83,18 +84,26 @@ def gpu_available():
 
 def workspace_bytes(config, *, max_tokens=8192, world=1, path="auto", arch="sm_90a", routed_rows_capacity=0,
                     fp8_resident_weights=True, experts_per_rank=None, redundant_experts=0, shared_experts=None,
-                    shared_expert_scale=1.0):
-    """The device memory one rank of Layer(config, max_tokens, ..., world, routed_rows_capacity,
-    redundant_experts, shared_experts, ...) takes beside its weights, before it is created (no GPU needed), as a dict of bytes:
-    layer (routing, x and h in fp8, the combine wire), symmetric_region and group_plan (several
-    ranks: what peers write, this rank's plan of a call), total; and routed_rows (the rows a rank
-    holds). path "auto" resolves as it would on `arch`'s GPU. A created layer's own:
-    Layer.workspace_bytes. Raises megamoe.Error for options a Layer would refuse."""
-    return dict(_megamoe.workspace_bytes(str(config), int(max_tokens), int(world), path, str(arch),
-                                         int(routed_rows_capacity), bool(fp8_resident_weights),
-                                         int(experts_per_rank or 0), int(redundant_experts),
-                                         -1 if shared_experts is None else int(shared_experts),
-                                         float(shared_expert_scale)))
+                    shared_expert_scale=1.0, layers=1):
+    """The device memory one rank of Runtime(config, max_tokens, ..., world, routed_rows_capacity,
+    redundant_experts, shared_experts, ...) takes, before it is created (no GPU needed), as a dict
+    of bytes: layer (routing, x and h in fp8, the combine wire), symmetric_region and group_plan
+    (several ranks: what peers write, this rank's plan of a call), total (the workspace, one per
+    runtime whatever its layers); routed_rows (the rows a rank holds); weights (one layer's expert
+    weights on this rank, in the path's layout with the fp8-resident copy where a bucket reads
+    it); layers and model_total: the workspace and `layers` layers' weights through one runtime.
+    path "auto" resolves as it would on `arch`'s GPU. A created layer's own: Layer.workspace_bytes,
+    Layer.weights_bytes. Raises megamoe.Error for options a Layer would refuse."""
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+        raise InputError("layers", repr(layers), "an int of 1 or more (the MoE layers sharing the runtime)")
+    d = dict(_megamoe.workspace_bytes(str(config), int(max_tokens), int(world), path, str(arch),
+                                      int(routed_rows_capacity), bool(fp8_resident_weights),
+                                      int(experts_per_rank or 0), int(redundant_experts),
+                                      -1 if shared_experts is None else int(shared_experts),
+                                      float(shared_expert_scale)))
+    d["layers"] = layers
+    d["model_total"] = d["total"] + layers * d["weights"]
+    return d
 
 
 def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=None, shared_experts=None,

@@ -3,61 +3,19 @@ between them, combine) on a GPU, over the C++ runtime."""
 
 import itertools
 import weakref
-from dataclasses import dataclass
 
 import numpy as np
 
-from . import _megamoe
 from ._layouts import bias_host, to_halves
 from ._tensors import describe, to_host
-from .errors import DroppedRowsError, InputError
+from .errors import InputError
+from .runtime import CallErrors, Runtime  # noqa: F401  (CallErrors: megamoe.layer's own name, kept)
 
 _layers = weakref.WeakValueDictionary()  # handle -> Layer, for the torch custom op
 _handles = itertools.count(1)
 # Set by torch_ops when torch is importable: calls with torch tensors go through its custom ops.
 _torch_tensor = None
 _torch_call = None
-
-
-@dataclass
-class CallErrors:
-    """What the kernels found wrong in the calls since the last take_errors()."""
-
-    bad_ids: int = 0            # ids outside [-1, experts): skipped
-    first_bad_slot: int = -1    # t * topk + k of the first of them
-    bounds_violations: int = 0  # counted by the checked build only (MEGAMOE_BOUNDS_CHECK=1)
-    dropped_rows: int = 0       # several ranks: routed rows past the rank's capacity
-
-    def any(self):
-        return bool(self.bad_ids or self.bounds_violations or self.dropped_rows)
-
-    def merged(self, later):
-        """These errors and `later`'s (taken after them) as one."""
-        return CallErrors(self.bad_ids + later.bad_ids,
-                          self.first_bad_slot if self.first_bad_slot >= 0 else later.first_bad_slot,
-                          self.bounds_violations + later.bounds_violations, self.dropped_rows + later.dropped_rows)
-
-
-def _device_index(device):
-    if isinstance(device, int):
-        return device
-    if isinstance(device, str):  # "cuda", "cuda:1"
-        return int(device.split(":")[1]) if ":" in device else 0
-    index = getattr(device, "index", None)  # torch.device
-    if getattr(device, "type", "cuda") != "cuda":
-        raise InputError("device", repr(device), "a CUDA device")
-    return 0 if index is None else int(index)
-
-
-def _torch_all_gather(group):
-    import torch.distributed as dist
-
-    def all_gather(mine):
-        got = [None] * dist.get_world_size(group)
-        dist.all_gather_object(got, bytes(mine), group=group)
-        return b"".join(got)
-
-    return all_gather
 
 
 class Layer:
@@ -77,6 +35,10 @@ class Layer:
     layer is created, with a line of progress each (megamoe.precompile() does it ahead of time).
 
     path: "auto" (the fastest the GPU runs), "hopper", "tensor_core" or "portable".
+    transport (with a group): "ipc" (one node: CUDA IPC) or "nvshmem" (over nodes: the group on
+    NVSHMEM, found in MEGAMOE_NVSHMEM_DIR or the nvidia-nvshmem-cu13 wheel; docs/ep.md, "Over
+    nodes: NVSHMEM"). node_size: with nvshmem, the ranks of a node (consecutive; 0: the ranks
+    NVSHMEM maps here); a rank of another node gets NVSHMEM's puts.
     timeout_ms: the bound of every wait for another rank. routed_rows_capacity: rows a rank can
     receive (0: the worst case, world * max_tokens * topk); rows past it are dropped and counted.
     fp8_resident_weights: where a bucket of the config reads an e4m3 copy of the weights (Hopper;
@@ -99,32 +61,38 @@ class Layer:
     next take_errors(), which raises too). Without it, take_errors() counts them (dropped_rows).
     workspace_bytes: the device memory the layer took beside its weights (megamoe.workspace_bytes
     states it before creation).
+
+    A model's MoE layers share one runtime: runtime = megamoe.Runtime(config, ...) (the arguments
+    above), then runtime.layer() for each layer, each loading its own weights; one workspace and
+    one group serve them all (megamoe.Runtime says how they are called). Layer(config, ...) makes
+    a runtime of its own (layer.runtime).
     """
 
     def __init__(self, config="kimi_k3_a8w4", max_tokens=8192, device=0, *, path="auto", group=None,
-                 timeout_ms=5000, routed_rows_capacity=0, fp8_resident_weights=True, experts_per_rank=None,
-                 redundant_experts=0, shared_experts=None, shared_expert_scale=1.0, strict=False):
-        world, rank, transport, all_gather = 1, 0, "loopback", None
-        if group is not None:
-            import torch.distributed as dist
+                 transport="ipc", node_size=0, timeout_ms=5000, routed_rows_capacity=0, fp8_resident_weights=True,
+                 experts_per_rank=None, redundant_experts=0, shared_experts=None, shared_expert_scale=1.0,
+                 strict=False):
+        self._bind(Runtime(config, max_tokens, device, path=path, group=group, transport=transport,
+                           node_size=node_size, timeout_ms=timeout_ms,
+                           routed_rows_capacity=routed_rows_capacity, fp8_resident_weights=fp8_resident_weights,
+                           experts_per_rank=experts_per_rank, redundant_experts=redundant_experts,
+                           shared_experts=shared_experts, shared_expert_scale=shared_expert_scale, strict=strict))
 
-            world, rank = dist.get_world_size(group), dist.get_rank(group)
-            transport, all_gather = "ipc", _torch_all_gather(group)
-        self._device = _device_index(device)
-        self._runtime = _megamoe.Runtime(str(config), int(max_tokens), self._device, path, world, rank, transport,
-                                         int(timeout_ms), all_gather, int(routed_rows_capacity),
-                                         bool(fp8_resident_weights), int(experts_per_rank or 0),
-                                         int(redundant_experts),
-                                         -1 if shared_experts is None else int(shared_experts),
-                                         float(shared_expert_scale))
-        self._info = self._runtime.info()
-        self._workspace = dict(self._runtime.workspace_bytes())
-        self.strict = bool(strict)
-        self._held = CallErrors()  # taken by strict's check after a call, given back by take_errors()
+    @classmethod
+    def _of_runtime(cls, runtime):
+        layer = cls.__new__(cls)
+        layer._bind(runtime)
+        return layer
+
+    def _bind(self, runtime):
+        self.runtime = runtime  # the kernels, workspace and group this layer runs through (megamoe.Runtime)
+        self._weights = None    # set by load_weights
         self.handle = next(_handles)
         _layers[self.handle] = self
 
-    # --- what the layer is ---
+    # --- what the layer is (its runtime's, but for its weights) ---
+    _info = property(lambda self: self.runtime._info)
+    _device = property(lambda self: self.runtime._device)
     config = property(lambda self: self._info["config"])
     path = property(lambda self: self._info["path"], doc="the kernel path running: portable, tensor_core or hopper")
     path_note = property(lambda self: self._info["path_note"],
@@ -148,15 +116,28 @@ class Layer:
     topk = property(lambda self: self._info["topk"])
     expert_biases = property(lambda self: self._info["expert_biases"],
                              doc="whether the model adds expert biases: load_weights then takes b1 and b2")
-    workspace_bytes = property(lambda self: self._workspace["total"],
-                               doc="device bytes the layer's workspace took beside its weights")
-    workspace = property(lambda self: dict(self._workspace),
+    workspace_bytes = property(lambda self: self.runtime.workspace_bytes,
+                               doc="device bytes of the workspace beside the weights (the runtime's, shared by "
+                                   "every layer of it)")
+    workspace = property(lambda self: self.runtime.workspace,
                          doc="workspace_bytes by part: layer, symmetric_region, group_plan, total, and routed_rows "
                              "(the rows this rank holds: routed_rows_capacity, or the worst case)")
-    routed_rows_capacity = property(lambda self: self._workspace["routed_rows"],
+    routed_rows_capacity = property(lambda self: self.runtime.routed_rows_capacity,
                                     doc="routed rows this rank holds (the worst case where 0 was asked)")
-    fp8_resident_bytes = property(lambda self: self._runtime.resident_bytes,
+    fp8_resident_bytes = property(lambda self: self._weights.resident_bytes if self._weights is not None else 0,
                                   doc="device bytes of the weights' fp8-resident copy (0: none made)")
+    weights_bytes = property(lambda self: self._weights.bytes if self._weights is not None else 0,
+                             doc="device bytes of this layer's weights (0 before load_weights)")
+
+    @property
+    def strict(self):
+        """Raise DroppedRowsError after a call that dropped rows (the runtime's setting, for every
+        layer of it)."""
+        return self.runtime.strict
+
+    @strict.setter
+    def strict(self, on):
+        self.runtime.strict = bool(on)
 
     def arithmetic(self, tokens):
         """How a call of `tokens` tokens rounds on the running path (its bucket's scale modes):
@@ -164,7 +145,7 @@ class Layer:
         h_static (h in one static scale), the GEMMs' accumulation, the combine wire, and model_dim
         and inter_dim as the path runs them (the model's padded with zeros to its multiple): what
         an emulating reference repeats."""
-        return self._runtime.arithmetic(int(tokens))
+        return self.runtime.arithmetic(tokens)
 
     def __repr__(self):
         return (f"megamoe.Layer({self.config!r}, max_tokens={self.max_tokens}, device={self.device}, "
@@ -206,14 +187,16 @@ class Layer:
 
         Returns the number of MX blocks the kernels' layout flushed to zero (scales too far below
         their row's largest; 0 for most checkpoints)."""
-        return self._upload(self.experts_per_rank + self.shared_experts, False, w1, w2, w1_scales, w2_scales, layout,
-                            b1, b2)
+        weights = self._upload(self.experts_per_rank + self.shared_experts, False, w1, w2, w1_scales, w2_scales,
+                               layout, b1, b2)
+        self._weights = weights
+        return weights.flushed_blocks
 
     def stage_experts(self, w1, w2, w1_scales=None, w2_scales=None, *, layout="halves", b1=None, b2=None):
         """Experts for replace_experts: any number n of experts, given as load_weights takes them
         (the same formats, layouts and biases, with n for experts_per_rank), converted to the
         layer's layout in device memory of their own (this allocates and waits for the upload).
-        Returns a StagedExperts (.experts, .flushed_blocks)."""
+        Returns the staged experts (.experts, .flushed_blocks, .bytes)."""
         n = _leading_dim(w1[0] if layout == "separate_gate_up" and isinstance(w1, (tuple, list)) else w1)
         return self._upload(n, True, w1, w2, w1_scales, w2_scales, layout, b1, b2)
 
@@ -228,7 +211,13 @@ class Layer:
         or named twice, or a count other than staged.experts."""
         if stream is None:
             stream = _current_torch_stream(self._device)
-        self._runtime.replace_experts([int(s) for s in slots], staged, _stream_handle(stream))
+        self.runtime._runtime.replace_experts(self._loaded("replace_experts"), [int(s) for s in slots], staged,
+                                              _stream_handle(stream))
+
+    def _loaded(self, what):
+        if self._weights is None:
+            raise InputError("layer", "no weights", f"load_weights() before {what}")
+        return self._weights
 
     def _upload(self, E, stage, w1, w2, w1_scales, w2_scales, layout, b1, b2):
         D, I = self.model_dim, self.inter_dim
@@ -244,14 +233,14 @@ class Layer:
                 h, dtype = to_host(a, name)
                 _check(name, h.shape, dtype, shape, ("uint8",))
                 args.append(np.ascontiguousarray(h))
-            return self._runtime.load_mxfp4(E, stage, *args, *biases)
+            return self.runtime._runtime.load_mxfp4(E, stage, *args, *biases)
         h1, t1 = to_host(w1, "w1")
         h2, t2 = to_host(w2, "w2")
         _check("w1", h1.shape, t1, (E, 2 * I, D), ("float32", "bfloat16"))
         _check("w2", h2.shape, t2, (E, D, I), (t1,))
         if t1 == "float32":
-            return self._runtime.load_fp32(E, stage, np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
-        return self._runtime.load_bf16(E, stage, np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
+            return self.runtime._runtime.load_fp32(E, stage, np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
+        return self.runtime._runtime.load_bf16(E, stage, np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
 
     def _check_biases_given(self, b1, b2):
         """Both biases or neither, and what the config says (before anything is copied)."""
@@ -295,21 +284,13 @@ class Layer:
         if stream is None:
             stream = _framework_stream(x)
         handle = _stream_handle(stream)
-        self._runtime.forward(xi.ptr, ii.ptr, wi.ptr, yi.ptr, tokens, handle)
-        self._after_call(handle)
+        self._launch(xi.ptr, ii.ptr, wi.ptr, yi.ptr, tokens, handle)
         return out
 
-    def _after_call(self, stream):
-        """strict: waits for the call and raises DroppedRowsError for rows it dropped (not while
-        `stream` is captured: take_errors() checks those calls)."""
-        if self.strict and not self._runtime.capturing(stream):
-            self._held = self._held.merged(CallErrors(**self._runtime.take_errors()))
-            if self._held.dropped_rows:
-                self._raise_dropped()
-
-    def _raise_dropped(self):
-        taken, self._held = self._held, CallErrors()
-        raise DroppedRowsError(taken.dropped_rows, self.routed_rows_capacity, taken)
+    def _launch(self, x, ids, weights, y, tokens, stream):
+        """The call's launches on `stream` (addresses checked), then strict's check."""
+        self.runtime._runtime.forward(self._loaded("the first call"), x, ids, weights, y, tokens, stream)
+        self.runtime._after_call(stream)
 
     def _check_call(self, xi, ii, wi, int_ids=("int32",), weight_dtypes=("float32",)):
         D, K = self.model_dim, self.topk
@@ -341,28 +322,25 @@ class Layer:
 
     def prepare(self, tokens):
         """Builds and loads the kernels for calls of `tokens` tokens now rather than at the first
-        such call (before capturing one in a graph)."""
-        self._runtime.prepare(int(tokens))
+        such call (before capturing one in a graph); every layer of the runtime shares them."""
+        self.runtime.prepare(tokens)
 
     def take_errors(self):
-        """Waits for the GPU and returns the CallErrors gathered since the last take_errors().
-        Raises PeerTimeoutError when a wait for another rank timed out (then every rank calls
-        recover()); with strict, DroppedRowsError (carrying them all) where rows were dropped."""
-        self._held = self._held.merged(CallErrors(**self._runtime.take_errors()))
-        if self.strict and self._held.dropped_rows:
-            self._raise_dropped()
-        taken, self._held = self._held, CallErrors()
-        return taken
+        """Waits for the GPU and returns the CallErrors gathered since the last take_errors(): the
+        runtime's, so those of every layer sharing it (Runtime.take_errors). Raises
+        PeerTimeoutError when a wait for another rank timed out (then every rank calls recover());
+        with strict, DroppedRowsError (carrying them all) where rows were dropped."""
+        return self.runtime.take_errors()
 
     def recover(self):
         """After a PeerTimeoutError: waits until no kernel of the group runs and lets calls go on.
         Every rank of the group calls it."""
-        self._runtime.recover()
+        self.runtime.recover()
 
     def set_serial(self, serial):
         """Several ranks: dispatch, the expert GEMMs and combine as separate launches (every rank
-        the same choice)."""
-        self._runtime.set_serial(bool(serial))
+        the same choice); the runtime's setting, for every layer of it."""
+        self.runtime.set_serial(serial)
 
 
 def _check(field, shape, dtype, expected_shape, dtypes):

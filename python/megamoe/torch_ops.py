@@ -33,9 +33,7 @@ def _run(layer, x, topk_ids, topk_weights, out):
     if topk_weights.dtype != torch.float32:
         topk_weights = topk_weights.to(torch.float32)
     stream = torch.cuda.current_stream(x.device).cuda_stream
-    layer._runtime.forward(x.data_ptr(), topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr(),
-                           x.shape[0], stream)
-    layer._after_call(stream)
+    layer._launch(x.data_ptr(), topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr(), x.shape[0], stream)
 
 
 @torch.library.custom_op("megamoe::forward", mutates_args=())

@@ -15,6 +15,19 @@ ConfigError::ConfigError(std::string file_, std::string json_path_, std::string 
       value(std::move(value_)),
       expected(std::move(expected_)) {}
 
+ConfigError::ConfigError(std::string message, std::string file_, std::string json_path_, std::string value_,
+                         std::string expected_)
+    : Error(std::move(message)),
+      file(std::move(file_)),
+      json_path(std::move(json_path_)),
+      value(std::move(value_)),
+      expected(std::move(expected_)) {}
+
+ConfigError ConfigError::not_found(std::string name, std::string looked_in) {
+  std::string message = fmt::format("megamoe: no config named '{}' ({})", name, looked_in);
+  return ConfigError(std::move(message), "", "", std::move(name), std::move(looked_in));
+}
+
 CompileError::CompileError(std::string kernel_name_, std::string key_,
                            std::vector<std::string> options_, std::string log_,
                            std::string source_path_)

@@ -56,9 +56,9 @@ Config load_config(std::string_view name_or_path) {
       return checked(parse_config(f.text, "<builtin>/" + std::string(f.path)), arg);
   std::string known;
   for (auto& n : builtin_config_names()) known += (known.empty() ? "" : ", ") + n;
-  throw Error(fmt::format("megamoe: no config named '{}' (built-in: {}; or set MEGAMOE_CONFIG_DIR, "
-                          "or pass a path ending in .json)",
-                          arg, known));
+  throw ConfigError::not_found(arg, fmt::format("built-in: {}; or set MEGAMOE_CONFIG_DIR, or pass a path ending in "
+                                                ".json",
+                                                known));
 }
 
 }  // namespace megamoe

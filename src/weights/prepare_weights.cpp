@@ -29,6 +29,28 @@ bool needs_fp8_resident_copy(const Config& config, int max_tokens) {
   });
 }
 
+std::size_t PreparedWeights::bytes() const {
+  std::size_t n = 0;
+  for (const DeviceBuffer* b : {&w1_packed, &w1_scales, &w2_packed, &w2_scales, &w1_units, &w1_row_scale, &w2_units,
+                                &w2_row_scale, &w1_resident, &w2_resident, &b1, &b2})
+    n += b->bytes();
+  return n;
+}
+
+std::size_t prepared_weights_bytes(const Config& config, KernelPath path, int max_tokens) {
+  const ModelShape& m = config.model;
+  const ModelShape k = padded_model(path, m);  // the buffers hold the path's shape
+  const std::size_t E = std::size_t(m.experts_per_rank + m.shared_experts), D = k.model_dim, I = k.inter_dim;
+  const std::size_t biases = m.expert_biases ? E * (2 * I + D) * 4 : 0;
+  if (path == KernelPath::portable)  // v1: packed values and one e8m0 per 32, both matrices
+    return biases + E * (2 * I * D + D * I) * (16 + 1) / 32;
+  std::size_t bytes = biases + E * (tensor_core_expert_bytes(int(2 * I), int(D)) + tensor_core_expert_bytes(int(D), int(I)));
+  bytes += E * (2 * I + D) * sizeof(float);  // the row scales
+  if (needs_fp8_resident_copy(config, max_tokens))
+    bytes += E * (fp8_resident_expert_bytes(int(2 * I), int(D)) + fp8_resident_expert_bytes(int(D), int(I)));
+  return bytes;
+}
+
 std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& config, KernelPath path, int max_tokens,
                                                  const Mxfp4ExpertWeights& w, bool replacement) {
   w.check();

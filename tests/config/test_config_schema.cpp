@@ -434,6 +434,7 @@ TEST_CASE("configs are found in MEGAMOE_CONFIG_DIR before the built-in ones", "[
   test::ScopedEnv env("MEGAMOE_CONFIG_DIR", dir.path().string());
   CHECK(load_config("kimi_k3_a8w4").model.topk == 3);
   CHECK_THROWS_WITH(load_config("no_such_config"), Catch::Contains("no config named 'no_such_config'"));
+  CHECK_THROWS_AS(load_config("no_such_config"), ConfigError);
 }
 
 TEST_CASE("MEGAMOE_BOUNDS_CHECK=1 turns the checked build on for every bucket", "[config]") {

@@ -8,6 +8,12 @@ import megamoe
 from conftest import SMALL_CONFIG
 
 
+class FakeWeights:
+    """What the C++ runtime's loads return: a layer's weights, as the recorder made them."""
+
+    flushed_blocks, resident_bytes, bytes = 0, 0, 0
+
+
 class Recorder:
     """Stands in for the C++ runtime: records what the layer would launch or upload."""
 
@@ -15,36 +21,43 @@ class Recorder:
         self.calls = []
         self.loads = []  # (experts, stage) of each upload
 
-    def forward(self, *args):
+    def forward(self, weights, *args):
+        assert isinstance(weights, FakeWeights)  # the layer's own weights go with each call
         self.calls.append(("forward",) + args)
 
-    def load_mxfp4(self, experts, stage, *arrays):
-        self.calls.append(("load_mxfp4",) + arrays)
+    def _load(self, name, experts, stage, arrays):
+        self.calls.append((name,) + arrays)
         self.loads.append((experts, stage))
-        return 0
+        return FakeWeights()
+
+    def load_mxfp4(self, experts, stage, *arrays):
+        return self._load("load_mxfp4", experts, stage, arrays)
 
     def load_fp32(self, experts, stage, *arrays):
-        self.calls.append(("load_fp32",) + arrays)
-        self.loads.append((experts, stage))
-        return 0
+        return self._load("load_fp32", experts, stage, arrays)
 
     def load_bf16(self, experts, stage, *arrays):
-        self.calls.append(("load_bf16",) + arrays)
-        self.loads.append((experts, stage))
-        return 0
+        return self._load("load_bf16", experts, stage, arrays)
 
-    def replace_experts(self, slots, staged, stream):
+    def replace_experts(self, weights, slots, staged, stream):
         self.calls.append(("replace_experts", slots, staged, stream))
 
 
-def offline_layer(max_tokens=64, config=SMALL_CONFIG):
+def offline_runtime(max_tokens=64, config=SMALL_CONFIG):
     info = megamoe.config_info(config)
-    layer = megamoe.Layer.__new__(megamoe.Layer)
-    layer._info = dict(info, config=info["name"], path="portable", world=1, rank=0, max_tokens=max_tokens,
-                       experts_per_rank=info["experts"])  # world 1: every expert
-    layer._device = 0
-    layer._runtime = Recorder()
-    layer.strict, layer._held = False, megamoe.CallErrors()
+    rt = megamoe.Runtime.__new__(megamoe.Runtime)
+    rt._info = dict(info, config=info["name"], path="portable", world=1, rank=0, max_tokens=max_tokens,
+                    experts_per_rank=info["experts"])  # world 1: every expert
+    rt._device = 0
+    rt._runtime = Recorder()
+    rt._workspace = {"routed_rows": 0, "total": 0}
+    rt.strict, rt._held = False, megamoe.CallErrors()
+    return rt
+
+
+def offline_layer(max_tokens=64, config=SMALL_CONFIG):
+    layer = offline_runtime(max_tokens, config).layer()
+    layer._weights = FakeWeights()
     return layer
 
 
@@ -72,7 +85,7 @@ def test_a_good_call_launches_with_the_arrays_addresses_tokens_and_stream():
     a = call_args()
     y = layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=1234)
     assert y is a["out"]
-    assert layer._runtime.calls == [("forward", 0x7F0000001000, 0x7F0000002000, 0x7F0000003000, 0x7F0000004000, 5, 1234)]
+    assert layer.runtime._runtime.calls == [("forward", 0x7F0000001000, 0x7F0000002000, 0x7F0000003000, 0x7F0000004000, 5, 1234)]
 
 
 class Stream:
@@ -83,14 +96,14 @@ def test_a_stream_object_with_ptr_is_read():
     layer = offline_layer()
     a = call_args()
     layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=Stream())
-    assert layer._runtime.calls[0][-1] == 777
+    assert layer.runtime._runtime.calls[0][-1] == 777
 
 
 def test_zero_tokens_are_a_call():
     layer = offline_layer()
     a = call_args(tokens=0)
     layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"])
-    assert layer._runtime.calls[0][5] == 0
+    assert layer.runtime._runtime.calls[0][5] == 0
 
 
 @pytest.mark.parametrize("field,array,expected", [
@@ -112,7 +125,7 @@ def test_a_bad_argument_is_named_with_what_was_expected(field, array, expected):
         layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"])
     assert e.value.field == field and expected in e.value.expected, str(e.value)
     assert isinstance(e.value, ValueError) and field in str(e.value)
-    assert layer._runtime.calls == []
+    assert layer.runtime._runtime.calls == []
 
 
 def test_more_tokens_than_max_tokens_are_refused():
@@ -150,7 +163,7 @@ def test_mxfp4_weights_are_checked_then_uploaded_as_they_are():
     layer = offline_layer()
     w1, w1s, w2, w2s = random_mxfp4_bytes(np.random.default_rng(0), E)
     layer.load_weights(w1, w2, w1s, w2s)
-    (name, *got), = layer._runtime.calls
+    (name, *got), = layer.runtime._runtime.calls
     assert name == "load_mxfp4"
     for a, b in zip(got, (w1, w1s, w2, w2s)):
         np.testing.assert_array_equal(a, b)
@@ -166,7 +179,7 @@ def test_gate_and_up_apart_are_joined_gate_rows_first():
     w2 = rng.integers(0, 256, (E, D, I // 2), dtype=np.uint8)
     w2s = rng.integers(0, 256, (E, D, I // 32), dtype=np.uint8)
     layer.load_weights((gate, up), w2, (gate_s, up_s), w2s, layout="separate_gate_up")
-    (name, w1, w1s, got_w2, got_w2s), = layer._runtime.calls
+    (name, w1, w1s, got_w2, got_w2s), = layer.runtime._runtime.calls
     assert name == "load_mxfp4"
     for e in range(E):
         np.testing.assert_array_equal(w1[e, :I], gate[e])
@@ -179,7 +192,7 @@ def test_gate_and_up_apart_are_joined_gate_rows_first():
     layer = offline_layer()
     g, u = rng.standard_normal((E, I, D), dtype=np.float32), rng.standard_normal((E, I, D), dtype=np.float32)
     layer.load_weights((g, u), rng.standard_normal((E, D, I), dtype=np.float32), layout="separate_gate_up")
-    (name, w1, _), = layer._runtime.calls
+    (name, w1, _), = layer.runtime._runtime.calls
     assert name == "load_fp32"
     np.testing.assert_array_equal(w1, np.concatenate((g, u), axis=1))
 
@@ -209,7 +222,7 @@ def test_layout_mistakes_the_shapes_show_are_named():
     with pytest.raises(megamoe.InputError) as e:
         layer.load_weights(gate, w2, scales, w2s, layout="interleaved")
     assert e.value.field == "layout" and "'interleaved'" in e.value.value
-    assert not layer._runtime.calls  # nothing uploaded
+    assert not layer.runtime._runtime.calls  # nothing uploaded
 
 
 @pytest.mark.parametrize("field,index,shape", [
@@ -244,7 +257,7 @@ def test_dense_fp32_weights_are_uploaded_for_quantization():
     layer = offline_layer()
     w1, w2 = np.ones((E, 2 * I, D), np.float32), np.ones((E, D, I), np.float32)
     layer.load_weights(w1, w2)
-    assert [c[0] for c in layer._runtime.calls] == ["load_fp32"]
+    assert [c[0] for c in layer.runtime._runtime.calls] == ["load_fp32"]
 
 
 @pytest.mark.parametrize("w1_dtype,w2_dtype,field", [(np.uint16, np.uint16, "w1"), (np.float32, np.float16, "w2"),
@@ -254,7 +267,7 @@ def test_dense_weights_of_another_dtype_are_named(w1_dtype, w2_dtype, field):
     with pytest.raises(megamoe.InputError) as e:
         layer.load_weights(np.ones((E, 2 * I, D), w1_dtype), np.ones((E, D, I), w2_dtype))
     assert e.value.field == field and "dtype" in e.value.value
-    assert layer._runtime.calls == []
+    assert layer.runtime._runtime.calls == []
 
 
 def test_staged_experts_are_checked_as_weights_are_and_uploaded_for_their_count():
@@ -263,17 +276,17 @@ def test_staged_experts_are_checked_as_weights_are_and_uploaded_for_their_count(
     n = 3
     w1, w1s, w2, w2s = random_mxfp4_bytes(rng, n)
     layer.stage_experts(w1, w2, w1s, w2s)
-    (name, *got), = layer._runtime.calls
-    assert name == "load_mxfp4" and layer._runtime.loads == [(n, True)]
+    (name, *got), = layer.runtime._runtime.calls
+    assert name == "load_mxfp4" and layer.runtime._runtime.loads == [(n, True)]
     for a, b in zip(got, (w1, w1s, w2, w2s)):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(megamoe.InputError, match="w2: shape"):  # a count that differs from w1's is named
         layer.stage_experts(w1, w2[:2], w1s, w2s)
     layer.load_weights(rng.standard_normal((E, 2 * I, D), dtype=np.float32),
                        rng.standard_normal((E, D, I), dtype=np.float32))
-    assert layer._runtime.loads[-1] == (E, False)
+    assert layer.runtime._runtime.loads[-1] == (E, False)
     layer.replace_experts([2, 0, 5], "staged", stream=99)
-    assert layer._runtime.calls[-1] == ("replace_experts", [2, 0, 5], "staged", 99)
+    assert layer.runtime._runtime.calls[-1] == ("replace_experts", [2, 0, 5], "staged", 99)
 
 
 class ErrorsRecorder(Recorder):
@@ -283,8 +296,8 @@ class ErrorsRecorder(Recorder):
         super().__init__()
         self.capturing_now, self.pending = capturing, {}
 
-    def forward(self, *args):
-        super().forward(*args)
+    def forward(self, weights, *args):
+        super().forward(weights, *args)
         self.pending = {"bad_ids": 1, "first_bad_slot": 6, "bounds_violations": 0, "dropped_rows": 40}
 
     def capturing(self, stream):
@@ -297,8 +310,8 @@ class ErrorsRecorder(Recorder):
 
 def test_strict_raises_after_a_call_that_dropped_rows_and_keeps_every_error():
     layer = offline_layer()
-    layer._runtime, layer.strict = ErrorsRecorder(), True
-    layer._workspace = {"routed_rows": 300}
+    layer.runtime._runtime, layer.strict = ErrorsRecorder(), True
+    layer.runtime._workspace = {"routed_rows": 300}
     a = call_args()
     with pytest.raises(megamoe.DroppedRowsError) as e:
         layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=5)
@@ -309,8 +322,8 @@ def test_strict_raises_after_a_call_that_dropped_rows_and_keeps_every_error():
 
 def test_strict_under_capture_leaves_the_check_to_take_errors():
     layer = offline_layer()
-    layer._runtime, layer.strict = ErrorsRecorder(capturing=True), True
-    layer._workspace = {"routed_rows": 300}
+    layer.runtime._runtime, layer.strict = ErrorsRecorder(capturing=True), True
+    layer.runtime._workspace = {"routed_rows": 300}
     a = call_args()
     layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=5)  # no sync, no raise while captured
     with pytest.raises(megamoe.DroppedRowsError, match="40 routed row"):
@@ -318,3 +331,54 @@ def test_strict_under_capture_leaves_the_check_to_take_errors():
     layer.strict = False
     layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=5)
     assert layer.take_errors() == megamoe.CallErrors(bad_ids=1, first_bad_slot=6, dropped_rows=40)  # counted only
+
+
+def test_layers_of_one_runtime_each_call_with_their_own_weights():
+    rt = offline_runtime()
+    seen = []
+    rt._runtime.forward = lambda weights, *args: seen.append((weights, args[-2]))
+    first, second = rt.layer(), rt.layer()
+    assert first.runtime is second.runtime is rt and first.handle != second.handle
+    rng = np.random.default_rng(3)
+    for layer in (first, second):
+        layer.load_weights(rng.standard_normal((E, 2 * I, D), dtype=np.float32),
+                           rng.standard_normal((E, D, I), dtype=np.float32))
+    assert first._weights is not second._weights
+    a = call_args()
+    second(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=1)
+    first(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"], stream=1)
+    assert seen == [(second._weights, 5), (first._weights, 5)]
+    first.strict = True  # the runtime's setting: every layer of it
+    assert second.strict and rt.strict
+
+
+def test_a_layer_without_weights_is_refused_before_any_launch():
+    layer = offline_runtime().layer()
+    a = call_args()
+    with pytest.raises(megamoe.InputError, match="load_weights.. before the first call") as e:
+        layer(a["x"], a["topk_ids"], a["topk_weights"], out=a["out"])
+    assert e.value.field == "layer"
+    assert layer.runtime._runtime.calls == []
+
+
+@pytest.mark.parametrize("args,field,expected", [
+    ({"max_tokens": 0}, "max_tokens", "from 1 to 32768"),
+    ({"max_tokens": 40000}, "max_tokens", "from 1 to 32768"),
+    ({"max_tokens": 8.5}, "max_tokens", "an int"),
+    ({"device": -1}, "device", "0 or more"),
+    ({"device": "cpu"}, "device", "'cuda'"),
+    ({"timeout_ms": 0}, "timeout_ms", "1 or more"),
+    ({"routed_rows_capacity": -5}, "routed_rows_capacity", "0 or more"),
+    ({"experts_per_rank": 0}, "experts_per_rank", "1 or more"),
+    ({"path": "fast"}, "path", "'hopper'"),
+])
+def test_runtime_arguments_are_checked_before_a_gpu_is_opened(args, field, expected):
+    for make in (megamoe.Runtime, megamoe.Layer):
+        with pytest.raises(megamoe.InputError) as e:
+            make(SMALL_CONFIG, **args)
+        assert e.value.field == field and expected in e.value.expected, str(e.value)
+
+
+def test_an_unknown_config_is_a_config_error_before_a_gpu_is_opened():
+    with pytest.raises(megamoe.ConfigError, match="no_such_model"):
+        megamoe.Layer("no_such_model")

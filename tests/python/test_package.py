@@ -189,3 +189,18 @@ def test_dropped_rows_error_names_the_count_and_the_capacity():
     assert "5 routed row(s)" in str(e) and "routed_rows_capacity = 300" in str(e)
     merged = megamoe.CallErrors(1, -1, 0, 3).merged(errors)
     assert merged == megamoe.CallErrors(bad_ids=3, first_bad_slot=7, bounds_violations=0, dropped_rows=8)
+
+
+def test_workspace_bytes_states_a_model_of_many_layers_through_one_runtime():
+    one = megamoe.workspace_bytes("qwen3_235b_a8w4", world=8, path="hopper")
+    many = megamoe.workspace_bytes("qwen3_235b_a8w4", world=8, path="hopper", layers=94)
+    assert many["total"] == one["total"]  # one workspace whatever the layers
+    # 16 experts a rank of 4096 x 1536 in MXFP4 (17/32 of a byte a value) at least, a layer.
+    assert one["weights"] >= 16 * 3 * 4096 * 1536 * 17 // 32
+    assert many["layers"] == 94 and many["model_total"] == one["total"] + 94 * one["weights"]
+    without_copy = megamoe.workspace_bytes("kimi_k3_a8w4", experts_per_rank=112, path="hopper",
+                                           fp8_resident_weights=False)
+    with_copy = megamoe.workspace_bytes("kimi_k3_a8w4", experts_per_rank=112, path="hopper")
+    assert with_copy["weights"] > without_copy["weights"]  # Kimi-K3's table reads the fp8-resident copy
+    with pytest.raises(megamoe.InputError, match="layers"):
+        megamoe.workspace_bytes("kimi_k3_a8w4", path="hopper", layers=0)

@@ -44,7 +44,7 @@ def random_checkpoint(seed):
 
 
 def recorded(layer):
-    (call,) = layer._runtime.calls
+    (call,) = layer.runtime._runtime.calls
     return call
 
 
@@ -168,7 +168,7 @@ def test_the_config_says_whether_biases_are_taken(biased_config):
     with pytest.raises(megamoe.InputError) as e:
         layer.load_weights(w1, w2, b1=b1, b2=b2)
     assert e.value.field == "b1, b2" and "model.expert_biases is false" in e.value.expected
-    assert not layer._runtime.calls
+    assert not layer.runtime._runtime.calls
 
 
 def mxfp4_args(**over):
@@ -207,7 +207,7 @@ def test_a_bad_bias_or_gpt_oss_tensor_is_named(biased_config, layout, over, fiel
     with pytest.raises(megamoe.InputError) as e:
         layer.load_weights(**mxfp4_args(**over), layout=layout)
     assert e.value.field == field and expected in e.value.expected, str(e.value)
-    assert not layer._runtime.calls  # nothing uploaded
+    assert not layer.runtime._runtime.calls  # nothing uploaded
 
 
 def test_what_gpt_oss_uploads_computes_what_transformers_gpt_oss_experts_compute(biased_config):

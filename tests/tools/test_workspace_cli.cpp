@@ -24,6 +24,8 @@ TEST_CASE("megamoe-workspace --help and usage errors", "[cli][workspace]") {
   CHECK(workspace("--config kimi_k3_a8w4 --table", out) == 2);
   CHECK(workspace("--config kimi_k3_a8w4 --world x", out) == 2);
   CHECK(workspace("--config kimi_k3_a8w4 --path fast", out) == 2);
+  CHECK(workspace("--config kimi_k3_a8w4 --layers 0", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--layers 0: expected 1 or more"));
   CHECK(workspace("--config kimi_k3_a8w4 --world 3", out) == 1);
   CHECK_THAT(out, Catch::Contains("model.experts = 896 is not a multiple of world = 3"));
 }
@@ -56,4 +58,34 @@ TEST_CASE("megamoe-workspace prints what Runtime::workspace_bytes states, with n
                                               double(worst.total()) / double(1ull << 30),
                                               double(twice.total()) / double(1ull << 30))));
   for (const std::string& name : builtin_config_names()) CHECK_THAT(out, Catch::Contains("| " + name + " | 1 |"));
+}
+
+TEST_CASE("megamoe-workspace --layers L: the workspace once and L layers' weights", "[cli][workspace]") {
+  std::string out;
+  REQUIRE(workspace("--config qwen3_235b_a8w4 --world 8 --max-tokens 8192 --path hopper --layers 94", out) == 0);
+  RuntimeOptions o;
+  o.world = 8, o.max_tokens = 8192, o.path = KernelPath::hopper;
+  const WorkspaceBytes b = Runtime::workspace_bytes(load_config("qwen3_235b_a8w4"), o);
+  const std::size_t w = Runtime::weights_bytes(load_config("qwen3_235b_a8w4"), o);
+  // Qwen3-235B: 16 experts a rank of 4096 x 1536, MXFP4 (17/32 of a byte a value) and at least that again.
+  CHECK(w >= std::size_t(16) * 3 * 4096 * 1536 * 17 / 32);
+  CHECK_THAT(out, Catch::Contains(fmt::format("weights of one layer on the rank {:>15} bytes", w)));
+  CHECK_THAT(out, Catch::Contains(fmt::format("94 layer(s) through one runtime   {:>15} bytes", b.total() + 94 * w)));
+}
+
+TEST_CASE("megamoe-workspace --transport nvshmem adds the staging areas and the outbox", "[cli][workspace]") {
+  std::string ipc, shmem;
+  const std::string args = "--config kimi_k3_a8w4 --world 8 --max-tokens 1024 --capacity 32768 --path hopper";
+  REQUIRE(workspace(args, ipc) == 0);
+  REQUIRE(workspace(args + " --transport nvshmem", shmem) == 0);
+  RuntimeOptions o;
+  o.world = 8, o.max_tokens = 1024, o.routed_rows_capacity = 32768, o.path = KernelPath::hopper;
+  const WorkspaceBytes plain = Runtime::workspace_bytes(load_config("kimi_k3_a8w4"), o);
+  o.transport = Transport::nvshmem;
+  const WorkspaceBytes staged = Runtime::workspace_bytes(load_config("kimi_k3_a8w4"), o);
+  // The outbox alone: a bf16 wire row (2 x 3584 bytes) a routed row, and its scales.
+  CHECK(staged.symmetric_region >= plain.symmetric_region + 32768ull * (2 * 3584 + 3584 / 32));
+  CHECK(staged.group_plan == plain.group_plan + 32768 * 4);  // each outbox row's home
+  CHECK_THAT(shmem, Catch::Contains(fmt::format("symmetric region {:>15} bytes", staged.symmetric_region)));
+  CHECK_THAT(ipc, Catch::Contains(fmt::format("symmetric region {:>15} bytes", plain.symmetric_region)));
 }

@@ -66,3 +66,34 @@ TEST_CASE("prepare_weights puts a rank's shared experts first, as the kernels' s
                  *prepare_weights(dev, plain, path, 64, gather_experts(w, {5, 1}), true));
   }
 }
+
+TEST_CASE("weights_bytes states what prepare_weights allocates, on every path", "[weights][workspace]") {
+  test::HostMemoryDevice dev;
+  // 192 is no multiple of 128: the tensor-core and Hopper paths hold the weights padded to 256.
+  for (const bool biases : {false, true})
+    for (const char* source : {"mxfp4", "fp8_resident"})
+      for (KernelPath path : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper}) {
+        INFO(to_string(path) << ", biases " << biases << ", weights " << source);
+        const Config config = config_for_world(
+            parse_config(std::string(R"({"schema": "megamoe-config/2", "name": "t",
+              "model": {"experts": 3, "model_dim": 192, "inter_dim": 128, "topk": 2, "expert_biases": )") +
+                             (biases ? "true" : "false") + R"(},
+              "activation": {"kind": "silu"}, "quant": {"activations": "fp8_e4m3", "weights": "mxfp4"},
+              "bucket_defaults": {"stage1": {"token_tile": 64}, "stage2": {"token_tile": 64},
+                "dispatch": {"cus": 8, "persistent": false, "stride": 1}, "combine_wire": "bf16",
+                "weights": ")" + source + R"(", "bounds_check": false},
+              "buckets": {}})",
+                         "t.json"),
+            1);
+        RuntimeOptions o;
+        o.max_tokens = 64, o.path = path;
+        Config held = config;
+        settle_weight_sources(held, path, o);
+        const auto got = prepare_weights(dev, held, path, 64, test::normal_expert_weights(3, 192, 128, 4, 0.1f, biases));
+        CHECK(got->bytes() == prepared_weights_bytes(held, path, 64));
+        CHECK(Runtime::weights_bytes(config, o) == got->bytes());
+        if (path == KernelPath::portable)  // v1 by hand: 4 bits a value and a scale byte per 32, both matrices
+          CHECK(got->bytes() == 3 * (3 * 192 * 128) * 17 / 32 + (biases ? 3 * (2 * 128 + 192) * 4 : 0));
+        CHECK((got->resident_bytes > 0) == (path == KernelPath::hopper && std::string(source) == "fp8_resident"));
+      }
+}

@@ -1,5 +1,5 @@
-// megamoe-workspace: the device memory a rank of the layer takes beside its weights
-// (Runtime::workspace_bytes), before anything is created: no GPU needed.
+// megamoe-workspace: the device memory a rank of the layer takes (Runtime::workspace_bytes, and
+// Runtime::weights_bytes for a model's layers), before anything is created: no GPU needed.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -17,9 +17,11 @@ namespace {
 const char* kUsage = R"(usage: megamoe-workspace --config NAME [options]
        megamoe-workspace --table [--max-tokens T] [--arch ARCH]
 
-Prints the device memory one rank of the layer takes beside its weights, as
-Runtime::workspace_bytes states it before creation (no GPU needed): the layer's
-buffers, and over several ranks the symmetric region and the rank's plan of a call.
+Prints the device memory one rank of the layer takes, as Runtime::workspace_bytes
+and Runtime::weights_bytes state it before creation (no GPU needed): the layer's
+buffers, and over several ranks the symmetric region and the rank's plan of a call;
+then one layer's expert weights on the rank, and the total of a model whose MoE
+layers share the runtime (one workspace, a set of weights a layer).
 
   --config NAME           built-in config name, or a path ending in .json
   --world N               ranks in the group (default 1)
@@ -31,6 +33,9 @@ buffers, and over several ranks the symmetric region and the rank's plan of a ca
   --path P                auto (default), portable, tensor_core or hopper
   --arch ARCH             the GPU `auto` resolves for (default sm_90a)
   --no-fp8-resident       RuntimeOptions::fp8_resident_weights = false
+  --layers L              the model's MoE layers sharing the runtime (default 1)
+  --transport T           with --world > 1: nvshmem adds its staging areas and outbox
+                          (docs/ep.md, "Over nodes: NVSHMEM"); the others take the same
   --table                 every built-in model at worlds 1, 2, 4 and 8 where they divide its
                           experts: the routed rows and bytes at the worst case, and at a
                           capacity of twice the mean (2 x max_tokens x topk)
@@ -42,9 +47,9 @@ constexpr const char* kTool = "megamoe-workspace";
 
 struct Args {
   std::string config, path = "auto", arch = "sm_90a";
-  int world = 1, max_tokens = 8192, experts_per_rank = 0, shared = -1;
+  int world = 1, max_tokens = 8192, experts_per_rank = 0, shared = -1, layers = 1;
   long long capacity = 0;
-  bool table = false, fp8_resident = true;
+  bool table = false, fp8_resident = true, nvshmem = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -65,10 +70,18 @@ Args parse(int argc, char** argv) {
     else if (s == "--path") a.path = value();
     else if (s == "--arch") a.arch = value();
     else if (s == "--no-fp8-resident") a.fp8_resident = false;
+    else if (s == "--layers") a.layers = int(number());
+    else if (s == "--transport") {
+      const std::string t = value();
+      if (t != "loopback" && t != "peer" && t != "ipc" && t != "nvshmem")
+        cli::usage_error(kTool, "--transport expects loopback, peer, ipc or nvshmem, got '" + t + "'");
+      a.nvshmem = t == "nvshmem";
+    }
     else if (s == "--table") a.table = true;
     else cli::usage_error(kTool, "unknown argument " + s);
   }
   if (a.table == !a.config.empty()) cli::usage_error(kTool, "give --config NAME or --table");
+  if (a.layers < 1) cli::usage_error(kTool, "--layers " + std::to_string(a.layers) + ": expected 1 or more");
   return a;
 }
 
@@ -78,6 +91,7 @@ void print_one(const Args& a) {
   RuntimeOptions o;
   o.world = a.world, o.max_tokens = a.max_tokens, o.routed_rows_capacity = a.capacity;
   o.path = cli::parse_path(kTool, a.path), o.fp8_resident_weights = a.fp8_resident;
+  if (a.nvshmem) o.transport = Transport::nvshmem;
   Config config = cli::load_for_world(a.config, a.world, a.experts_per_rank);
   if (a.shared >= 0) config = with_shared_experts(std::move(config), a.shared);
   const WorkspaceBytes b = Runtime::workspace_bytes(config, o, a.arch);
@@ -89,6 +103,11 @@ void print_one(const Args& a) {
     fmt::print("  group plan       {:>15} bytes  {}\n", b.group_plan, gib(b.group_plan));
   }
   fmt::print("  total            {:>15} bytes  {}\n", b.total(), gib(b.total()));
+  const std::size_t weights = Runtime::weights_bytes(config, o, a.arch);
+  fmt::print("weights of one layer on the rank {:>15} bytes  {}\n", weights, gib(weights));
+  const std::size_t model = b.total() + std::size_t(a.layers) * weights;
+  fmt::print("{} layer(s) through one runtime   {:>15} bytes  {} (the workspace once, the weights {} times)\n", a.layers,
+             model, gib(model), a.layers);
 }
 
 void print_table(const Args& a) {
