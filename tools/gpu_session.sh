@@ -20,13 +20,16 @@
 #          fused call against the layer plus a dense FFN, and loopback stage times with and without
 #   fp8res: the fp8-resident kernels: the suite's cases (same bits as mxfp4, references, over
 #          loopback ranks), megamoe-run --check at every bucket, the bench's crossover
+#   engines: one runtime for a model's layers (the suite's [layers] cases, their Python tests) and
+#          the nvshmem transport over processes on GPU 0 (the suite's [nvshmem] cases); the kernels
+#          compiled there first on all cores (NVSHMEM from the machine's nvidia-nvshmem-cu13 wheel)
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | multi | multi-suite | fp8res | full) ;;
-  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
+case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | engines | multi | multi-suite | fp8res | full) ;;
+  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|engines|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -57,6 +60,25 @@ step() {  # bound in seconds, then the command
     step 140 ./build/megamoe-bench --world 1 --config kimi_k3_a8w4 --experts-per-rank 112 --crossover --reps 10 \
       --bs 256,512,1024,2048,4096,8192 --json "$out/bench_crossover.json"
     echo "gpu_session status $status (fp8res)"
+    exit $status
+  fi
+  if [ "$mode" = engines ]; then
+    MEGAMOE_NVSHMEM_DIR=$(python3 -c "import nvidia.nvshmem as n; print(list(n.__path__)[0])")
+    export MEGAMOE_NVSHMEM_DIR
+    echo "NVSHMEM: $MEGAMOE_NVSHMEM_DIR"
+    for b in 1 2 4 8 16 32 64 128 256; do buckets+=(--bucket "$b"); done
+    step 300 ./build/megamoe-precompile --config kimi_k3_a8w4 --world 2 --transport nvshmem --path hopper "${buckets[@]}" -j 16
+    step 200 ./build/megamoe-precompile --config qwen3_235b_a8w4 --world 2 --path hopper "${buckets[@]}" -j 16
+    step 100 ./build/megamoe-precompile --config qwen3_235b_a8w4 --path hopper --bucket 128 -j 16
+    step 240 ./build/tests/megamoe_gpu_tests "[layers]" --durations yes
+    step 420 ./build/tests/megamoe_gpu_tests "[nvshmem]" --durations yes
+    if ls build/wheels/megamoe-*.whl >/dev/null 2>&1; then
+      rm -rf build/gpu-python
+      step 60 python3 -m pip install -q --no-deps --no-index --target build/gpu-python build/wheels/megamoe-*.whl
+      PYTHONPATH="$PWD/build/gpu-python" step 240 python3 -X faulthandler -m pytest tests/python -q -rs -m gpu \
+        -p no:cacheprovider -k "layers or runtime or group_of_two or nvshmem"
+    fi
+    echo "gpu_session status $status (engines)"
     exit $status
   fi
   if [ "$mode" = eplb ]; then

@@ -26,5 +26,19 @@ if [ ! -x /usr/local/cuda/bin/nvcc ] && [ ! -f /usr/local/cuda/include/nvrtc.h ]
   exit 1
 fi
 
+# NVSHMEM (the nvshmem transport, optional): the nvidia-nvshmem-cu13 wheel's headers and libraries
+# in build/deps/nvshmem, where the build finds them (cmake/FindNvshmem.cmake); MEGAMOE_NO_NVSHMEM=1
+# skips it, and a machine that cannot reach PyPI builds without the transport.
+nvshmem_version=3.4.5
+if [ "${MEGAMOE_NO_NVSHMEM:-0}" != 1 ] && [ ! -f build/deps/nvshmem/nvidia/nvshmem/include/nvshmem.h ]; then
+  python3 -m pip --version >/dev/null 2>&1 || {
+    if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+  }
+  echo "setup: installing nvidia-nvshmem-cu13 $nvshmem_version into build/deps/nvshmem"
+  python3 -m pip install -q --disable-pip-version-check --no-deps --target build/deps/nvshmem \
+    "nvidia-nvshmem-cu13==$nvshmem_version" || echo "setup: NVSHMEM not installed: building without the nvshmem transport"
+fi
+
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT=/usr/local/cuda >/dev/null
 ninja -C build -j "$(nproc)"

@@ -26,6 +26,8 @@ class Module {
   virtual ~Module() = default;
   // A kernel's handle by symbol; throws DeviceError naming the symbol if absent.
   virtual void* function(const std::string& symbol) = 0;
+  // The backend's own handle of the module (CUmodule), for libraries that set state in it (NVSHMEM).
+  virtual void* handle() { return nullptr; }
 };
 
 class Device {
@@ -67,6 +69,10 @@ class Device {
   virtual void close_ipc_handle(void* mapped) = 0;
   virtual bool can_access_peer(const Device& peer) = 0;
   virtual void enable_peer_access(const Device& peer) = 0;
+
+  // Makes this device's context the calling thread's (for a library that starts on the current
+  // context: NVSHMEM).
+  virtual void make_current() {}
 
   virtual StreamHandle create_stream() = 0;
   virtual void destroy_stream(StreamHandle stream) = 0;

@@ -15,9 +15,14 @@ enum class Transport {
   loopback,  // one process, one GPU, every rank on it: the whole protocol where one GPU is at hand
   peer,      // one process driving one GPU per rank, with peer access between them
   ipc,       // one process per GPU, as inference engines run; memory handles exchanged by an all-gather
+  // One process per GPU over nodes: the symmetric region on NVSHMEM's symmetric heap, a rank of
+  // the same node (RuntimeOptions::node_size) written by load and store as ipc does, a rank of
+  // another node by NVSHMEM's puts from inside the kernels; started from a unique id that the
+  // all-gather hands round. NVSHMEM is found at run time (docs/ep.md, "Over nodes: NVSHMEM").
+  nvshmem,
 };
 std::string_view to_string(Transport transport);
-Transport transport_from_name(std::string_view name);  // "loopback", "peer" or "ipc"
+Transport transport_from_name(std::string_view name);  // "loopback", "peer", "ipc" or "nvshmem"
 
 // An all-gather of bytes across the group's processes: every rank passes its own bytes (the same
 // number on every rank) and gets every rank's, rank after rank. torch.distributed, MPI or an

@@ -32,11 +32,16 @@ struct RuntimeOptions {
 
   // Several ranks (docs/ep.md). Every rank of a group passes the same config and options but
   // rank (and, for peer, its device from devices).
-  int world = 1;  // ranks in the group, 1 to 8
-  int rank = 0;   // this process's rank (ipc); Runtime::create_ranks numbers its ranks itself
+  int world = 1;  // ranks in the group, 1 to 16
+  int rank = 0;   // this process's rank (ipc, nvshmem); Runtime::create_ranks numbers its ranks itself
   Transport transport = Transport::loopback;
   std::vector<int> devices;  // peer: each rank's GPU (default 0 .. world - 1)
-  AllGather all_gather;      // ipc: the group's all-gather (default: folder_all_gather of MEGAMOE_BOOTSTRAP_DIR)
+  AllGather all_gather;      // ipc, nvshmem: the group's all-gather (default: folder_all_gather of MEGAMOE_BOOTSTRAP_DIR)
+  // nvshmem: the ranks of a node, consecutive (rank r in node r / node_size); a rank of another
+  // node is reached by NVSHMEM's puts, one of this node by load and store. 0: every rank whose
+  // memory NVSHMEM maps here (nvshmem_ptr) is of this node. Ranks sharing a GPU can be told
+  // apart as nodes (node_size 1) to run the puts where load and store would reach.
+  int node_size = 0;
   int timeout_ms = 5000;     // the bound of every cross-rank wait (MEGAMOE_TIMEOUT_MS overrides it)
   bool serial = false;       // dispatch, the expert GEMMs and combine as launches with full barriers between
   // Routed rows a rank can hold (its workspace): 0 for the worst case, world x max_tokens x topk
@@ -68,6 +73,7 @@ class PreparedWeights {
   DeviceBuffer b1, b2;                    // fp32 expert biases, or none (null)
   std::size_t flushed_blocks = 0;  // v3: MX blocks too far below their row's largest, zeroed
   std::size_t resident_bytes = 0;  // device memory the fp8-resident copy takes (0: none made)
+  std::size_t bytes() const;       // device memory of every buffer above (Runtime::weights_bytes states it)
 };
 
 // Device memory a rank takes beside its weights (docs/layer.md, "Workspace"), allocated at
@@ -94,6 +100,12 @@ struct CallErrors {
   bool any() const { return bad_ids || bounds_violations || dropped_rows; }
 };
 
+// One Runtime serves every MoE layer of a model on its rank: it holds the kernels, the workspace
+// and the group, and each layer holds only its weights (a PreparedWeights from prepare_weights).
+// Layer l's call is forward(*weights[l], ...): calls of every layer go through the same
+// workspace, ordered on one stream (or streams the caller orders), as a model's layers run one
+// after another; a graph may capture the calls of several layers. Over several ranks every rank
+// makes the same calls in the same order (each forward() of any layer is one call of the group).
 class Runtime {
  public:
   // Throws ConfigError for a bad config, NoGpuError where there is no GPU. With options.world > 1
@@ -120,6 +132,11 @@ class Runtime {
   static WorkspaceBytes workspace_bytes(Config config, const RuntimeOptions& options, std::string_view arch = {});
   // This runtime's, as allocated (equal to the static function's for its resolved path).
   WorkspaceBytes workspace_bytes() const;
+  // Device bytes one layer's weights take on this rank (prepare_weights: the path's layout and,
+  // where a bucket up to max_tokens reads it, the fp8-resident copy), before creation, with
+  // workspace_bytes' arguments: a model of L MoE layers through one runtime takes
+  // workspace_bytes(...).total() + L x weights_bytes(...) on each rank.
+  static std::size_t weights_bytes(Config config, const RuntimeOptions& options, std::string_view arch = {});
 
   const Config& config() const { return config_; }
   const RuntimeOptions& options() const { return options_; }

@@ -230,24 +230,29 @@ nb::dict planned_workspace_bytes(const std::string& config, int max_tokens, int 
   Config c = load_config(config);
   if (experts_per_rank > 0) c = with_experts(std::move(c), experts_per_rank * world);
   if (shared_experts >= 0) c = with_shared_experts(std::move(c), shared_experts, shared_expert_scale);
-  return workspace_dict(Runtime::workspace_bytes(std::move(c), o, arch));
+  nb::dict d = workspace_dict(Runtime::workspace_bytes(c, o, arch));
+  d["weights"] = Runtime::weights_bytes(std::move(c), o, arch);
+  return d;
 }
 
-// Experts in a runtime's layout, waiting to be copied into its slots (Layer.stage_experts). Their
-// buffers are freed through the runtime's device: it is kept alive until they are.
-struct StagedExperts {
+// Expert weights in a runtime's layout: a layer's (Layer.load_weights), or experts waiting to be
+// copied into a layer's slots (Layer.stage_experts). Their buffers are freed through the runtime's
+// device: it is kept alive until they are.
+struct Weights {
   std::shared_ptr<Runtime> owner;
   std::shared_ptr<PreparedWeights> weights;
 };
 
-// One rank's runtime and the weights it holds.
+// One rank's runtime (kernels, workspace, group), which every layer of a model can share: each
+// layer holds only its Weights.
 class PyRuntime {
  public:
   PyRuntime(const std::string& config, int max_tokens, int device, const std::string& path, int world, int rank,
             const std::string& transport, int timeout_ms, nb::object all_gather, long long routed_rows_capacity,
             bool fp8_resident_weights, int experts_per_rank, int redundant_experts, int shared_experts,
-            float shared_expert_scale) {
+            float shared_expert_scale, int node_size) {
     RuntimeOptions o;
+    o.node_size = node_size;
     o.redundant_experts = redundant_experts;
     o.device = device, o.max_tokens = max_tokens, o.path = path_from_name(path);
     o.world = world, o.rank = rank, o.transport = transport_from_name(transport), o.timeout_ms = timeout_ms;
@@ -270,9 +275,9 @@ class PyRuntime {
   }
 
   // MXFP4 checkpoint tensors of `experts` experts, as host bytes; the biases (fp32, W1's rows as
-  // halves) where the model has them. stage false: this rank's weights (experts_per_rank of them),
-  // returns the flushed blocks; true: experts for replace_experts, returns a StagedExperts.
-  nb::object load_mxfp4(int experts, bool stage, HostBytes w1_packed, HostBytes w1_scales, HostBytes w2_packed,
+  // halves) where the model has them. stage false: a layer's weights (experts_per_rank +
+  // shared_experts of them); true: experts for replace_experts, any count.
+  Weights load_mxfp4(int experts, bool stage, HostBytes w1_packed, HostBytes w1_scales, HostBytes w2_packed,
                         HostBytes w2_scales, OptionalFloats b1, OptionalFloats b2) {
     const ModelShape& m = runtime_->config().model;
     Mxfp4ExpertWeights w;
@@ -282,7 +287,7 @@ class PyRuntime {
     return upload(with_biases(std::move(w), b1, b2), stage);
   }
 
-  nb::object load_fp32(int experts, bool stage, HostFloats w1, HostFloats w2, OptionalFloats b1, OptionalFloats b2) {
+  Weights load_fp32(int experts, bool stage, HostFloats w1, HostFloats w2, OptionalFloats b1, OptionalFloats b2) {
     const ModelShape& m = runtime_->config().model;
     check_count("w1", w1.size(), std::size_t(experts) * 2 * m.inter_dim * m.model_dim);
     check_count("w2", w2.size(), std::size_t(experts) * m.model_dim * m.inter_dim);
@@ -290,7 +295,7 @@ class PyRuntime {
         with_biases(quantize_expert_weights(w1.data(), w2.data(), experts, m.model_dim, m.inter_dim), b1, b2), stage);
   }
 
-  nb::object load_bf16(int experts, bool stage, HostHalfWords w1, HostHalfWords w2, OptionalFloats b1,
+  Weights load_bf16(int experts, bool stage, HostHalfWords w1, HostHalfWords w2, OptionalFloats b1,
                        OptionalFloats b2) {
     const ModelShape& m = runtime_->config().model;
     check_count("w1", w1.size(), std::size_t(experts) * 2 * m.inter_dim * m.model_dim);
@@ -300,18 +305,17 @@ class PyRuntime {
         stage);
   }
 
-  // Copies staged experts into this rank's slots on `stream` (Runtime::replace_experts).
-  void replace_experts(const std::vector<int>& slots, const StagedExperts& staged, std::uintptr_t stream) {
-    if (!weights_) throw Error("megamoe: Layer: call load_weights() before replace_experts()");
-    runtime_->replace_experts(*weights_, slots, *staged.weights, reinterpret_cast<StreamHandle>(stream));
+  // Copies staged experts into a layer's slots on `stream` (Runtime::replace_experts).
+  void replace_experts(Weights& layer, const std::vector<int>& slots, const Weights& staged, std::uintptr_t stream) {
+    runtime_->replace_experts(*mine("replace_experts", layer).weights, slots, *mine("replace_experts", staged).weights,
+                              reinterpret_cast<StreamHandle>(stream));
   }
 
-  void forward(std::uintptr_t x, std::uintptr_t ids, std::uintptr_t weights, std::uintptr_t y, std::int64_t tokens,
-               std::uintptr_t stream) {
-    if (!weights_) throw Error("megamoe: Layer: call load_weights() before the first call");
-    runtime_->forward(*weights_, reinterpret_cast<const void*>(x), reinterpret_cast<const int*>(ids),
-                      reinterpret_cast<const float*>(weights), reinterpret_cast<void*>(y), tokens,
-                      reinterpret_cast<StreamHandle>(stream));
+  void forward(const Weights& layer, std::uintptr_t x, std::uintptr_t ids, std::uintptr_t weights, std::uintptr_t y,
+               std::int64_t tokens, std::uintptr_t stream) {
+    runtime_->forward(*mine("forward", layer).weights, reinterpret_cast<const void*>(x),
+                      reinterpret_cast<const int*>(ids), reinterpret_cast<const float*>(weights),
+                      reinterpret_cast<void*>(y), tokens, reinterpret_cast<StreamHandle>(stream));
   }
 
   void prepare_tokens(std::int64_t tokens) {
@@ -366,8 +370,6 @@ class PyRuntime {
   nb::dict workspace_bytes() const { return workspace_dict(runtime_->workspace_bytes()); }
   bool capturing(std::uintptr_t stream) { return runtime_->device().capturing(reinterpret_cast<StreamHandle>(stream)); }
   void set_serial(bool serial) { runtime_->set_serial(serial); }
-  bool has_weights() const { return weights_ != nullptr; }
-  std::size_t resident_bytes() const { return weights_ ? weights_->resident_bytes : 0; }
 
  private:
   static void check_count(const char* name, std::size_t got, std::size_t want) {
@@ -383,20 +385,23 @@ class PyRuntime {
     if (b1) w.b1.assign(b1->data(), b1->data() + b1->size()), w.b2.assign(b2->data(), b2->data() + b2->size());
     return w;
   }
-  nb::object upload(const Mxfp4ExpertWeights& w, bool stage) {
+  Weights upload(const Mxfp4ExpertWeights& w, bool stage) {
     std::unique_ptr<PreparedWeights> p;
     {
       nb::gil_scoped_release unlocked;
       p = stage ? runtime_->prepare_replacement(w) : runtime_->prepare_weights(w);
     }
-    const std::size_t flushed = p->flushed_blocks;
-    if (stage) return nb::cast(StagedExperts{runtime_, std::shared_ptr<PreparedWeights>(std::move(p))});
-    weights_ = std::move(p);
-    return nb::cast(flushed);
+    return Weights{runtime_, std::move(p)};
+  }
+  // Weights prepared by another runtime have its layout and free through its device: refused.
+  const Weights& mine(const char* what, const Weights& w) const {
+    if (w.owner != runtime_)
+      throw Error(std::string("megamoe: ") + what + ": weights loaded by another runtime, expected weights this "
+                  "layer's runtime loaded (load_weights / stage_experts of a layer sharing it)");
+    return w;
   }
 
-  std::shared_ptr<Runtime> runtime_;  // shared with staged experts (their buffers free through its device)
-  std::unique_ptr<PreparedWeights> weights_;
+  std::shared_ptr<Runtime> runtime_;  // shared with every Weights (their buffers free through its device)
 };
 
 }  // namespace
@@ -428,24 +433,26 @@ NB_MODULE(_megamoe, m) {
   m.def("precompile", &precompile, "config"_a, "buckets"_a, "arch"_a, "path"_a, "world"_a, "jobs"_a, "shared_experts"_a,
         "progress"_a.none());
 
-  nb::class_<StagedExperts>(m, "StagedExperts")
-      .def_prop_ro("experts", [](const StagedExperts& s) { return s.weights->experts; })
-      .def_prop_ro("flushed_blocks", [](const StagedExperts& s) { return s.weights->flushed_blocks; });
+  nb::class_<Weights>(m, "Weights")
+      .def_prop_ro("experts", [](const Weights& w) { return w.weights->experts; })
+      .def_prop_ro("flushed_blocks", [](const Weights& w) { return w.weights->flushed_blocks; })
+      .def_prop_ro("resident_bytes", [](const Weights& w) { return w.weights->resident_bytes; })
+      .def_prop_ro("bytes", [](const Weights& w) { return w.weights->bytes(); });
 
   nb::class_<PyRuntime>(m, "Runtime")
       .def(nb::init<const std::string&, int, int, const std::string&, int, int, const std::string&, int, nb::object,
-                    long long, bool, int, int, int, float>(),
+                    long long, bool, int, int, int, float, int>(),
            "config"_a, "max_tokens"_a, "device"_a, "path"_a, "world"_a, "rank"_a, "transport"_a, "timeout_ms"_a,
            "all_gather"_a.none(), "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a,
-           "redundant_experts"_a, "shared_experts"_a, "shared_expert_scale"_a)
+           "redundant_experts"_a, "shared_experts"_a, "shared_expert_scale"_a, "node_size"_a)
       .def("load_mxfp4", &PyRuntime::load_mxfp4, "experts"_a, "stage"_a, "w1_packed"_a, "w1_scales"_a, "w2_packed"_a,
            "w2_scales"_a, "b1"_a = nb::none(), "b2"_a = nb::none())
       .def("load_fp32", &PyRuntime::load_fp32, "experts"_a, "stage"_a, "w1"_a, "w2"_a, "b1"_a = nb::none(),
            "b2"_a = nb::none())
       .def("load_bf16", &PyRuntime::load_bf16, "experts"_a, "stage"_a, "w1"_a, "w2"_a, "b1"_a = nb::none(),
            "b2"_a = nb::none())
-      .def("replace_experts", &PyRuntime::replace_experts, "slots"_a, "staged"_a, "stream"_a)
-      .def("forward", &PyRuntime::forward, "x"_a, "ids"_a, "weights"_a, "y"_a, "tokens"_a, "stream"_a)
+      .def("replace_experts", &PyRuntime::replace_experts, "layer"_a, "slots"_a, "staged"_a, "stream"_a)
+      .def("forward", &PyRuntime::forward, "layer"_a, "x"_a, "ids"_a, "weights"_a, "y"_a, "tokens"_a, "stream"_a)
       .def("prepare", &PyRuntime::prepare_tokens, "tokens"_a)
       .def("take_errors", &PyRuntime::take_errors)
       .def("recover", &PyRuntime::recover)
@@ -453,7 +460,5 @@ NB_MODULE(_megamoe, m) {
       .def("arithmetic", &PyRuntime::arithmetic, "tokens"_a)
       .def("set_serial", &PyRuntime::set_serial)
       .def("workspace_bytes", &PyRuntime::workspace_bytes)
-      .def("capturing", &PyRuntime::capturing, "stream"_a)
-      .def_prop_ro("has_weights", &PyRuntime::has_weights)
-      .def_prop_ro("resident_bytes", &PyRuntime::resident_bytes);
+      .def("capturing", &PyRuntime::capturing, "stream"_a);
 }

@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/source_file.hpp"
@@ -10,11 +11,20 @@
 
 namespace megamoe {
 
+// What a kernel that calls another library's device code is linked with (cuda: the nvshmem
+// transport's kernels, NVSHMEM's device library through nvJitLink).
+struct LinkInputs {
+  std::vector<std::string_view> objects;  // relocatable objects' bytes (LTO-IR inside)
+  std::vector<std::string> libraries;     // static libraries, by path
+  bool empty() const { return objects.empty() && libraries.empty(); }
+};
+
 struct CompileInput {
   std::string kernel_name;
   std::string source;
   std::vector<SourceFile> headers;   // handed to the compiler in memory
   std::vector<std::string> options;  // complete, the target arch included
+  LinkInputs link;                   // none: compiled on its own
 };
 
 struct CompileOutput {
@@ -36,6 +46,10 @@ class Compiler {
   virtual std::vector<std::string> options_for(const std::string& arch) const = 0;
   virtual std::string binary_suffix() const = 0;  // "cubin", "hsaco"
   virtual CompileOutput compile(const CompileInput& in) const = 0;
+  // Options that make compile() link in.link (part of the cache key), and the linker's name and
+  // version; megamoe::Error where the backend cannot link.
+  virtual std::vector<std::string> link_options() const = 0;
+  virtual std::string linker_identity() const = 0;
 };
 
 // Throws megamoe::Error if the backend was not built in (hip without HIP headers).

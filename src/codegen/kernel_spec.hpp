@@ -22,6 +22,9 @@ struct KernelSpec {
   int min_blocks = 0;                   // blocks per SM in the launch bound (0: none); 1 lets setmaxnreg work
   int shared_bytes = 0;                 // dynamic shared memory per block at launch
   int cluster = 0;                      // blocks per cluster (0: none); the grid is a multiple of it
+  // Calls NVSHMEM (the nvshmem transport's EP kernels): compiled with MEGAMOE_NVSHMEM defined and
+  // linked with NVSHMEM's device library (jit/kernel_builder.cpp).
+  bool nvshmem = false;
 
   // "megamoe_<family>_<part>_<part>...": readable, and the kernel's symbol.
   std::string name() const;

@@ -59,6 +59,16 @@ TypedSpec<RouteEpArgs> route_ep_spec();
 // routed: x into the routed layout (the Hopper path), else only the rows' metadata.
 TypedSpec<DispatchEpArgs> dispatch_ep_spec(int x_block, bool routed, bool bounds_check);
 TypedSpec<CombineEpArgs> combine_ep_spec(CombineWire wire);
+// The nvshmem transport: the outbox's rows put home after Stage2 (ep/send_rows_ep.cuh).
+TypedSpec<SendRowsEpArgs> send_rows_ep_spec(CombineWire wire);
+// `spec` compiled for the nvshmem transport: MEGAMOE_NVSHMEM defined, NVSHMEM's device library
+// linked in, "shmem" in its name.
+template <class Args>
+TypedSpec<Args> with_nvshmem(TypedSpec<Args> spec) {
+  spec.nvshmem = true;
+  spec.name_parts.push_back("shmem");
+  return spec;
+}
 // Not a layer kernel: megamoe-bench's flag latency between two ranks (ep/flag_pingpong.cuh).
 TypedSpec<FlagPingPongArgs> flag_pingpong_spec();
 TypedSpec<Stage1PortableEpArgs> stage1_portable_ep_spec(const Activation& act, int bm, bool bounds_check);

@@ -47,6 +47,17 @@ TypedSpec<CombineEpArgs> combine_ep_spec(CombineWire wire) {
   return ep_stage_spec<CombineEpArgs>(combine_spec(wire), "ep/combine_ep.cuh");
 }
 
+TypedSpec<SendRowsEpArgs> send_rows_ep_spec(CombineWire wire) {
+  TypedSpec<SendRowsEpArgs> s;
+  s.family = "send_rows_ep";
+  s.name_parts = {wire == CombineWire::bf16 ? "bf16" : "fp8x32"};
+  s.includes = {"ep/send_rows_ep.cuh"};
+  s.function = "megamoe::send_rows_ep";
+  s.template_args = {wire_code(wire)};
+  s.threads = kDispatchThreads;
+  return with_nvshmem(s);
+}
+
 TypedSpec<FlagPingPongArgs> flag_pingpong_spec() {
   TypedSpec<FlagPingPongArgs> s;
   s.family = "flag_pingpong";

@@ -58,10 +58,11 @@ std::vector<KernelSpec> EpLayerKernels::all() const {
   if (auto* h = std::get_if<HopperEpKernels>(&path)) v.insert(v.end(), {h->stage1, h->stage2, h->stage1_serial});
   v.push_back(dispatch);
   v.push_back(combine);
+  if (send_rows) v.push_back(*send_rows);
   return v;
 }
 
-EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, KernelPath path) {
+EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, KernelPath path, bool nvshmem) {
   EpLayerKernels k;
   const ModelShape m = padded_model(path, config.model);  // the shape the path's kernels run
   k.arithmetic = path_arithmetic(path, config, b);
@@ -91,12 +92,18 @@ EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, Ker
                                stage2_portable_ep_spec(k.bm2, b.combine_wire, b.bounds_check),
                                stage1_portable_spec(config.activation, k.bm1, b.bounds_check)};
   }
+  if (nvshmem) {  // the kernels that write to other ranks' regions: routing, the dispatch, and the sending of rows home
+    k.route = with_nvshmem(k.route);
+    k.dispatch = with_nvshmem(k.dispatch);
+    std::visit([](auto& p) { p.stage1 = with_nvshmem(p.stage1); }, k.path);
+    k.send_rows = send_rows_ep_spec(b.combine_wire);
+  }
   return k;
 }
 
 std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path,
-                                           int world) {
-  return world > 1 ? ep_layer_kernels(config, bucket, path).all() : layer_kernels(config, bucket, path).all();
+                                           int world, bool nvshmem) {
+  return world > 1 ? ep_layer_kernels(config, bucket, path, nvshmem).all() : layer_kernels(config, bucket, path).all();
 }
 
 }  // namespace megamoe

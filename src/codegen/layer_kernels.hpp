@@ -67,17 +67,21 @@ struct EpLayerKernels {
   TypedSpec<RouteEpArgs> route;
   TypedSpec<DispatchEpArgs> dispatch;  // the serial path
   TypedSpec<CombineEpArgs> combine;
+  std::optional<TypedSpec<SendRowsEpArgs>> send_rows;  // the nvshmem transport: after Stage2
   std::variant<PortableEpKernels, TensorCoreEpKernels, HopperEpKernels> path;
   int bm1 = 0, bm2 = 0;
   PathArithmetic arithmetic;
   std::vector<KernelSpec> all() const;
 };
-EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path);
+// nvshmem: for the nvshmem transport (the kernels that put to ranks of other nodes call NVSHMEM,
+// with_nvshmem, and send_rows_ep is added).
+EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path,
+                                bool nvshmem = false);
 
 // Every kernel a bucket launches on a path, as a list: on one GPU (world 1) or as a rank of a
-// group of several (world > 1, both the fused and the serial path's). The precompile tool and
-// the tests.
+// group of several (world > 1, both the fused and the serial path's; nvshmem: the nvshmem
+// transport's). The precompile tool and the tests.
 std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path,
-                                           int world = 1);
+                                           int world = 1, bool nvshmem = false);
 
 }  // namespace megamoe

@@ -19,14 +19,15 @@ std::string_view to_string(Transport t) {
     case Transport::loopback: return "loopback";
     case Transport::peer: return "peer";
     case Transport::ipc: return "ipc";
+    case Transport::nvshmem: return "nvshmem";
   }
   return "?";
 }
 
 Transport transport_from_name(std::string_view name) {
-  for (Transport t : {Transport::loopback, Transport::peer, Transport::ipc})
+  for (Transport t : {Transport::loopback, Transport::peer, Transport::ipc, Transport::nvshmem})
     if (name == to_string(t)) return t;
-  throw Error(fmt::format("megamoe: transport '{}', expected loopback, peer or ipc", name));
+  throw Error(fmt::format("megamoe: transport '{}', expected loopback, peer, ipc or nvshmem", name));
 }
 
 AllGather folder_all_gather(std::string dir, int rank, int world, int timeout_ms) {

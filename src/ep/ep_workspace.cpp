@@ -1,10 +1,11 @@
 #include "ep/ep_workspace.hpp"
 
+#include "backend/cuda/nvshmem_library.hpp"
 #include "codegen/kernel_specs.hpp"
 
 namespace megamoe {
 
-EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& o) {
+EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& o, long long rows_capacity) {
   const std::size_t W = o.world, E = config.model.experts_per_rank, T = o.max_tokens, K = config.model.topk;
   EpPlanSizes s;
   s.state = kStateWords * 4;
@@ -12,19 +13,43 @@ EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& o) {
   s.slot_rank = T * K * 4;
   s.segment = s.segment_rows = s.ready = E * W * 4;
   s.block_counts = std::size_t(kRouteMaxBlocks) * (W * E + W) * 4;
+  if (o.transport == Transport::nvshmem) s.outbox_home = std::size_t(rows_capacity) * 4;
   return s;
 }
 
+SymmetricLayout ep_symmetric_layout(const Config& config, const RuntimeOptions& o, int x_block,
+                                    long long rows_capacity) {
+  const ModelShape& m = config.model;
+  return symmetric_layout(o.world, m.experts_per_rank, o.max_tokens, m.topk, m.model_dim, x_block,
+                          o.transport == Transport::nvshmem ? rows_capacity : -1);
+}
+
+SymmetricRegion::SymmetricRegion(Device& device, std::size_t bytes, bool nvshmem) : bytes_(bytes), nvshmem_(nvshmem) {
+  if (nvshmem) {
+    device.make_current();
+    ptr_ = Nvshmem::get().malloc(bytes);
+  } else {
+    owned_ = DeviceBuffer(device, bytes);
+    ptr_ = owned_.get();
+  }
+}
+
+SymmetricRegion::~SymmetricRegion() {
+  // NVSHMEM's free is collective: a group's ranks are destroyed together (docs/ep.md).
+  if (nvshmem_ && ptr_) Nvshmem::get().free(ptr_);
+}
+
 std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config, const RuntimeOptions& o,
-                                                 int x_block) {
+                                                 int x_block, long long rows_capacity) {
   auto w = std::make_unique<EpWorkspace>();
   const ModelShape& m = config.model;
   w->device = &d;
   w->world = o.world, w->rank = o.rank, w->experts = m.experts_per_rank, w->max_tokens = o.max_tokens;
   w->topk = m.topk, w->model_dim = m.model_dim, w->x_block = x_block;
-  w->layout = symmetric_layout(o.world, m.experts_per_rank, o.max_tokens, m.topk, m.model_dim, x_block);
-  w->region = DeviceBuffer(d, w->layout.bytes);
-  const EpPlanSizes s = ep_plan_sizes(config, o);
+  w->layout = ep_symmetric_layout(config, o, x_block, rows_capacity);
+  const bool shmem = o.transport == Transport::nvshmem;
+  w->region = std::make_unique<SymmetricRegion>(d, w->layout.bytes, shmem);
+  const EpPlanSizes s = ep_plan_sizes(config, o, rows_capacity);
   w->state = DeviceBuffer(d, s.state);
   w->dest_row = DeviceBuffer(d, s.dest_row);
   w->slot_rank = DeviceBuffer(d, s.slot_rank);
@@ -32,15 +57,22 @@ std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config
   w->segment_rows = DeviceBuffer(d, s.segment_rows);
   w->ready = DeviceBuffer(d, s.ready);
   w->block_counts = DeviceBuffer(d, s.block_counts);
+  if (s.outbox_home) w->outbox_home = DeviceBuffer(d, s.outbox_home);
   w->peers.assign(o.world, nullptr);
-  w->peers[o.rank] = w->region.get();
+  w->peers[o.rank] = w->region->get();
+  if (shmem)  // a rank of this node as NVSHMEM maps it here; another node's (or an unmapped one) by puts
+    for (int r = 0; r < o.world; ++r) {
+      const bool same_node = o.node_size == 0 || r / o.node_size == o.rank / o.node_size;
+      if (r != o.rank) w->peers[r] = same_node ? Nvshmem::get().ptr(w->region->get(), r) : nullptr;
+      w->remote += w->peers[r] == nullptr;
+    }
   w->clear();
   return w;
 }
 
 std::size_t EpWorkspace::plan_bytes() const {
   std::size_t n = 0;
-  for (const DeviceBuffer* b : {&state, &dest_row, &slot_rank, &segment, &segment_rows, &ready, &block_counts})
+  for (const DeviceBuffer* b : {&state, &dest_row, &slot_rank, &segment, &segment_rows, &ready, &block_counts, &outbox_home})
     n += b->bytes();
   return n;
 }
@@ -51,7 +83,7 @@ EpWorkspace::~EpWorkspace() {
 
 void EpWorkspace::clear() {
   device->fill_bytes(state.get(), 0, state.bytes());
-  device->fill_bytes(region.get(), 0, layout.flags_end);
+  device->fill_bytes(region->get(), 0, layout.flags_end);
 }
 
 EpArgs EpWorkspace::args(ErrorWords errors, int timeout_ms) const {
@@ -66,6 +98,11 @@ EpArgs EpWorkspace::args(ErrorWords errors, int timeout_ms) const {
   a.arrive_flags_at = layout.arrive_flags_at, a.done_flags_at = layout.done_flags_at;
   a.recv_x_at = layout.recv_x_at, a.recv_scales_at = layout.recv_scales_at, a.recv_meta_at = layout.recv_meta_at;
   a.wire_at = layout.wire_at, a.wire_scales_at = layout.wire_scales_at;
+  a.remote = remote;
+  a.stage_counts_at = layout.stage_counts_at, a.stage_x_at = layout.stage_x_at;
+  a.stage_scales_at = layout.stage_scales_at, a.stage_meta_at = layout.stage_meta_at;
+  a.outbox_at = layout.outbox_at, a.outbox_scales_at = layout.outbox_scales_at;
+  a.outbox_home = static_cast<int*>(outbox_home.get());
   a.dest_row = static_cast<int*>(dest_row.get());
   a.slot_rank = static_cast<int*>(slot_rank.get());
   a.segment = static_cast<int*>(segment.get());

@@ -19,22 +19,50 @@ namespace megamoe {
 // EpWorkspace::create allocates beside its symmetric region, and Runtime::workspace_bytes states.
 struct EpPlanSizes {
   std::size_t state = 0, dest_row = 0, slot_rank = 0, segment = 0, segment_rows = 0, ready = 0, block_counts = 0;
-  std::size_t total() const { return state + dest_row + slot_rank + segment + segment_rows + ready + block_counts; }
+  std::size_t outbox_home = 0;  // the nvshmem transport: each outbox row's home wire row
+  std::size_t total() const {
+    return state + dest_row + slot_rank + segment + segment_rows + ready + block_counts + outbox_home;
+  }
 };
-EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& options);
+// rows_capacity: the routed rows the rank holds (runtime/workspace.hpp, routed_rows_capacity).
+EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& options, long long rows_capacity);
+
+// The symmetric region of a rank created with `options` (x_block: the dispatch wire's scale
+// block); the nvshmem transport's has its staging areas too.
+SymmetricLayout ep_symmetric_layout(const Config& config, const RuntimeOptions& options, int x_block,
+                                    long long rows_capacity);
+
+// A rank's symmetric region: device memory of its own (loopback, peer, ipc), or NVSHMEM's
+// symmetric heap (nvshmem: collective, every rank the same bytes).
+class SymmetricRegion {
+ public:
+  SymmetricRegion() = default;
+  SymmetricRegion(Device& device, std::size_t bytes, bool nvshmem);
+  SymmetricRegion(SymmetricRegion&&) = delete;
+  ~SymmetricRegion();
+  void* get() const { return ptr_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  DeviceBuffer owned_;
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+  bool nvshmem_ = false;
+};
 
 struct EpWorkspace {
   static std::unique_ptr<EpWorkspace> create(Device& device, const Config& config, const RuntimeOptions& options,
-                                             int x_block);
+                                             int x_block, long long rows_capacity);
   ~EpWorkspace();
 
   Device* device = nullptr;
   SymmetricLayout layout;
-  DeviceBuffer region;
-  std::vector<void*> peers;   // every rank's region as this rank's kernels address it
+  std::unique_ptr<SymmetricRegion> region;
+  std::vector<void*> peers;   // every rank's region as this rank's kernels address it (null: reached by puts)
   std::vector<void*> opened;  // ipc mappings of the peers' regions (closed on destruction)
-  DeviceBuffer state, dest_row, slot_rank, segment, segment_rows, ready, block_counts;
+  DeviceBuffer state, dest_row, slot_rank, segment, segment_rows, ready, block_counts, outbox_home;
   int world = 1, rank = 0, experts = 0, max_tokens = 0, topk = 0, model_dim = 0, x_block = 0;
+  int remote = 0;  // ranks reached by NVSHMEM's puts (the nvshmem transport's other nodes)
 
   std::size_t plan_bytes() const;  // this rank's plan buffers (state .. block_counts), as allocated
   // The arguments every EP kernel shares. errors: the runtime's error words.

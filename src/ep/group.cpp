@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/cuda/nvshmem_library.hpp"
 #include "ep/ep_workspace.hpp"
 #include "jit/diagnostics.hpp"
 #include "runtime/workspace.hpp"
@@ -66,28 +67,82 @@ void check_group_options(const Config& c, const RuntimeOptions& o) {
 
 std::shared_ptr<Group> make_ipc_group(const RuntimeOptions& options) {
   auto group = std::make_shared<Group>();
-  group->transport = Transport::ipc;
+  group->transport = options.transport;
   group->world = options.world;
   group->all_gather = options.all_gather;
   if (!group->all_gather) {
     const char* dir = std::getenv("MEGAMOE_BOOTSTRAP_DIR");
     if (!dir || !*dir)
-      throw Error("megamoe: the ipc transport needs RuntimeOptions.all_gather, or MEGAMOE_BOOTSTRAP_DIR naming a "
-                  "folder every rank can write");
+      throw Error(fmt::format("megamoe: the {} transport needs RuntimeOptions.all_gather, or MEGAMOE_BOOTSTRAP_DIR "
+                              "naming a folder every rank can write",
+                              to_string(options.transport)));
     group->all_gather = folder_all_gather(dir, options.rank, options.world, 10 * options.timeout_ms + 60000);
   }
   return group;
 }
 
+void start_nvshmem(Device& device, const Group& group, const RuntimeOptions& o, const std::string& fingerprint,
+                   std::size_t region_bytes) {
+  Nvshmem& shmem = Nvshmem::get();  // before any rank waits on the others: a rank without NVSHMEM says so
+  constexpr std::size_t kFingerprintBytes = 192;
+  if (fingerprint.size() >= kFingerprintBytes)
+    throw Error(fmt::format("megamoe: the group's bootstrap record holds {} bytes of config, this one needs {}",
+                            kFingerprintBytes - 1, fingerprint.size()));
+  const std::vector<std::uint8_t> id = o.rank == 0 ? shmem.unique_id() : std::vector<std::uint8_t>();
+  const std::size_t id_bytes = o.rank == 0 ? id.size() : 0, record = 8 + kFingerprintBytes + 256;
+  std::vector<std::uint8_t> mine(record, 0);
+  const std::int32_t head[2] = {o.rank, std::int32_t(id_bytes)};
+  std::memcpy(mine.data(), head, 8);
+  std::memcpy(mine.data() + 8, fingerprint.data(), fingerprint.size());
+  if (id_bytes) std::memcpy(mine.data() + 8 + kFingerprintBytes, id.data(), id.size());
+  const std::vector<std::uint8_t> all = group.all_gather(mine);
+  if (all.size() != record * std::size_t(o.world))
+    throw Error(fmt::format("megamoe: the group's all-gather returned {} bytes, expected {} ranks x {}", all.size(),
+                            o.world, record));
+  for (int r = 0; r < o.world; ++r) {
+    std::int32_t h[2];
+    std::memcpy(h, all.data() + r * record, 8);
+    const std::string theirs(reinterpret_cast<const char*>(all.data() + r * record + 8));
+    if (h[0] != r)
+      throw Error(fmt::format("megamoe: the all-gather's record {} comes from rank {}: every rank needs its own rank "
+                              "(RuntimeOptions.rank) and the records in rank order",
+                              r, h[0]));
+    if (theirs != fingerprint)
+      throw Error(fmt::format("megamoe: rank {} was created with '{}', rank {} with '{}': every rank needs the same",
+                              r, theirs, o.rank, fingerprint));
+  }
+  std::int32_t h0[2];
+  std::memcpy(h0, all.data(), 8);
+  const std::uint8_t* id0 = all.data() + 8 + kFingerprintBytes;
+  device.make_current();
+  // Room for the region and NVSHMEM's own (its signals, its barrier's work space).
+  shmem.init(std::vector<std::uint8_t>(id0, id0 + h0[1]), o.rank, o.world, region_bytes + (256ull << 20));
+}
+
 unsigned loopback_share(const Device& d, int world) { return unsigned(std::max(2, (d.multiprocessors() - 16) / world / 2 * 2)); }
 
 std::unique_ptr<Runtime> Runtime::create_ipc_rank(Config config, RuntimeOptions options) {
-  if (options.transport != Transport::ipc)
-    throw Error(fmt::format("megamoe: Runtime::create with world {} runs one rank per process (transport ipc); "
-                            "Runtime::create_ranks makes {} ranks in one process",
+  if (options.transport != Transport::ipc && options.transport != Transport::nvshmem)
+    throw Error(fmt::format("megamoe: Runtime::create with world {} runs one rank per process (transport ipc or "
+                            "nvshmem); Runtime::create_ranks makes {} ranks in one process",
                             options.world, to_string(options.transport)));
+  if (options.node_size < 0 || (options.node_size > 0 && options.world % options.node_size))
+    throw Error(fmt::format("megamoe: RuntimeOptions.node_size = {}, expected 0 (the ranks NVSHMEM maps) or a divisor "
+                            "of world = {}",
+                            options.node_size, options.world));
   std::shared_ptr<Group> group = make_ipc_group(options);
-  std::unique_ptr<Runtime> rt(new Runtime(std::move(config), options, open_device(options.backend, options.device)));
+  std::unique_ptr<Device> device = open_device(options.backend, options.device);
+  if (options.transport == Transport::nvshmem) {
+    RuntimeOptions resolved = options;  // `config` holds its redundant slots already
+    resolved.redundant_experts = 0;
+    const WorkspaceBytes planned = workspace_bytes(config, resolved, device->arch());
+    start_nvshmem(*device, *group, options,
+                  fmt::format("{}|{}x{}x{}x{}|{}|{}|{}|{}|{}", config.name, config.model.experts, config.model.model_dim,
+                              config.model.inter_dim, config.model.topk, to_string(options.path), options.max_tokens,
+                              planned.routed_rows, planned.symmetric_region, options.node_size),
+                  planned.symmetric_region);
+  }
+  std::unique_ptr<Runtime> rt(new Runtime(std::move(config), options, std::move(device)));
   rt->group_ = group;
   rt->connect_ipc_peers();
   rt->load_every_bucket();
@@ -151,7 +206,7 @@ std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(Config config, Runti
                                         a->device().ordinal(), b->device().ordinal()));
         a->device().enable_peer_access(b->device());
       }
-      a->ep_->peers[b->rank()] = b->ep_->region.get();
+      a->ep_->peers[b->rank()] = b->ep_->region->get();
     }
   for (auto& rt : ranks) rt->load_every_bucket();
   return ranks;
@@ -165,7 +220,8 @@ void Runtime::connect_ipc_peers() {
       fmt::format("{}|{}|{}x{}x{}x{}|{}|{}|{}|{}|{}", config_.name, to_string(config_.activation.kind),
                   config_.model.experts_per_rank, config_.model.model_dim, config_.model.inter_dim, config_.model.topk,
                   to_string(path_), options_.max_tokens, workspace_->rows_capacity, l.bytes, options_.world);
-  const std::string handle = device_->ipc_handle(ep_->region.get());
+  // nvshmem: the region is NVSHMEM's (mapped by it); the records only check the ranks agree.
+  const std::string handle = options_.transport == Transport::ipc ? device_->ipc_handle(ep_->region->get()) : "";
   constexpr std::size_t kFingerprintBytes = 192, kHandleBytes = 128;
   if (fingerprint.size() >= kFingerprintBytes || handle.size() > kHandleBytes)
     throw Error(fmt::format("megamoe: the group's bootstrap record holds {} bytes of config, this one needs {}",
@@ -192,7 +248,7 @@ void Runtime::connect_ipc_peers() {
       throw Error(fmt::format("megamoe: rank {} was created with '{}', rank {} with '{}' (config|activation|shape|path|"
                               "max_tokens|routed rows|region bytes|world): every rank needs the same",
                               r, theirs, options_.rank, fingerprint));
-    if (r != options_.rank) {
+    if (r != options_.rank && options_.transport == Transport::ipc) {
       void* p = device_->open_ipc_handle(
           std::string(reinterpret_cast<const char*>(rec + 8 + kFingerprintBytes), std::size_t(h[1])));
       ep_->opened.push_back(p);

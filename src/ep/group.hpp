@@ -4,6 +4,7 @@
 // Runtime's group creation (Runtime::create of several ranks, create_ranks, the ipc peers).
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "megamoe/config.hpp"
@@ -20,7 +21,7 @@ struct Group {
   std::vector<Runtime*> ranks;   // loopback and peer: every rank of the process, by rank
   int loopback_share = 0;        // loopback: blocks per SM-exclusive grid of each rank (docs/ep.md)
 
-  bool in_process() const { return transport != Transport::ipc; }
+  bool in_process() const { return transport == Transport::loopback || transport == Transport::peer; }
   // ipc: returns once every rank has called it.
   void barrier() const { all_gather(std::vector<std::uint8_t>(1, 0)); }
 };
@@ -39,9 +40,15 @@ void check_group_options(const Config& config, const RuntimeOptions& options);
 // that is not milliseconds from 1 to 3600000).
 int group_timeout_ms(const RuntimeOptions& options);
 
-// The ipc group of a rank: RuntimeOptions::all_gather, or folder_all_gather of
-// MEGAMOE_BOOTSTRAP_DIR (throws megamoe::Error where neither is given).
+// The group of a rank of one process (ipc, nvshmem): RuntimeOptions::all_gather, or
+// folder_all_gather of MEGAMOE_BOOTSTRAP_DIR (throws megamoe::Error where neither is given).
 std::shared_ptr<Group> make_ipc_group(const RuntimeOptions& options);
+
+// The nvshmem transport: NVSHMEM started on `device` as PE options.rank, from rank 0's unique id
+// handed round by the group's all-gather with what each rank was created with (`fingerprint`,
+// refused where two differ, before the symmetric heap is touched); the heap holds region_bytes.
+void start_nvshmem(Device& device, const Group& group, const RuntimeOptions& options, const std::string& fingerprint,
+                   std::size_t region_bytes);
 
 // Loopback ranks share one GPU: each launch of a rank takes at most this many blocks, each alone
 // on its SM, so that every rank's running kernel is resident at once with room for Stage1's

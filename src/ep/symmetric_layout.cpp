@@ -4,7 +4,8 @@
 
 namespace megamoe {
 
-SymmetricLayout symmetric_layout(int world, int experts, int max_tokens, int topk, int model_dim, int x_block) {
+SymmetricLayout symmetric_layout(int world, int experts, int max_tokens, int topk, int model_dim, int x_block,
+                                 long long outbox_rows) {
   SymmetricLayout l;
   std::uint64_t at = 0;
   auto take = [&](std::uint64_t bytes) {
@@ -23,6 +24,15 @@ SymmetricLayout symmetric_layout(int world, int experts, int max_tokens, int top
   l.recv_meta_at = take(W * T * std::uint64_t(ep_meta_bytes(topk)));
   l.wire_at = take(T * K * D * 2);
   l.wire_scales_at = take(T * K * (D / 32));
+  if (outbox_rows >= 0) {
+    const std::uint64_t R = std::uint64_t(outbox_rows);
+    l.stage_counts_at = take(W * (E + 1) * 4);
+    l.stage_x_at = take(T * D);
+    l.stage_scales_at = take(T * (D / x_block));
+    l.stage_meta_at = take(W * T * std::uint64_t(ep_meta_bytes(topk)));
+    l.outbox_at = take(R * D * 2);
+    l.outbox_scales_at = take(R * (D / 32));
+  }
   l.bytes = at;
   return l;
 }

@@ -10,11 +10,18 @@ struct SymmetricLayout {
   std::uint64_t counts_at = 0, count_flags_at = 0, arrive_flags_at = 0, done_flags_at = 0;
   std::uint64_t recv_x_at = 0, recv_scales_at = 0, recv_meta_at = 0, wire_at = 0, wire_scales_at = 0;
   std::uint64_t flags_end = 0;  // the counts and the flags end here (what recover() clears)
+  // The nvshmem transport only: what this rank puts to ranks of other nodes is first written
+  // here (a put's source is in the symmetric heap): its counts for each rank, each token's x and
+  // scales once, its metadata for each rank, and Stage2's rows for other nodes by routed row.
+  std::uint64_t stage_counts_at = 0, stage_x_at = 0, stage_scales_at = 0, stage_meta_at = 0;
+  std::uint64_t outbox_at = 0, outbox_scales_at = 0;
   std::uint64_t bytes = 0;
 };
 
 // For `world` ranks of `experts` experts each, max_tokens tokens a call, x in scale blocks of
 // x_block on the dispatch wire; the wire sized for bf16 (the wider) with the fp8 wire's scales.
-SymmetricLayout symmetric_layout(int world, int experts, int max_tokens, int topk, int model_dim, int x_block);
+// outbox_rows >= 0 (the nvshmem transport: the routed rows a rank holds) adds the staging areas.
+SymmetricLayout symmetric_layout(int world, int experts, int max_tokens, int topk, int model_dim, int x_block,
+                                 long long outbox_rows = -1);
 
 }  // namespace megamoe

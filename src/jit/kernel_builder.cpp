@@ -1,8 +1,13 @@
 #include "jit/kernel_builder.hpp"
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <mutex>
 
+#include "backend/cuda/nvshmem_library.hpp"
+#include "jit/hash.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {
@@ -23,15 +28,42 @@ KernelBuilder::KernelBuilder(std::shared_ptr<const Compiler> compiler, std::stri
   compiler_identity_ = compiler_->identity();
 }
 
+namespace {
+// A file's bytes hashed, once a process per path (NVSHMEM's device library, in the keys of the
+// kernels that link it: the same library gives the same key wherever it is installed).
+std::string file_hash(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> hashes;
+  std::lock_guard lock(mutex);
+  auto it = hashes.find(path);
+  if (it != hashes.end()) return it->second;
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (!f.good() && !f.eof()) throw Error("megamoe: cannot read " + path);
+  return hashes[path] = hash128_hex(bytes);
+}
+}  // namespace
+
 PlannedKernel KernelBuilder::plan(const KernelSpec& spec) const {
   PlannedKernel p;
   p.rendered = render(spec);
   p.options = compiler_->options_for(arch_);
+  std::vector<std::string> link_parts;
+  if (spec.nvshmem) {  // NVSHMEM's device library linked in: its identity and the shim's bytes in the key
+    const Nvshmem& shmem = Nvshmem::get();
+    for (const std::string& o : compiler_->link_options()) p.options.push_back(o);
+    p.options.push_back("-DMEGAMOE_NVSHMEM=1");
+    p.link.objects = {shmem.shim_object()};
+    p.link.libraries = {shmem.device_library()};
+    link_parts = {"link: " + compiler_->linker_identity(), "with: " + shmem.version(),
+                  "device library: " + file_hash(shmem.device_library()), "shim: " + hash128_hex(shmem.shim_object())};
+  }
   CacheKeyParts parts;
   parts.name = p.rendered.name;
   parts.compiler = compiler_identity_;
   parts.arch = arch_;
   parts.options = p.options;
+  parts.options.insert(parts.options.end(), link_parts.begin(), link_parts.end());
   parts.source = p.rendered.source;
   parts.headers = p.rendered.headers;
   p.key = make_cache_key(parts);
@@ -66,7 +98,7 @@ BuildReport KernelBuilder::build(const PlannedKernel& p) {
     return {slot->kernel, BuildOrigin::disk, seconds()};
   }
 
-  CompileInput in{p.rendered.name, p.rendered.source, p.rendered.headers, p.options};
+  CompileInput in{p.rendered.name, p.rendered.source, p.rendered.headers, p.options, p.link};
   CompileOutput out = compiler_->compile(in);
   if (!out.ok) {
     auto path = cache_.save_failed_source(p.key, p.rendered.source);

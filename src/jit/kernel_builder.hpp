@@ -35,6 +35,7 @@ struct BuildReport {
 struct PlannedKernel {
   RenderedKernel rendered;
   std::vector<std::string> options;
+  LinkInputs link;  // what the kernel is linked with (none for most)
   CacheKey key;
 };
 

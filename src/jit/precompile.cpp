@@ -16,7 +16,7 @@ namespace megamoe {
 
 std::vector<PrecompileJob> plan_precompile(const KernelBuilder& builder, const Config& config,
                                            const std::vector<int>& buckets, const std::vector<KernelPath>& paths,
-                                           int world) {
+                                           int world, bool nvshmem) {
   if (world < 1 || world > kMaxWorld)
     throw Error(fmt::format("megamoe: precompile: world = {}, expected 1..{}", world, int(kMaxWorld)));
   std::vector<int> list = buckets;
@@ -26,7 +26,7 @@ std::vector<PrecompileJob> plan_precompile(const KernelBuilder& builder, const C
   std::map<std::string, std::size_t> by_key;
   for (KernelPath path : paths)
     for (int b : list)
-      for (const KernelSpec& spec : kernels_for_bucket(config, config.bucket(b), path, world)) {
+      for (const KernelSpec& spec : kernels_for_bucket(config, config.bucket(b), path, world, nvshmem)) {
         PlannedKernel p = builder.plan(spec);
         auto [it, fresh] = by_key.emplace(p.key.hex, jobs.size());
         if (fresh) jobs.push_back({std::move(p), {}, {}, {}});

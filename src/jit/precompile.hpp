@@ -20,11 +20,11 @@ struct PrecompileJob {
 };
 
 // The kernels of `buckets` (every bucket when empty) of a config on `paths`, for the single-GPU
-// layer (world 1) or a rank of a group (world 2 to 8), one job per distinct key. A size that is no
-// bucket, or a world out of range, is an Error.
+// layer (world 1) or a rank of a group (world 2 to 16; nvshmem: of the nvshmem transport), one job
+// per distinct key. A size that is no bucket, or a world out of range, is an Error.
 std::vector<PrecompileJob> plan_precompile(const KernelBuilder& builder, const Config& config,
                                            const std::vector<int>& buckets, const std::vector<KernelPath>& paths,
-                                           int world);
+                                           int world, bool nvshmem = false);
 
 // Builds every job on `threads` threads; progress(job, done, total) after each (under a lock).
 // A kernel that fails to compile is recorded in its job's error, not thrown.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/cuda/nvshmem_library.hpp"
 #include "jit/diagnostics.hpp"
 
 namespace megamoe {
@@ -19,6 +20,7 @@ Kernel<Args> load(Device& device, KernelBuilder& builder, const TypedSpec<Args>&
                          builder.cache().enabled() ? builder.cache().root().string() : "off"));
   k.built = report.kernel;
   k.module = device.load_module(k.built->binary);
+  if (spec.nvshmem) Nvshmem::get().module_init(k.module->handle());  // its NVSHMEM device state, before any launch
   k.function = k.module->function(k.built->symbol);
   k.threads = spec.threads;
   k.shared_bytes = std::max(spec.shared_bytes, min_shared_bytes);
@@ -73,6 +75,7 @@ std::unique_ptr<EpBucketKernels> load_ep_bucket_kernels(Device& device, KernelBu
   b->route = load(device, builder, specs.route, m);
   b->dispatch = load(device, builder, specs.dispatch, m);
   b->combine = load(device, builder, specs.combine, m);
+  if (specs.send_rows) b->send_rows = load(device, builder, *specs.send_rows, m);
   b->resident_route = resident(device, b->route);
   b->resident_dispatch = resident(device, b->dispatch);
   if (auto* p = std::get_if<PortableEpKernels>(&specs.path)) {

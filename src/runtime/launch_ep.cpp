@@ -11,7 +11,7 @@ namespace {
 
 template <class T>
 T* in_region(const EpCall& c, std::uint64_t offset) {
-  return reinterpret_cast<T*>(static_cast<u8*>(c.ep_ws.region.get()) + offset);
+  return reinterpret_cast<T*>(static_cast<u8*>(c.ep_ws.region->get()) + offset);
 }
 
 // The dispatch of the call, run by `blocks` blocks (persistent: they take no Stage1 tiles).
@@ -44,7 +44,8 @@ void stage_args(const EpCall& c, KernelPath path, Stage1& s1, Stage2& s2, bool r
   fill_stage_parts(c.model, c.ws, c.weights, weight_form(path, c.bucket.weights), s1, s2);
   s1.x_q = routed ? static_cast<const u8*>(c.ws.x_q.get()) : in_region<const u8>(c, c.ep.recv_x_at);
   s1.tokens = c.ep.world * c.ep.max_tokens;              // receive rows
-  s2.slots = c.ep.world * c.ep.max_tokens * c.model.topk;  // home wire rows
+  // Home wire rows, then (ranks of other nodes: the nvshmem transport) this rank's outbox rows.
+  s2.slots = c.ep.world * c.ep.max_tokens * c.model.topk + (c.ep.remote > 0 ? c.ws.rows_capacity : 0);
   s2.wire = nullptr, s2.wire_scales = nullptr;           // the homes' wires: the EP Stage2 addresses them
 }
 
@@ -127,6 +128,15 @@ void launch_ep_call(const EpCall& c) {
               [](const EpCall& cc, auto& s1, auto& s2) { hopper_args(cc, s1, s2); });
       },
       k.path);
+  if (c.ep.remote > 0) {  // the nvshmem transport: the rows of other nodes' tokens, put home from the outbox
+    const SendRowsEpArgs send{
+        .ep = c.ep,
+        .expert_offsets = static_cast<const int*>(c.ws.expert_offsets.get()),
+        .row_slot = static_cast<const int*>(c.ws.row_slot.get()),
+        .rows_capacity = c.ws.rows_capacity,
+    };
+    c.launch(*k.send_rows, c.grid(2LL * c.device.multiprocessors()), send);
+  }
   c.mark(StageMark::stage2_done);
   const CombineArgs comb{
       .ids = c.ids,

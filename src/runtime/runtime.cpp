@@ -41,10 +41,9 @@ WorkspaceBytes planned_workspace(const Config& kernels_config, const RuntimeOpti
   b.layer = workspace_sizes(kernels_config, o, path).total();
   b.routed_rows = routed_rows_capacity(kernels_config, o);
   if (o.world > 1) {
-    const ModelShape& m = kernels_config.model;
     const int x_block = path_arithmetic(path, kernels_config, kernels_config.buckets[0]).x;
-    b.symmetric_region = symmetric_layout(o.world, m.experts_per_rank, o.max_tokens, m.topk, m.model_dim, x_block).bytes;
-    b.group_plan = ep_plan_sizes(kernels_config, o).total();
+    b.symmetric_region = ep_symmetric_layout(kernels_config, o, x_block, b.routed_rows).bytes;
+    b.group_plan = ep_plan_sizes(kernels_config, o, b.routed_rows).total();
   }
   return b;
 }
@@ -85,7 +84,8 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
     workspace_ = std::make_unique<Workspace>(Workspace::create(*device_, kernels_config_, options_, path_));
     if (options_.world > 1)
       // every bucket has the same x scale over several ranks (check_group_options): the wire's
-      ep_ = EpWorkspace::create(*device_, kernels_config_, options_, arithmetic(1).x);
+      ep_ = EpWorkspace::create(*device_, kernels_config_, options_, arithmetic(1).x,
+                                routed_rows_capacity(kernels_config_, options_));
   } catch (const DeviceError& e) {
     throw DeviceError(fmt::format("megamoe: the workspace of rank {} (max_tokens {}, world {}, {} routed rows) did not "
                                   "fit on {}: {}; lower RuntimeOptions.max_tokens or routed_rows_capacity",
@@ -103,27 +103,40 @@ Runtime::~Runtime() {
     if (e) device_->destroy_event(e);
 }
 
-WorkspaceBytes Runtime::workspace_bytes(Config config, const RuntimeOptions& options, std::string_view arch) {
+// The config and path a runtime created with these would hold, without a GPU (for the statements
+// of its memory): creation's checks, then `auto` resolved for `arch`.
+static std::pair<Config, KernelPath> planned_config(Config config, const RuntimeOptions& options, std::string_view arch,
+                                                   const char* what) {
   config = config_for_options(std::move(config), options);
-  const Config slots = shared_slots_config(config);
   check_max_tokens(options);
-  check_group_options(slots, options);
+  check_group_options(shared_slots_config(config), options);
   if (options.path == KernelPath::automatic && arch.empty())
-    throw Error(fmt::format("megamoe: workspace_bytes: RuntimeOptions.path = auto and no arch: the workspace depends on "
-                            "the path (the Hopper path keeps x by routed row); name the path, or the GPU's arch "
-                            "(\"sm_90a\") for auto to resolve as it would on that GPU"));
+    throw Error(fmt::format("megamoe: {}: RuntimeOptions.path = auto and no arch: the bytes depend on the path (the "
+                            "Hopper path keeps x by routed row and its own weight layout); name the path, or the "
+                            "GPU's arch (\"sm_90a\") for auto to resolve as it would on that GPU",
+                            what));
   // A named path is checked against the arch given, or the backend's default target.
   const std::string target = !arch.empty() ? std::string(arch) : options.backend == BackendKind::hip ? "gfx90a" : "sm_90a";
   const KernelPath path = choose_path(options.path, config, options.backend, target).path;
   settle_weight_sources(config, path, options);
-  return planned_workspace(padded_for_path(slots, path), options, path);
+  return {std::move(config), path};
+}
+
+WorkspaceBytes Runtime::workspace_bytes(Config config, const RuntimeOptions& options, std::string_view arch) {
+  auto [planned, path] = planned_config(std::move(config), options, arch, "workspace_bytes");
+  return planned_workspace(padded_for_path(shared_slots_config(planned), path), options, path);
+}
+
+std::size_t Runtime::weights_bytes(Config config, const RuntimeOptions& options, std::string_view arch) {
+  auto [planned, path] = planned_config(std::move(config), options, arch, "weights_bytes");
+  return prepared_weights_bytes(planned, path, options.max_tokens);
 }
 
 WorkspaceBytes Runtime::workspace_bytes() const {
   WorkspaceBytes b;
   b.layer = workspace_->bytes();
   b.routed_rows = workspace_->rows_capacity;
-  if (ep_) b.symmetric_region = ep_->region.bytes(), b.group_plan = ep_->plan_bytes();
+  if (ep_) b.symmetric_region = ep_->region->bytes(), b.group_plan = ep_->plan_bytes();
   return b;
 }
 
@@ -166,7 +179,7 @@ const EpBucketKernels& Runtime::ep_kernels_for(std::int64_t tokens) {
   if (!slot) {
     const bool loopback = group_ && group_->transport == Transport::loopback;
     slot = load_ep_bucket_kernels(*device_, shared_kernel_builder(device_->kind(), device_->arch()), bucket,
-                                  ep_layer_kernels(kernels_config_, bucket, path_),
+                                  ep_layer_kernels(kernels_config_, bucket, path_, options_.transport == Transport::nvshmem),
                                   loopback && device_->kind() == BackendKind::cuda ? kLoopbackExclusiveSmem : 0);
   }
   return *slot;

@@ -30,6 +30,28 @@ MM_DEVICE u8* ep_meta(const EpArgs& ep, int r, int source, int row) {
   return ep_at<u8>(ep, r, ep.recv_meta_at) + ep_recv_row(ep, source, row) * ep_meta_bytes(ep.topk);
 }
 
+// Where token t's metadata for rank r is written: r's receive buffer, or for a rank of another
+// node this rank's staging (put from there, ep_put_token).
+MM_DEVICE u8* ep_meta_out(const EpArgs& ep, int r, int t_row) {
+  if (ep_remote(ep, r))
+    return ep_own<u8>(ep, ep.stage_meta_at) + ((i64)r * ep.max_tokens + t_row) * ep_meta_bytes(ep.topk);
+  return ep_meta(ep, r, ep.rank, t_row);
+}
+
+// The nvshmem transport: token t's row (x and scales staged once, the metadata per rank) put to
+// each rank of another node it goes to, at its row there; every lane of the warp.
+MM_DEVICE void ep_put_token(const EpArgs& ep, int t, const int* rows, int scales) {
+  const int D = ep.model_dim, meta_bytes = ep_meta_bytes(ep.topk);
+  for (int r = 0; r < ep.world; ++r) {
+    if (rows[r] < 0 || !ep_remote(ep, r)) continue;
+    const i64 row = ep_recv_row(ep, ep.rank, rows[r]);
+    ep_put_warp(ep, r, ep.recv_x_at + row * D, ep_own<u8>(ep, ep.stage_x_at) + (i64)t * D, u64(D));
+    ep_put_warp(ep, r, ep.recv_scales_at + row * scales, ep_own<u8>(ep, ep.stage_scales_at) + (i64)t * scales,
+                u64(scales));
+    ep_put_warp(ep, r, ep.recv_meta_at + row * meta_bytes, ep_meta_out(ep, r, rows[r]), u64(meta_bytes));
+  }
+}
+
 // One warp sends token t.
 template <int kXBlock>
 MM_DEVICE void ep_send_token(const EpArgs& ep, const EpDispatch& d, int t, int lane) {
@@ -37,7 +59,11 @@ MM_DEVICE void ep_send_token(const EpArgs& ep, const EpDispatch& d, int t, int l
   const int my_row = lane < W ? ep.dest_row[t * W + lane] : -1;
   if (mm_ballot(my_row >= 0) == 0) return;  // every slot empty or bad
   int rows[kMaxWorld];
-  for (int r = 0; r < kMaxWorld; ++r) rows[r] = r < W ? mm_shfl(my_row, r) : -1;
+  bool staged = false;  // going to a rank of another node: x staged once
+  for (int r = 0; r < kMaxWorld; ++r) {
+    rows[r] = r < W ? mm_shfl(my_row, r) : -1;
+    staged = staged || (rows[r] >= 0 && ep_remote(ep, r));
+  }
   for (int k0 = 0; k0 < K; k0 += MEGAMOE_WARP_SIZE) {  // lane k: slot k
     const int k = k0 + lane;
     int id = -1, rank = 0;
@@ -45,7 +71,7 @@ MM_DEVICE void ep_send_token(const EpArgs& ep, const EpDispatch& d, int t, int l
     if (k < K) id = d.ids[t * K + k], rank = ep.slot_rank[t * K + k], w = d.weights[t * K + k];
     for (int r = 0; r < W; ++r) {
       if (rows[r] < 0) continue;
-      u8* meta = ep_meta(ep, r, ep.rank, rows[r]);
+      u8* meta = ep_meta_out(ep, r, rows[r]);
       if (k == 0) *reinterpret_cast<int*>(meta) = t;
       if (k < K) {
         const bool here = id >= 0 && id < W * E && id / E == r;
@@ -68,12 +94,17 @@ MM_DEVICE void ep_send_token(const EpArgs& ep, const EpDispatch& d, int t, int l
     else q = quantize_piece<kXBlock / 16>(v);
     if (!live) continue;
     for (int r = 0; r < W; ++r) {
-      if (rows[r] < 0) continue;
+      if (rows[r] < 0 || ep_remote(ep, r)) continue;
       const i64 row = ep_recv_row(ep, ep.rank, rows[r]);
       *reinterpret_cast<uint4*>(ep_at<u8>(ep, r, ep.recv_x_at) + row * D + c) = q.bytes;
       if (c % x_block == 0) ep_at<u8>(ep, r, ep.recv_scales_at)[row * scales + c / x_block] = u8(q.exponent + 127);
     }
+    if (staged) {
+      *reinterpret_cast<uint4*>(ep_own<u8>(ep, ep.stage_x_at) + (i64)t * D + c) = q.bytes;
+      if (c % x_block == 0) ep_own<u8>(ep, ep.stage_scales_at)[(i64)t * scales + c / x_block] = u8(q.exponent + 127);
+    }
   }
+  if (staged) ep_put_token(ep, t, rows, scales);
 }
 
 // One warp lays out row j of source s (kRouted: also x into the routed layout).
@@ -100,6 +131,10 @@ MM_DEVICE void ep_lay_out_row(const EpArgs& ep, const EpDispatch& d, int s, int 
       if (p >= 0) {
         d.row_token[p] = int(row);
         d.row_slot[p] = s * (ep.max_tokens * K) + t * K + k;
+        if (ep_remote(ep, s)) {  // its output goes home by a put from the outbox (send_rows_ep)
+          ep.outbox_home[p] = d.row_slot[p];
+          d.row_slot[p] = ep.world * (ep.max_tokens * K) + p;
+        }
         d.row_weight[p] = __uint_as_float(entry.y);
         r16 = (p - d.expert_offsets[e]) & 15;
       }
@@ -150,6 +185,7 @@ MM_DEVICE void ep_dispatch_block(const EpArgs& ep, const EpDispatch& d, u32 seq)
   if (!ep_aborted(ep))
     for (int base = worker * d.stride; base < d.tokens; base += workers * d.stride)
       for (int t = base; t < min(base + d.stride, d.tokens); ++t) ep_send_token<kXBlock>(ep, d, t, lane);
+  ep_quiet(ep);  // this warp's puts landed before the last block's flag
   if (ep_last_block(ep.state + kStateDispatchDone, u32(d.blocks)) && !ep_aborted(ep))
     ep_signal_all(ep, ep.arrive_flags_at, seq);
   ep_receive<kXBlock, kRouted, kCheck>(ep, d, worker, workers, lane, seq);

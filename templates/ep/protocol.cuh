@@ -3,6 +3,7 @@
 // rank's abort flag, the route kernel's grid barrier, and the last block of a kernel (which
 // signals the peers for all of them).
 #pragma once
+#include "ep/shmem.cuh"
 #include "interface/kernel_args.cuh"
 #include "prelude/megamoe_prelude.cuh"
 
@@ -111,7 +112,7 @@ MM_DEVICE bool ep_last_block(u32* counter, u32 blocks) {
 // The last block's signal to every rank: `flag_at` in each rank's region, at this rank's index,
 // set to seq (a release: what was visible to it before is visible to whoever acquires it).
 MM_DEVICE void ep_signal_all(const EpArgs& ep, u64 flag_at, u32 seq) {
-  for (int r = threadIdx.x; r < ep.world; r += blockDim.x) mm_store_release_system(ep_at<u32>(ep, r, flag_at) + ep.rank, seq);
+  for (int r = threadIdx.x; r < ep.world; r += blockDim.x) ep_set_flag(ep, r, flag_at, ep.rank, seq);
 }
 
 }  // namespace megamoe

@@ -112,7 +112,10 @@ MM_DEVICE void route_ep_send_counts(const RouteEpArgs& a, const RouteEpSpan& sp,
   const int W = sp.W, E = sp.E, G = sp.G, tid = sp.tid, row_words = sp.row_words;
   int* block_counts = sp.block_counts;
   for (int d = blockIdx.x; d < W; d += gridDim.x) {
-    int* to = ep_at<int>(ep, d, ep.counts_at) + ((seq & 1) * W + ep.rank) * (E + 1);
+    // A rank of another node: staged here, then put to the same words of its region.
+    const u64 at = ep.counts_at + u64(((seq & 1) * W + ep.rank) * (E + 1)) * 4;
+    const bool remote = ep_remote(ep, d);
+    int* to = remote ? ep_own<int>(ep, ep.stage_counts_at) + d * (E + 1) : ep_at<int>(ep, d, at);
     for (int e = tid; e <= E; e += kRouteThreads) {
       const int g = e < E ? d * E + e : G + d;  // the last word: tokens to d
       int c = 0;
@@ -121,8 +124,11 @@ MM_DEVICE void route_ep_send_counts(const RouteEpArgs& a, const RouteEpSpan& sp,
     }
     mm_fence_system();
     __syncthreads();
-    if (tid == 0)
-      mm_store_release_system(ep_at<u32>(ep, d, ep.count_flags_at) + (seq & 1) * W + ep.rank, seq);
+    if (remote && tid < MEGAMOE_WARP_SIZE) {
+      ep_put_warp(ep, d, at, to, u64(E + 1) * 4);
+      ep_quiet(ep);  // landed before the flag
+    }
+    if (tid == 0) ep_set_flag(ep, d, ep.count_flags_at, (seq & 1) * W + ep.rank, seq);
   }
 }
 

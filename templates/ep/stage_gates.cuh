@@ -41,23 +41,30 @@ MM_DEVICE void ep_stage1_rows(const RoutedTile& rt, int rows_capacity, int* erro
 
 // Stage2's rows over several ranks: a row's wire code is home * (max_tokens * topk) + slot; its
 // row is on the home rank's wire (bf16, or e4m3 with e8m0 scales per 32).
+// A code past every rank's wire (world x max_tokens x topk + p) is routed row p's row in this
+// rank's outbox: its home is on another node (the nvshmem transport), and send_rows_ep puts it there.
 template <int kWire>
 struct PeerWireRows {
   const EpArgs& ep;
   MM_DEVICE u8* row(int code) const {
     const int slots = ep.max_tokens * ep.topk;
-    return ep.peers[code / slots] + ep.wire_at + (i64)(code % slots) * (kWire == kWireBf16 ? 2 : 1) * ep.model_dim;
+    const i64 row_bytes = (kWire == kWireBf16 ? 2 : 1) * ep.model_dim;
+    if (code >= ep.world * slots) return ep_own<u8>(ep, ep.outbox_at) + (i64)(code - ep.world * slots) * row_bytes;
+    return ep.peers[code / slots] + ep.wire_at + (i64)(code % slots) * row_bytes;
   }
   MM_DEVICE u8* scale_row(int code) const {
     const int slots = ep.max_tokens * ep.topk;
+    if (code >= ep.world * slots)
+      return ep_own<u8>(ep, ep.outbox_scales_at) + (i64)(code - ep.world * slots) * (ep.model_dim / 32);
     return ep.peers[code / slots] + ep.wire_scales_at + (i64)(code % slots) * (ep.model_dim / 32);
   }
 };
 
 // The end of Stage2 on every block: once all of this rank's Stage2 blocks are done, the last one
-// sets this rank's done flag on every rank. Every thread of the block calls it.
+// sets this rank's done flag on every rank; with ranks of other nodes, send_rows_ep does, once it
+// has put their rows. Every thread of the block calls it.
 MM_DEVICE void ep_stage2_done(const EpArgs& ep) {
-  if (ep_last_block(ep.state + kStateStage2Done, gridDim.x) && !ep_aborted(ep))
+  if (ep_last_block(ep.state + kStateStage2Done, gridDim.x) && !ep_aborted(ep) && ep.remote == 0)
     ep_signal_all(ep, ep.done_flags_at, ep_call_seq(ep));
 }
 

@@ -222,6 +222,16 @@ struct EpArgs {
   u64 recv_meta_at;     // [world][max_tokens][ep_meta_bytes(topk)]
   u64 wire_at;          // [max_tokens * topk][model_dim]: bf16, or e4m3 in the first half
   u64 wire_scales_at;   // [max_tokens * topk][model_dim / 32] e8m0 (the fp8 wire)
+  // The nvshmem transport (ep/shmem.cuh): ranks this one reaches by puts (peers[r] null: another
+  // node), and the staging of what it puts there (symmetric region offsets).
+  int remote;             // how many such ranks (0: every rank by load and store)
+  u64 stage_counts_at;    // [world][experts + 1] ints: the counts for each such rank
+  u64 stage_x_at;         // [max_tokens][model_dim] e4m3: each token's x, once
+  u64 stage_scales_at;    // [max_tokens][model_dim / x_block] e8m0
+  u64 stage_meta_at;      // [world][max_tokens][ep_meta_bytes(topk)]: each row's metadata for each rank
+  u64 outbox_at;          // [rows_capacity][model_dim] bf16 (or e4m3): Stage2's rows of such ranks' tokens
+  u64 outbox_scales_at;   // [rows_capacity][model_dim / 32] e8m0
+  int* outbox_home;       // [rows_capacity]: an outbox row's wire code (home x max_tokens x topk + slot)
   // This rank's plan (local):
   int* dest_row;      // [max_tokens][world]: token t's row in rank d's receive buffer, -1 if none
   int* slot_rank;     // [max_tokens * topk]: a slot's rank among this rank's slots to its expert
@@ -315,6 +325,16 @@ struct CombineEpArgs {
   static constexpr const char* kName = "CombineEpArgs";
   CombineArgs combine;
   EpArgs ep;
+};
+
+// send_rows_ep (ep/send_rows_ep.cuh; the nvshmem transport with ranks of other nodes): the
+// outbox's rows put home after Stage2, then this rank's done flags.
+struct SendRowsEpArgs {
+  static constexpr const char* kName = "SendRowsEpArgs";
+  EpArgs ep;
+  const int* expert_offsets;  // [experts + 1]: the routed rows laid out this call
+  const int* row_slot;        // [rows_capacity]: each row's wire code; past every wire, an outbox row
+  int rows_capacity;
 };
 
 // flag_pingpong (ep/flag_pingpong.cuh; megamoe-bench --world W): one thread on each of two GPUs (or

@@ -48,6 +48,7 @@ enum : int {
   kStateStage2Done = 4,
   kStateCombineDone = 5,
   kStateAbort = 6,
+  kStateSendDone = 7,  // the nvshmem transport's send_rows_ep: its blocks done
   kStateWords = 8
 };
 // A slot in a receive buffer's metadata: (local expert << kSlotRankBits) | its rank among the

@@ -377,6 +377,53 @@ def test_graph_capture_and_replay_on_new_inputs(small):
         assert torch.equal(y_static, eager)
 
 
+def test_layers_of_one_runtime_chained_in_one_graph_each_against_its_reference(ex):
+    """A model's MoE layers through one Runtime: three layers with their own weights, chained as a
+    model runs them (each layer's output the next one's input), captured in one CUDA graph and
+    replayed on new inputs; each layer's output against plain PyTorch fp32 of its own weights on
+    the input it got. One workspace: the runtime's, whatever its layers."""
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(41)
+    info = megamoe.config_info(SMALL_CONFIG)
+    runtime = megamoe.Runtime(SMALL_CONFIG, max_tokens=128, device=0)
+    layers, dense = [], []
+    for _ in range(3):
+        layer = runtime.layer()
+        w1, w1s, w2, w2s = ex.random_mxfp4(info, layer.experts_per_rank, "cuda", gen)
+        layer.load_weights(w1, w2, w1s, w2s)
+        layers.append(layer)
+        dense.append((ex.dequantize_mxfp4(w1, w1s), ex.dequantize_mxfp4(w2, w2s)))
+    assert all(l.runtime is runtime for l in layers)
+    stated = megamoe.workspace_bytes(SMALL_CONFIG, max_tokens=128, path=runtime.path, layers=3)
+    assert runtime.workspace_bytes == stated["total"]
+    assert all(l.weights_bytes == stated["weights"] for l in layers)
+    assert stated["model_total"] == stated["total"] + 3 * stated["weights"]
+    tokens = 48
+    x0, _, _ = inputs(layers[0], tokens, seed=1)
+    routes = [inputs(layers[0], tokens, seed=10 + l)[1:] for l in range(3)]
+    runtime.prepare(tokens)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        acts = [x0]
+        for layer, (ids, w) in zip(layers, routes):
+            acts.append(layer(acts[-1], ids, w))
+    for seed in (2, 3):
+        x0.copy_(inputs(layers[0], tokens, seed=seed)[0])
+        for a in acts[1:]:
+            a.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        for l, ((ids, w), (w1f, w2f)) in enumerate(zip(routes, dense)):
+            ref = ex.reference_experts(info, acts[l], ids, w, w1f, w2f)
+            err = ex.rel_l2(acts[l + 1], ref)
+            assert err <= EXACT_BAR, f"layer {l}, replay seed {seed}: relL2 {err}"
+            other = ex.rel_l2(acts[l + 1], ex.reference_experts(info, acts[l], ids, w, *dense[(l + 1) % 3]))
+            assert other > 0.5, f"layer {l} matches another layer's weights (relL2 {other})"
+    assert not runtime.take_errors().any()
+
+
 def test_no_host_sync_inside_a_call(small):
     import torch
 
@@ -609,8 +656,8 @@ def test_layer_matches_transformers_gpt_oss_experts(ex):
     assert not layer.take_errors().any()
 
 
-def _group_rank(rank, world, port, result_dir):
-    """One process of a two-rank group on GPU 0 (ipc between two processes on one GPU)."""
+def _group_rank(rank, world, port, result_dir, **transport):
+    """One process of a two-rank group on GPU 0 (ipc between two processes on one GPU, or as given)."""
     import torch
     import torch.distributed as dist
 
@@ -618,7 +665,8 @@ def _group_rank(rank, world, port, result_dir):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         torch.cuda.set_device(0)
-        layer = megamoe.Layer(SMALL_CONFIG, max_tokens=64, device=0, group=dist.group.WORLD, timeout_ms=20000)
+        layer = megamoe.Layer(SMALL_CONFIG, max_tokens=64, device=0, group=dist.group.WORLD, timeout_ms=20000,
+                              **transport)
         info = megamoe.config_info(SMALL_CONFIG)
         # Every rank draws every rank's weights from one seed and loads its own slice.
         gen = torch.Generator(device="cuda").manual_seed(21)
@@ -637,6 +685,47 @@ def _group_rank(rank, world, port, result_dir):
         dist.destroy_process_group()
 
 
+def _layers_rank(rank, world, port, result_dir):
+    """One process of a two-rank group whose one Runtime serves two layers, called in turn."""
+    import torch
+    import torch.distributed as dist
+
+    ex = load_example()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        torch.cuda.set_device(0)
+        runtime = megamoe.Runtime(SMALL_CONFIG, max_tokens=64, device=0, group=dist.group.WORLD, timeout_ms=20000)
+        info = megamoe.config_info(SMALL_CONFIG)
+        gen = torch.Generator(device="cuda").manual_seed(22)  # every rank draws every layer's weights alike
+        layers, dense = [], []
+        for _ in range(2):
+            layer = runtime.layer()
+            w1, w1s, w2, w2s = ex.random_mxfp4(info, layer.experts_per_rank * world, "cuda", gen)
+            e0, e1 = rank * layer.experts_per_rank, (rank + 1) * layer.experts_per_rank
+            layer.load_weights(w1[e0:e1], w2[e0:e1], w1s[e0:e1], w2s[e0:e1])
+            layers.append(layer)
+            dense.append((ex.dequantize_mxfp4(w1, w1s), ex.dequantize_mxfp4(w2, w2s)))
+        errs = []
+        for call, l in enumerate((0, 1, 0)):  # layer 0, layer 1, layer 0: three calls of the group, no sync
+            x, ids, w = inputs(layers[l], 16 + 8 * rank, seed=50 + 10 * call + rank)
+            y = layers[l](x, ids, w)
+            errs.append((y, ex.reference_experts(info, x, ids, w, *dense[l])))
+        errors = runtime.take_errors()
+        with open(os.path.join(result_dir, f"rank{rank}"), "w") as f:
+            f.write(" ".join(str(ex.rel_l2(y, ref)) for y, ref in errs) + f" {int(errors.any())}")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_group_of_two_processes_serves_two_layers_through_one_runtime(tmp_path):
+    results = [text.split() for text in _two_ranks(_layers_rank, tmp_path)]
+    for rank, values in enumerate(results):
+        *errs, errors = values
+        assert len(errs) == 3 and all(float(e) <= EXACT_BAR for e in errs) and errors == "0", \
+            f"rank {rank}: relL2 per call {errs}, errors {errors}; both: {results}"
+
+
 def _two_ranks(rank_fn, tmp_path):
     """Runs rank_fn(rank, 2, port, result_dir) in two spawned processes; returns each rank's file."""
     import torch.multiprocessing as mp
@@ -650,6 +739,18 @@ def _two_ranks(rank_fn, tmp_path):
 
 def test_a_group_of_two_processes_through_torch_distributed(tmp_path):
     results = [text.split() for text in _two_ranks(_group_rank, tmp_path)]
+    for rank, (err, errors) in enumerate(results):
+        assert float(err) <= EXACT_BAR and errors == "0", f"rank {rank}: relL2 {err}, errors {errors}; both: {results}"
+
+
+def _nvshmem_rank(rank, world, port, result_dir):
+    _group_rank(rank, world, port, result_dir, transport="nvshmem", node_size=1)
+
+
+def test_a_group_of_two_processes_on_nvshmem_every_peer_by_puts(tmp_path):
+    """The nvshmem transport from torch.distributed: two processes on GPU 0, nodes of one rank (so
+    every row, count and flag between them goes by NVSHMEM's puts), each rank against plain PyTorch."""
+    results = [text.split() for text in _two_ranks(_nvshmem_rank, tmp_path)]
     for rank, (err, errors) in enumerate(results):
         assert float(err) <= EXACT_BAR and errors == "0", f"rank {rank}: relL2 {err}, errors {errors}; both: {results}"
 

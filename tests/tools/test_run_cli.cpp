@@ -25,9 +25,15 @@ TEST_CASE("megamoe-run --help and usage errors", "[cli]") {
   CHECK_THAT(out, Catch::Contains("--inputs expects normal, outliers or massive, got 'spiky'"));
   CHECK(run("--config kimi_k3_a8w4 --wat", out) == 2);
   CHECK(run("--config kimi_k3_a8w4 --world 2 --devices 0,0", out) == 2);
-  CHECK_THAT(out, Catch::Contains("--devices is for --transport peer or ipc"));
+  CHECK_THAT(out, Catch::Contains("--devices is for --transport peer, ipc or nvshmem"));
   CHECK(run("--config kimi_k3_a8w4 --world 2 --transport ipc --devices 0", out) == 2);
   CHECK_THAT(out, Catch::Contains("--devices has 1 entries, expected --world = 2"));
+  CHECK(run("--config kimi_k3_a8w4 --world 2 --node-size 1", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--node-size is for --transport nvshmem"));
+  CHECK(run("--config kimi_k3_a8w4 --world 4 --transport nvshmem --node-size 3", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--node-size expects 0 or a divisor of --world = 4, got 3"));
+  CHECK(run("--config kimi_k3_a8w4 --world 2 --transport shmem", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--transport expects loopback, peer, ipc or nvshmem, got 'shmem'"));
   CHECK(run("--config kimi_k3_a8w4 --world 17", out) == 2);
   CHECK_THAT(out, Catch::Contains("--world expects 1..16"));
   CHECK(run("--config kimi_k3_a8w4 --experts-per-rank -1", out) == 2);

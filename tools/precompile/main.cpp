@@ -45,6 +45,9 @@ Compiles the kernels of a config's batch-size buckets into the kernel cache
   --world N        1 (default): the single-GPU layer's kernels; more: those a rank of an
                    expert-parallel group launches (the fused and the serial path's; the same
                    kernels for any N > 1)
+  --transport T    with --world N > 1: nvshmem for the nvshmem transport's kernels (linked with
+                   NVSHMEM's device library, found as at run time: MEGAMOE_NVSHMEM_DIR); any
+                   other transport runs the same kernels as the default
   -j N             parallel compiles (default: all cores)
   --list           list the kernels of each bucket, compile nothing
   --dry-run        say per kernel whether it is cached, compile nothing
@@ -59,6 +62,7 @@ struct Args {
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
   int world = 1;
   int shared = -1;  // --shared-experts (-1: the config's)
+  bool nvshmem = false;  // --transport nvshmem
 };
 
 constexpr const char* kTool = "megamoe-precompile";
@@ -82,6 +86,12 @@ Args parse(int argc, char** argv) {
     else if (s == "--path") a.path = value();
     else if (s == "-j") a.jobs = parse_int(s, value());
     else if (s == "--world") a.world = parse_int(s, value());
+    else if (s == "--transport") {
+      const std::string t = value();
+      if (t != "loopback" && t != "peer" && t != "ipc" && t != "nvshmem")
+        usage_error("--transport expects loopback, peer, ipc or nvshmem, got '" + t + "'");
+      a.nvshmem = t == "nvshmem";
+    }
     else if (s == "--shared-experts") {
       a.shared = parse_int(s, value());
       if (a.shared < 0) usage_error("--shared-experts expects a count of at least 0");
@@ -94,6 +104,7 @@ Args parse(int argc, char** argv) {
   if (a.all == !a.buckets.empty()) usage_error("give either --bucket N (one or more) or --all");
   if (a.jobs < 1) usage_error("-j must be at least 1");
   if (a.world < 1 || a.world > kMaxWorld) usage_error("--world expects 1.." + std::to_string(int(kMaxWorld)));
+  if (a.nvshmem && a.world < 2) usage_error("--transport nvshmem is for --world N > 1");
   if (a.path != "auto" && a.path != "portable" && a.path != "tensor_core" && a.path != "hopper" && a.path != "all")
     usage_error("--path expects auto, portable, tensor_core, hopper or all, got '" + a.path + "'");
   return a;
@@ -126,7 +137,7 @@ int main(int argc, char** argv) {
     }
 
     // One job per distinct key: buckets that share a kernel compile it once.
-    std::vector<PrecompileJob> jobs = plan_precompile(builder, config, buckets, paths, args.world);
+    std::vector<PrecompileJob> jobs = plan_precompile(builder, config, buckets, paths, args.world, args.nvshmem);
 
     fmt::print("config {} ({}), {} bucket(s), {} distinct kernel(s), {} for {}, cache {}\n", config.name,
                config.source, buckets.size(), jobs.size(), compiler->identity(), arch,

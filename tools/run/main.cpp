@@ -30,7 +30,7 @@ namespace {
 
 const char* kUsage = R"(usage: megamoe-run --config NAME [--bs LIST] [--route KIND | --routing-file F] [--seed S]
                    [--inputs normal|outliers|massive] [--check] [--ref-tokens N] [--save-routing F] [--path P]
-                   [--world W [--transport loopback|peer|ipc] [--devices LIST] [--serial] [--taper]]
+                   [--world W [--transport loopback|peer|ipc|nvshmem] [--devices LIST] [--node-size N] [--serial] [--taper]]
                    [--experts-per-rank N] [--capacity R] [--redundant-experts N]
                    [--shared-experts N [--shared-scale F]]
 
@@ -80,10 +80,13 @@ give the same bits.
                     references add them
   --shared-scale F  the shared experts' weight in every token's sum (default 1)
   --transport T     loopback (default: every rank on GPU 0), peer (rank r on GPU r, one process),
-                    ipc (a process of this tool per rank, rank r on GPU r)
-  --devices LIST    peer and ipc: rank r on GPU LIST[r] (W entries; default 0,1,...,W-1). With
-                    ipc, ranks may share a GPU (0,0: two processes on GPU 0, which then runs
-                    one process's kernels at a time, slices of time each: slow, for checking)
+                    ipc (a process of this tool per rank, rank r on GPU r), nvshmem (as ipc, the
+                    group on NVSHMEM: docs/ep.md, "Over nodes: NVSHMEM")
+  --devices LIST    peer, ipc and nvshmem: rank r on GPU LIST[r] (W entries; default 0,1,...,W-1).
+                    With ipc or nvshmem, ranks may share a GPU (0,0: two processes on GPU 0, which
+                    then runs one process's kernels at a time, slices of time each: slow, for checking)
+  --node-size N     nvshmem: N consecutive ranks a node (0, the default: the ranks NVSHMEM maps
+                    here); ranks of other nodes get NVSHMEM's puts (1: every rank, also on one GPU)
   --serial          the serial path: dispatch, the expert GEMMs and combine as separate launches
   --taper           rank r gets bs x (W - r) / W tokens instead of bs (unequal token counts)
 Exit status: 0 on success, 1 on a failed check or error, 2 on bad usage, 3 when no GPU is present.
@@ -101,7 +104,8 @@ struct Args {
   std::uint64_t seed = 123;
   std::size_t ref_tokens = 256;
   bool check = false, serial = false, taper = false;
-  int world = 1, rank = -1;  // rank: a child process of --transport ipc
+  int world = 1, rank = -1;  // rank: a child process of --transport ipc or nvshmem
+  int node_size = 0;         // --transport nvshmem: ranks a node
   int experts_per_rank = 0;  // 0: the config's model.experts / world
   int redundant = 0;         // expert slots beyond the model's (EPLB)
   int shared = -1;           // shared experts (-1: the config's)
@@ -144,11 +148,13 @@ Args parse(int argc, char** argv) {
     }
     else if (s == "--transport") {
       const std::string t = value();
-      if (t != "loopback" && t != "peer" && t != "ipc") usage_error("--transport expects loopback, peer or ipc, got '" + t + "'");
+      if (t != "loopback" && t != "peer" && t != "ipc" && t != "nvshmem")
+        usage_error("--transport expects loopback, peer, ipc or nvshmem, got '" + t + "'");
       a.transport = transport_from_name(t);
     } else if (s == "--devices") {
       for (std::int64_t d : list(value())) a.devices.push_back(int(d));
-    } else if (s == "--serial") a.serial = true;
+    } else if (s == "--node-size") a.node_size = int(cli::parse_int(kTool, s, value()));
+    else if (s == "--serial") a.serial = true;
     else if (s == "--taper") a.taper = true;
     else if (s == "--ipc-rank") a.rank = int(cli::parse_int(kTool, s, value()));  // internal: a child of ipc
     else if (s == "--capacity") a.capacity = cli::parse_int(kTool, s, value());
@@ -174,12 +180,15 @@ Args parse(int argc, char** argv) {
   if (a.redundant < 0) usage_error(fmt::format("--redundant-experts expects a count of at least 0, got {}", a.redundant));
   if (a.world < 1 || a.world > kMaxWorld) usage_error(fmt::format("--world expects 1..{}", int(kMaxWorld)));
   if (!a.devices.empty()) {
-    if (a.transport == Transport::loopback) usage_error("--devices is for --transport peer or ipc");
+    if (a.transport == Transport::loopback) usage_error("--devices is for --transport peer, ipc or nvshmem");
     if (int(a.devices.size()) != a.world)
       usage_error(fmt::format("--devices has {} entries, expected --world = {}", a.devices.size(), a.world));
     if (std::any_of(a.devices.begin(), a.devices.end(), [](int d) { return d < 0; }))
       usage_error("--devices expects GPU ordinals >= 0");
   }
+  if (a.node_size != 0 && a.transport != Transport::nvshmem) usage_error("--node-size is for --transport nvshmem");
+  if (a.node_size < 0 || (a.node_size > 0 && a.world % a.node_size))
+    usage_error(fmt::format("--node-size expects 0 or a divisor of --world = {}, got {}", a.world, a.node_size));
   if (a.world > 1 && (!a.routing_file.empty() || !a.save_routing.empty()))
     usage_error("--routing-file and --save-routing are for --world 1");
   const auto& kinds = workload::routing_kinds();
@@ -350,6 +359,7 @@ RuntimeOptions options_for(const Args& a, std::int64_t max_tokens) {
   o.path = a.path;
   o.world = a.world;
   o.transport = a.transport;
+  o.node_size = a.node_size;
   o.devices = a.devices;
   o.serial = a.serial;
   o.routed_rows_capacity = a.capacity;
@@ -377,7 +387,7 @@ void print_header(const Runtime& rt, const Args& a) {
              a.world > 1 ? " of each rank (the worst rank's numbers)" : "");
 }
 
-// --transport ipc: this tool once per rank, each on its GPU, meeting in a fresh folder.
+// --transport ipc or nvshmem: this tool once per rank, each on its GPU, meeting in a fresh folder.
 int spawn_ipc_ranks(const Args& a, int argc, char** argv) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / fmt::format("megamoe-run-{}", getpid());
@@ -416,7 +426,8 @@ int main(int argc, char** argv) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // loopback ranks' streams on queues of their own (docs/ep.md)
   const Args a = parse(argc, argv);
   return cli::run_reporting_errors([&] {
-    if (a.world > 1 && a.transport == Transport::ipc && a.rank < 0) return spawn_ipc_ranks(a, argc, argv);
+    const bool processes = a.transport == Transport::ipc || a.transport == Transport::nvshmem;
+    if (a.world > 1 && processes && a.rank < 0) return spawn_ipc_ranks(a, argc, argv);
     workload::Routing replay;
     std::vector<std::int64_t> sizes = a.sizes;
     if (!a.routing_file.empty()) replay = workload::read_routing(a.routing_file), sizes = {replay.tokens};
@@ -426,7 +437,7 @@ int main(int argc, char** argv) {
     std::vector<std::unique_ptr<Runtime>> owned;
     Config config = cli::load_for_world(a.config, a.world, a.experts_per_rank);
     if (a.shared >= 0) config = with_shared_experts(std::move(config), a.shared, a.shared_scale);
-    if (a.rank >= 0) {  // a rank of --transport ipc
+    if (a.rank >= 0) {  // a rank of --transport ipc or nvshmem
       options.rank = a.rank, options.device = a.devices.empty() ? a.rank : a.devices[std::size_t(a.rank)];
       options.all_gather = folder_all_gather(a.bootstrap, a.rank, a.world);
       owned.push_back(Runtime::create(std::move(config), options));

@@ -81,6 +81,7 @@ class CudaModule final : public Module {
       throw DeviceError(fmt::format("megamoe: kernel {} not found in its module: {}", symbol, error_text(r)));
     return f;
   }
+  void* handle() override { return m_; }
 
  private:
   CUmodule m_;
@@ -294,6 +295,11 @@ class CudaDevice final : public Device {
  private:
   // The driver's current context is per thread; make ours current before each call.
   void current() { check(driver().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
+
+ public:
+  void make_current() override { current(); }
+
+ private:
 
   int ordinal_ = 0;
   CUdevice dev_ = 0;

@@ -1,4 +1,5 @@
-// The cuda backend's compiler: NVRTC, producing a cubin for one sm_XY[a] target.
+// The cuda backend's compiler: NVRTC, producing a cubin for one sm_XY[a] target; a kernel with
+// link inputs is compiled to LTO-IR and linked with them by nvJitLink.
 #include <algorithm>
 #include <nvrtc.h>
 
@@ -6,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "backend/backend.hpp"
+#include "backend/cuda/nvjitlink_linker.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {
@@ -22,6 +24,13 @@ int sm_number(const std::string& arch) {
   if (!digits.empty() && digits.back() == 'a') digits.pop_back();
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
   return std::stoi(digits);
+}
+
+// The target of an option list ("--gpu-architecture=sm_90a").
+std::string arch_of(const std::vector<std::string>& options) {
+  for (const std::string& o : options)
+    if (o.starts_with("--gpu-architecture=")) return o.substr(19);
+  throw Error("megamoe: NVRTC options without --gpu-architecture: the link needs the target");
 }
 
 class NvrtcCompiler final : public Compiler {
@@ -52,6 +61,8 @@ class NvrtcCompiler final : public Compiler {
   }
 
   std::string binary_suffix() const override { return "cubin"; }
+  std::vector<std::string> link_options() const override { return {"-dlto", "--relocatable-device-code=true"}; }
+  std::string linker_identity() const override { return nvjitlink_identity(); }
 
   CompileOutput compile(const CompileInput& in) const override {
     std::vector<const char*> header_texts, header_names, options;
@@ -79,6 +90,15 @@ class NvrtcCompiler final : public Compiler {
       return out;
     }
     std::size_t size = 0;
+    if (!in.link.empty()) {
+      check(nvrtcGetLTOIRSize(prog, &size), "nvrtcGetLTOIRSize");
+      std::string lto(size, '\0');
+      check(nvrtcGetLTOIR(prog, lto.data()), "nvrtcGetLTOIR");
+      std::string link_log;
+      out.ok = link_lto(arch_of(in.options), lto, in.link, out.binary, link_log);
+      if (!link_log.empty()) out.log += (out.log.empty() ? "" : "\n") + link_log;
+      return out;
+    }
     check(nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
     out.binary.resize(size);
     check(nvrtcGetCUBIN(prog, out.binary.data()), "nvrtcGetCUBIN");

@@ -38,7 +38,12 @@ class HiprtcCompiler final : public Compiler {
 
   std::string binary_suffix() const override { return "hsaco"; }
 
+  std::vector<std::string> link_options() const override { return {}; }
+  std::string linker_identity() const override {
+    throw Error("megamoe: the hip backend links no device library into a kernel (the nvshmem transport is NVIDIA's)");
+  }
   CompileOutput compile(const CompileInput& in) const override {
+    if (!in.link.empty()) linker_identity();  // throws
     auto& l = hip::loaded_library();
     auto check = [&](hiprtcResult r, const char* what) {
       if (r != HIPRTC_SUCCESS)
