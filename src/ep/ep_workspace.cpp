@@ -24,7 +24,7 @@ SymmetricLayout ep_symmetric_layout(const Config& config, const RuntimeOptions& 
                           o.transport == Transport::nvshmem ? rows_capacity : -1);
 }
 
-SymmetricRegion::SymmetricRegion(Device& device, std::size_t bytes, bool nvshmem) : bytes_(bytes), nvshmem_(nvshmem) {
+SymmetricRegion::SymmetricRegion(Device& device, std::size_t bytes, bool nvshmem) : bytes_(bytes) {
   if (nvshmem) {
     device.make_current();
     ptr_ = Nvshmem::get().malloc(bytes);
@@ -34,10 +34,9 @@ SymmetricRegion::SymmetricRegion(Device& device, std::size_t bytes, bool nvshmem
   }
 }
 
-SymmetricRegion::~SymmetricRegion() {
-  // NVSHMEM's free is collective: a group's ranks are destroyed together (docs/ep.md).
-  if (nvshmem_ && ptr_) Nvshmem::get().free(ptr_);
-}
+// NVSHMEM's free is collective (a barrier of every PE): a rank destroyed while a peer has failed
+// or exited would hang in it, so the heap's region is kept until the process ends, as NVSHMEM is.
+SymmetricRegion::~SymmetricRegion() = default;
 
 std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config, const RuntimeOptions& o,
                                                  int x_block, long long rows_capacity) {

@@ -33,7 +33,7 @@ SymmetricLayout ep_symmetric_layout(const Config& config, const RuntimeOptions& 
                                     long long rows_capacity);
 
 // A rank's symmetric region: device memory of its own (loopback, peer, ipc), or NVSHMEM's
-// symmetric heap (nvshmem: collective, every rank the same bytes).
+// symmetric heap (nvshmem: collective, every rank the same bytes; kept until the process ends).
 class SymmetricRegion {
  public:
   SymmetricRegion() = default;
@@ -47,7 +47,6 @@ class SymmetricRegion {
   DeviceBuffer owned_;
   void* ptr_ = nullptr;
   std::size_t bytes_ = 0;
-  bool nvshmem_ = false;
 };
 
 struct EpWorkspace {

@@ -157,9 +157,10 @@ std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(std::string_view con
 std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(Config config, RuntimeOptions options) {
   if (options.world < 1 || options.world > kMaxWorld)
     throw Error(fmt::format("megamoe: RuntimeOptions.world = {}, expected 1..{}", options.world, int(kMaxWorld)));
-  if (options.transport == Transport::ipc)
-    throw Error("megamoe: Runtime::create_ranks makes the ranks of one process (transport loopback or peer); with "
-                "ipc, each process calls Runtime::create");
+  if (options.transport == Transport::ipc || options.transport == Transport::nvshmem)
+    throw Error(fmt::format("megamoe: Runtime::create_ranks makes the ranks of one process (transport loopback or "
+                            "peer); with {}, each process calls Runtime::create",
+                            to_string(options.transport)));
   const int world = options.world;
   config = config_for_options(std::move(config), options);  // before a GPU is opened
   std::vector<int> devices = options.devices;

@@ -206,7 +206,8 @@ def test_bad_ids_are_skipped_and_counted(small, ex):
 def test_workspace_bytes_is_what_was_stated_before_creation(small):
     layer = small[0]
     stated = megamoe.workspace_bytes(SMALL_CONFIG, max_tokens=256, path=layer.path)
-    assert layer.workspace == stated and layer.workspace_bytes == stated["total"] > 0
+    assert layer.workspace == {k: stated[k] for k in layer.workspace} and layer.workspace_bytes == stated["total"] > 0
+    assert layer.weights_bytes == stated["weights"] > 0 and stated["model_total"] == stated["total"] + stated["weights"]
     assert layer.routed_rows_capacity == 256 * layer.topk
 
 
@@ -379,7 +380,7 @@ def test_graph_capture_and_replay_on_new_inputs(small):
 
 def test_layers_of_one_runtime_chained_in_one_graph_each_against_its_reference(ex):
     """A model's MoE layers through one Runtime: three layers with their own weights, chained as a
-    model runs them (each layer's output the next one's input), captured in one CUDA graph and
+    model runs them (each layer's output, RMS-normalised, the next one's input), captured in one CUDA graph and
     replayed on new inputs; each layer's output against plain PyTorch fp32 of its own weights on
     the input it got. One workspace: the runtime's, whatever its layers."""
     import torch
@@ -404,22 +405,27 @@ def test_layers_of_one_runtime_chained_in_one_graph_each_against_its_reference(e
     routes = [inputs(layers[0], tokens, seed=10 + l)[1:] for l in range(3)]
     runtime.prepare(tokens)
     torch.cuda.synchronize()
+    def rms_norm(h):  # between two MoE layers, as a model's block normalises its hidden state
+        h = h.float()
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(torch.bfloat16)
+
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        acts = [x0]
+        ins, outs = [x0], []
         for layer, (ids, w) in zip(layers, routes):
-            acts.append(layer(acts[-1], ids, w))
+            outs.append(layer(ins[-1], ids, w))
+            ins.append(rms_norm(outs[-1]))
     for seed in (2, 3):
         x0.copy_(inputs(layers[0], tokens, seed=seed)[0])
-        for a in acts[1:]:
-            a.fill_(float("nan"))
+        for y in outs:
+            y.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
         for l, ((ids, w), (w1f, w2f)) in enumerate(zip(routes, dense)):
-            ref = ex.reference_experts(info, acts[l], ids, w, w1f, w2f)
-            err = ex.rel_l2(acts[l + 1], ref)
+            ref = ex.reference_experts(info, ins[l], ids, w, w1f, w2f)
+            err = ex.rel_l2(outs[l], ref)
             assert err <= EXACT_BAR, f"layer {l}, replay seed {seed}: relL2 {err}"
-            other = ex.rel_l2(acts[l + 1], ex.reference_experts(info, acts[l], ids, w, *dense[(l + 1) % 3]))
+            other = ex.rel_l2(outs[l], ex.reference_experts(info, ins[l], ids, w, *dense[(l + 1) % 3]))
             assert other > 0.5, f"layer {l} matches another layer's weights (relL2 {other})"
     assert not runtime.take_errors().any()
 
@@ -782,7 +788,7 @@ def _strict_rank(rank, world, port, result_dir):
         except megamoe.DroppedRowsError as e:
             outcome = f"dropped {e.dropped_rows} capacity {e.capacity}"
         with open(os.path.join(result_dir, f"rank{rank}"), "w") as f:
-            f.write(f"{int(layer.workspace == stated)}|{outcome}")
+            f.write(f"{int(layer.workspace == {k: stated[k] for k in layer.workspace})}|{outcome}")
         dist.barrier()
     finally:
         dist.destroy_process_group()

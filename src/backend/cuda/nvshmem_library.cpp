@@ -45,7 +45,7 @@ std::vector<std::string> nvshmem_search_dirs() {
 // starts the host side alone, as a program whose kernels are loaded modules needs).
 #define MEGAMOE_NVSHMEM_FUNCTIONS(X)                                                                      \
   X(nvshmemx_get_uniqueid) X(nvshmemx_set_attr_uniqueid_args) X(nvshmemx_hostlib_init_attr) X(nvshmem_my_pe) \
-  X(nvshmem_n_pes) X(nvshmem_malloc) X(nvshmem_free) X(nvshmem_ptr) X(nvshmem_barrier_all)                   \
+  X(nvshmem_n_pes) X(nvshmem_malloc) X(nvshmem_ptr)                   \
   X(nvshmemx_cumodule_init) X(nvshmem_info_get_name)
 
 struct Nvshmem::Api {
@@ -178,9 +178,7 @@ void* Nvshmem::malloc(std::size_t bytes) {
   return p;
 }
 
-void Nvshmem::free(void* ptr) { api_->nvshmem_free(ptr); }
 void* Nvshmem::ptr(void* symmetric, int pe) const { return api_->nvshmem_ptr(symmetric, pe); }
-void Nvshmem::barrier_all() { api_->nvshmem_barrier_all(); }
 void Nvshmem::module_init(void* cumodule) {
   check(api_->nvshmemx_cumodule_init(static_cast<CUmodule>(cumodule)), "nvshmemx_cumodule_init");
 }
@@ -200,9 +198,7 @@ std::string_view Nvshmem::shim_object() const { return {}; }
 std::vector<std::uint8_t> Nvshmem::unique_id() { return {}; }
 void Nvshmem::init(const std::vector<std::uint8_t>&, int, int, std::size_t) {}
 void* Nvshmem::malloc(std::size_t) { return nullptr; }
-void Nvshmem::free(void*) {}
 void* Nvshmem::ptr(void*, int) const { return nullptr; }
-void Nvshmem::barrier_all() {}
 void Nvshmem::module_init(void*) {}
 
 #endif

@@ -38,10 +38,8 @@ class Nvshmem {
   bool initialized() const { return initialized_; }
 
   void* malloc(std::size_t bytes);  // collective: every PE, the same bytes, in the same order
-  void free(void* ptr);             // collective
   // `symmetric` of PE `pe` as this PE can load and store it, or null where it cannot (another node).
   void* ptr(void* symmetric, int pe) const;
-  void barrier_all();
   // A module whose kernels call NVSHMEM: its device state set (before any of them runs).
   void module_init(void* cumodule);
 
