@@ -13,6 +13,7 @@
 
 int ipc_child(int argc, char** argv);       // runtime/test_ipc_gpu.cpp
 int ipc_lost_child(int argc, char** argv);  // runtime/test_ipc_gpu.cpp
+int nvshmem_burst_child(int argc, char** argv);  // runtime/test_nvshmem_gpu.cpp
 
 int main(int argc, char** argv) {
   // Loopback ranks each launch on their own stream: enough hardware queues that no rank's kernel
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   if (argc >= 2 && std::string(argv[1]) == "--ipc-child") return ipc_child(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "--ipc-lost-child") return ipc_lost_child(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "--nvshmem-burst-child") return nvshmem_burst_child(argc, argv);
   if (argc == 3 && std::string(argv[1]) == "--write-configs") {
     megamoe::test::write_config_variants(argv[2]);
     for (const auto& v : megamoe::test::config_variants()) std::printf("%s/%s.json\n", argv[2], v.name.c_str());

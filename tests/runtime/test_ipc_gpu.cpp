@@ -127,17 +127,19 @@ bool hold_stream(StreamHandle stream) {
 }
 }  // namespace
 
-// A child: megamoe_gpu_tests --ipc-lost-child RANK DIR CONFIG. Both ranks make their runtime and
-// weights and meet; both call; rank 1 launches its call behind a held stream (so none of its
-// kernels has run) and is then killed (SIGKILL). Rank 0 exits 0 when take_errors() raised PeerTimeoutError naming rank 1 within the
-// bound (and a slack for the GPU's time slices between the two processes).
+// A child: megamoe_gpu_tests --ipc-lost-child RANK DIR CONFIG [nvshmem]. Both ranks make their
+// runtime (ipc, or nvshmem with nodes of one rank: every peer by puts) and weights and meet; both
+// call; rank 1 launches its call behind a held stream (so none of its kernels has run) and is
+// then killed (SIGKILL). Rank 0 exits 0 when take_errors() raised PeerTimeoutError naming rank 1
+// within the bound (and a slack for the GPU's time slices between the two processes).
 int ipc_lost_child(int argc, char** argv) {
-  if (argc != 5) return 2;
+  if (argc != 5 && argc != 6) return 2;
   const int rank = std::stoi(argv[2]);
   try {
     AllGather gather = folder_all_gather(argv[3], rank, 2, 120000);
     RuntimeOptions o;
     o.world = 2, o.rank = rank, o.transport = Transport::ipc, o.device = 0;
+    if (argc == 6 && std::string(argv[5]) == "nvshmem") o.transport = Transport::nvshmem, o.node_size = 1;
     o.max_tokens = 64, o.timeout_ms = kLostTimeoutMs;
     o.all_gather = gather;  // the same rounds: this process's later gathers follow the runtime's
     auto rt = Runtime::create(argv[4], o);
@@ -177,8 +179,17 @@ int ipc_lost_child(int argc, char** argv) {
   }
 }
 
+namespace megamoe::test {
+// The lost-peer children over `transport` ("ipc" or "nvshmem"), checked (the nvshmem suite too).
+void lost_peer_case(const std::string& transport);
+}  // namespace megamoe::test
+
 TEST_CASE("ipc: a rank killed mid-call ends the other's call in PeerTimeoutError within the bound; nothing hangs",
           "[gpu][ep][ipc]") {
+  test::lost_peer_case("ipc");
+}
+
+void megamoe::test::lost_peer_case(const std::string& transport) {
   test::TempDir dir;
   const std::string config = test::write_config_variant(dir.path(), "small_x256_partial");
   const std::string boot = (dir.path() / "boot").string();
@@ -189,7 +200,7 @@ TEST_CASE("ipc: a rank killed mid-call ends the other's call in PeerTimeoutError
     if (pid == 0) {
       const std::string r = std::to_string(rank);
       execl("/proc/self/exe", "megamoe_gpu_tests", "--ipc-lost-child", r.c_str(), boot.c_str(), config.c_str(),
-            (char*)nullptr);
+            transport.c_str(), (char*)nullptr);
       _exit(127);
     }
     children.push_back(pid);
