@@ -56,16 +56,17 @@ def activation(info, gate, up):
     if kind == "situv2":
         b, lb = info["beta"], info["linear_beta"]
         return b * torch.tanh(gate / b) * torch.sigmoid(gate) * (lb * torch.tanh(up / lb))
-    if kind == "swiglu":
-        limit = info["limit"]
+    if kind == "swiglu":  # gpt-oss's: gate clamped above, up both ways, alpha in the sigmoid, up offset
+        limit, alpha, offset = info["limit"], info["alpha"], info["up_offset"]
         gate, up = gate.clamp(max=limit), up.clamp(-limit, limit)
-        return torch.nn.functional.silu(gate) * up
+        return gate * torch.sigmoid(alpha * gate) * (up + offset)
     raise ValueError(f"activation {kind!r}")
 
 
-def reference_experts(info, x, ids, weights, w1, w2):
-    """y[t] = sum_k weights[t, k] * W2_e act(W1gate_e x[t], W1up_e x[t]) in fp32, e = ids[t, k];
-    w1 [E, 2I, D] and w2 [E, D, I] fp32 (the dequantized MXFP4 weights); ids outside [0, E) are
+def reference_experts(info, x, ids, weights, w1, w2, b1=None, b2=None):
+    """y[t] = sum_k weights[t, k] * (W2_e act(W1gate_e x[t] + b1gate_e, W1up_e x[t] + b1up_e) + b2_e)
+    in fp32, e = ids[t, k]; w1 [E, 2I, D] and w2 [E, D, I] fp32 (the dequantized MXFP4 weights),
+    the expert biases b1 [E, 2I] and b2 [E, D] where the config has them; ids outside [0, E) are
     skipped."""
     inter = info["inter_dim"]
     y = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
@@ -75,14 +76,18 @@ def reference_experts(info, x, ids, weights, w1, w2):
             continue
         t, k = torch.nonzero(ids == e, as_tuple=True)
         h = xf[t] @ w1[e].t()
+        if b1 is not None:
+            h = h + b1[e].float()
         out = activation(info, h[:, :inter], h[:, inter:]) @ w2[e].t()
+        if b2 is not None:
+            out = out + b2[e].float()
         y.index_add_(0, t, out * weights[t, k].unsqueeze(-1))
     return y
 
 
-def reference_block(block, info, x, w1, w2):
+def reference_block(block, info, x, w1, w2, b1=None, b2=None):
     ids, weights = block.route(x)
-    return reference_experts(info, x, ids, weights, w1, w2)
+    return reference_experts(info, x, ids, weights, w1, w2, b1, b2)
 
 
 def random_mxfp4(info, experts, device, generator):
@@ -120,7 +125,11 @@ def main():
     layer = megamoe.Layer(args.config, max_tokens=max(tokens), device=0, experts_per_rank=args.experts_per_rank)
     info = megamoe.config_info(args.config)
     w1, w1s, w2, w2s = random_mxfp4(info, layer.experts_per_rank, device, gen)
-    layer.load_weights(w1, w2, w1s, w2s)
+    biases = {}
+    if info["expert_biases"]:  # gpt-oss: b1 [E, 2I] (gate rows then up) and b2 [E, D]
+        biases = {"b1": torch.randn(layer.experts_per_rank, 2 * layer.inter_dim, device=device, generator=gen) * 0.05,
+                  "b2": torch.randn(layer.experts_per_rank, layer.model_dim, device=device, generator=gen) * 0.05}
+    layer.load_weights(w1, w2, w1s, w2s, layout="halves", **biases)  # drawn as gate rows, then up rows
     router = torch.randn(layer.experts_per_rank, layer.model_dim, device=device, generator=gen) * 0.05
     block = MoEBlock(layer, router)
     run = torch.compile(block, fullgraph=True) if args.compile else block
@@ -130,7 +139,7 @@ def main():
     for t in tokens:
         x = torch.randn(t, layer.model_dim, device=device, generator=gen).to(torch.bfloat16)
         y = run(x)
-        ref = reference_block(block, info, x, w1f, w2f)
+        ref = reference_block(block, info, x, w1f, w2f, biases.get("b1"), biases.get("b2"))
         err = rel_l2(y, ref)
         ok = err <= 0.06 and not layer.take_errors().any()
         failed += not ok

@@ -152,7 +152,7 @@ class Layer:
                 f"path={self.path!r}, world={self.world}, rank={self.rank})")
 
     # --- weights ---
-    def load_weights(self, w1, w2, w1_scales=None, w2_scales=None, *, layout="halves", b1=None, b2=None):
+    def load_weights(self, w1, w2, w1_scales=None, w2_scales=None, *, layout=None, b1=None, b2=None):
         """Loads this rank's expert weights (E = experts_per_rank + shared_experts: the rank's routed
         experts, then the model's shared ones; D = model_dim, I = inter_dim; W1's rows 0..I-1 are
         gate, I..2I-1 up).
@@ -167,7 +167,9 @@ class Layer:
         as float32): b1 added to GEMM1's outputs before the activation, b2 to GEMM2's before the
         route weight. Both or neither, as the config's model.expert_biases says (expert_biases).
 
-        layout: how the checkpoint stores W1 (docs/layer.md, "Checkpoint layouts").
+        layout: how the checkpoint stores W1 (docs/layer.md, "Checkpoint layouts"); None (the
+        default): "halves", except for a SwiGLU config (gpt-oss), which must name it, since the
+        shapes cannot tell halves from gpt-oss's rows interleaved.
         "halves": one tensor, gate rows then up rows (the library's own; transformers' Qwen3-MoE
         gate_up_proj); b1 gate then up.
         "separate_gate_up": w1 = (gate, up), each [E, I, D/2] (dense: [E, I, D]), and w1_scales =
@@ -188,17 +190,28 @@ class Layer:
         Returns the number of MX blocks the kernels' layout flushed to zero (scales too far below
         their row's largest; 0 for most checkpoints)."""
         weights = self._upload(self.experts_per_rank + self.shared_experts, False, w1, w2, w1_scales, w2_scales,
-                               layout, b1, b2)
+                               self._layout(layout), b1, b2)
         self._weights = weights
         return weights.flushed_blocks
 
-    def stage_experts(self, w1, w2, w1_scales=None, w2_scales=None, *, layout="halves", b1=None, b2=None):
+    def stage_experts(self, w1, w2, w1_scales=None, w2_scales=None, *, layout=None, b1=None, b2=None):
         """Experts for replace_experts: any number n of experts, given as load_weights takes them
         (the same formats, layouts and biases, with n for experts_per_rank), converted to the
         layer's layout in device memory of their own (this allocates and waits for the upload).
         Returns the staged experts (.experts, .flushed_blocks, .bytes)."""
+        layout = self._layout(layout)
         n = _leading_dim(w1[0] if layout == "separate_gate_up" and isinstance(w1, (tuple, list)) else w1)
         return self._upload(n, True, w1, w2, w1_scales, w2_scales, layout, b1, b2)
+
+    def _layout(self, layout):
+        """The checkpoint layout: as given, else halves; a SwiGLU model (gpt-oss) must name it."""
+        if layout is not None:
+            return layout
+        if self._info["activation"] == "swiglu":
+            raise InputError("layout", "not given", "layout='gpt_oss' for gpt-oss's checkpoint (gate and up "
+                             "interleaved by row, as its *_blocks and *_scales ship) or layout='halves' (gate rows, "
+                             f"then up rows): for config {self.config!r} the shapes cannot tell them apart")
+        return "halves"
 
     def replace_experts(self, slots, staged, *, stream=None):
         """Copies staged experts into this rank's slots, staged expert i into slots[i] (local

@@ -344,6 +344,7 @@ class PyRuntime {
     const Config& c = runtime_->config();
     nb::dict d;
     d["config"] = c.name, d["path"] = std::string(to_string(runtime_->path()));
+    d["activation"] = std::string(to_string(c.activation.kind));
     d["path_note"] = runtime_->path_choice().note;
     d["world"] = runtime_->world(), d["rank"] = runtime_->rank();
     d["max_tokens"] = runtime_->options().max_tokens, d["device"] = runtime_->options().device;

@@ -382,3 +382,19 @@ def test_runtime_arguments_are_checked_before_a_gpu_is_opened(args, field, expec
 def test_an_unknown_config_is_a_config_error_before_a_gpu_is_opened():
     with pytest.raises(megamoe.ConfigError, match="no_such_model"):
         megamoe.Layer("no_such_model")
+
+
+def test_a_swiglu_model_must_name_its_checkpoint_layout():
+    """gpt-oss's blocks flattened to [E, 2I, D/2] look like halves: the layout must be named."""
+    layer = offline_layer(config="gpt_oss_20b_a8w4")
+    E2, D2, I2 = layer.experts_per_rank, layer.model_dim, layer.inter_dim
+    w1 = np.zeros((E2, 2 * I2, D2 // 2), np.uint8)
+    w2 = np.zeros((E2, D2, I2 // 2), np.uint8)
+    s1, s2 = np.zeros((E2, 2 * I2, D2 // 32), np.uint8), np.zeros((E2, D2, I2 // 32), np.uint8)
+    b1, b2 = np.zeros((E2, 2 * I2), np.float32), np.zeros((E2, D2), np.float32)
+    with pytest.raises(megamoe.InputError) as e:
+        layer.load_weights(w1, w2, s1, s2, b1=b1, b2=b2)
+    assert e.value.field == "layout" and "layout='gpt_oss'" in e.value.expected
+    assert layer.runtime._runtime.calls == []  # nothing uploaded
+    layer.load_weights(w1, w2, s1, s2, layout="halves", b1=b1, b2=b2)
+    assert [c[0] for c in layer.runtime._runtime.calls] == ["load_mxfp4"]

@@ -430,6 +430,18 @@ def test_layers_of_one_runtime_chained_in_one_graph_each_against_its_reference(e
     assert not runtime.take_errors().any()
 
 
+@pytest.mark.parametrize("config", ["gpt_oss_20b_a8w4", "kimi_k3_a8w4"])
+def test_the_example_block_checks_itself_on_every_activation(config, monkeypatch):
+    """examples/moe_block.py against its own plain-PyTorch reference: gpt-oss's SwiGLU (alpha, up
+    offset, clamps) with expert biases, and Kimi-K3's SiTUv2."""
+    ex = load_example()
+    args = ["moe_block.py", "--config", config, "--tokens", "1,37"]
+    if config == "kimi_k3_a8w4":
+        args += ["--experts-per-rank", "32"]
+    monkeypatch.setattr(sys, "argv", args)
+    assert ex.main() == 0
+
+
 def test_no_host_sync_inside_a_call(small):
     import torch
 
