@@ -71,7 +71,8 @@ class PreparedWeights {
   DeviceBuffer w1_units, w1_row_scale, w2_units, w2_row_scale;  // v3
   DeviceBuffer w1_resident, w2_resident;  // the fp8-resident copy (src/weights/fp8_resident_layout.hpp)
   DeviceBuffer b1, b2;                    // fp32 expert biases, or none (null)
-  std::size_t flushed_blocks = 0;  // v3: MX blocks too far below their row's largest, zeroed
+  std::size_t flushed_blocks = 0;  // v3: MX blocks too far below their row's largest, zeroed (W1's and W2's)
+  std::size_t flushed_w1 = 0, flushed_w2 = 0;  // the same, of each matrix
   std::size_t resident_bytes = 0;  // device memory the fp8-resident copy takes (0: none made)
   std::size_t bytes() const;       // device memory of every buffer above (Runtime::weights_bytes states it)
 };

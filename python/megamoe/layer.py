@@ -124,6 +124,9 @@ class Layer:
                              "(the rows this rank holds: routed_rows_capacity, or the worst case)")
     routed_rows_capacity = property(lambda self: self.runtime.routed_rows_capacity,
                                     doc="routed rows this rank holds (the worst case where 0 was asked)")
+    flushed_blocks = property(lambda self: {"w1": self._weights.flushed_w1, "w2": self._weights.flushed_w2}
+                              if self._weights is not None else {"w1": 0, "w2": 0},
+                              doc="MX blocks of each matrix that the kernels' layout flushed to zero (docs/layer.md)")
     fp8_resident_bytes = property(lambda self: self._weights.resident_bytes if self._weights is not None else 0,
                                   doc="device bytes of the weights' fp8-resident copy (0: none made)")
     weights_bytes = property(lambda self: self._weights.bytes if self._weights is not None else 0,
@@ -187,11 +190,13 @@ class Layer:
         D == I (gpt-oss's own), a dense down_proj [E, I, D] from [E, D, I]: give the checkpoint's
         layout.
 
-        Returns the number of MX blocks the kernels' layout flushed to zero (scales too far below
-        their row's largest; 0 for most checkpoints)."""
+        Returns the number of MX blocks the kernels' layout flushed to zero (scales more than 11
+        binades below their row's largest; 0 for most checkpoints), and warns with the count of
+        each matrix (flushed_blocks has them) where it is not 0."""
         weights = self._upload(self.experts_per_rank + self.shared_experts, False, w1, w2, w1_scales, w2_scales,
                                self._layout(layout), b1, b2)
         self._weights = weights
+        _warn_flushed(weights)
         return weights.flushed_blocks
 
     def stage_experts(self, w1, w2, w1_scales=None, w2_scales=None, *, layout=None, b1=None, b2=None):
@@ -240,12 +245,15 @@ class Layer:
         w1, w1_scales, w2, w2_scales, b1 = to_halves(layout, w1, w1_scales, w2, w2_scales, b1, E, D, I)
         biases = () if b1 is None else (b1, bias_host("b2", b2, (E, D)))
         if w1_scales is not None:
-            args = []
-            for name, a, shape in (("w1", w1, (E, 2 * I, D // 2)), ("w1_scales", w1_scales, (E, 2 * I, D // 32)),
-                                   ("w2", w2, (E, D, I // 2)), ("w2_scales", w2_scales, (E, D, I // 32))):
-                h, dtype = to_host(a, name)
-                _check(name, h.shape, dtype, shape, ("uint8",))
-                args.append(np.ascontiguousarray(h))
+            expected = {"w1": (E, 2 * I, D // 2), "w1_scales": (E, 2 * I, D // 32), "w2": (E, D, I // 2),
+                        "w2_scales": (E, D, I // 32)}
+            given = {"w1": w1, "w1_scales": w1_scales, "w2": w2, "w2_scales": w2_scales}
+            hosts = {name: to_host(a, name) for name, a in given.items()}
+            for name, (h, dtype) in hosts.items():
+                if tuple(h.shape) != expected[name]:
+                    _refuse_misplaced(name, tuple(h.shape), expected)
+                _check(name, h.shape, dtype, expected[name], ("uint8",))
+            args = [np.ascontiguousarray(hosts[name][0]) for name in ("w1", "w1_scales", "w2", "w2_scales")]
             return self.runtime._runtime.load_mxfp4(E, stage, *args, *biases)
         h1, t1 = to_host(w1, "w1")
         h2, t2 = to_host(w2, "w2")
@@ -354,6 +362,27 @@ class Layer:
         """Several ranks: dispatch, the expert GEMMs and combine as separate launches (every rank
         the same choice); the runtime's setting, for every layer of it."""
         self.runtime.set_serial(serial)
+
+
+def _refuse_misplaced(name, shape, expected):
+    """A tensor with another argument's shape: most likely the arguments' order (blocks and scales
+    swapped, or w1_scales where w2 goes): named, with the order load_weights takes."""
+    for other, want in expected.items():
+        if other != name and shape == want and list(expected.values()).count(want) == 1:
+            raise InputError(name, f"shape {list(shape)}, the shape of {other}",
+                             f"{list(expected[name])}: the order is load_weights(w1, w2, w1_scales, w2_scales), "
+                             "the packed blocks in w1 and w2 and their scales after them")
+
+
+def _warn_flushed(weights):
+    """A line per matrix whose MX blocks the kernels' layout flushed to zero."""
+    import warnings
+
+    for name, n in (("w1", getattr(weights, "flushed_w1", 0)), ("w2", getattr(weights, "flushed_w2", 0))):
+        if n:
+            warnings.warn(f"megamoe: load_weights: {n} MX block(s) of {name} flushed to zero: their scales lie more "
+                          "than 11 binades below their row's largest, so each value was under 2^-11 of the row's "
+                          "largest (docs/layer.md, \"Weights\")", stacklevel=3)
 
 
 def _check(field, shape, dtype, expected_shape, dtypes):

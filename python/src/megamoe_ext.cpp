@@ -437,6 +437,8 @@ NB_MODULE(_megamoe, m) {
   nb::class_<Weights>(m, "Weights")
       .def_prop_ro("experts", [](const Weights& w) { return w.weights->experts; })
       .def_prop_ro("flushed_blocks", [](const Weights& w) { return w.weights->flushed_blocks; })
+      .def_prop_ro("flushed_w1", [](const Weights& w) { return w.weights->flushed_w1; })
+      .def_prop_ro("flushed_w2", [](const Weights& w) { return w.weights->flushed_w2; })
       .def_prop_ro("resident_bytes", [](const Weights& w) { return w.weights->resident_bytes; })
       .def_prop_ro("bytes", [](const Weights& w) { return w.weights->bytes(); });
 

@@ -106,13 +106,14 @@ std::unique_ptr<PreparedWeights> prepare_weights(Device& device, const Config& c
   TensorCoreWeights w1 = to_tensor_core_layout(k.w1_packed.data(), k.w1_scales.data(), k.experts, 2 * k.inter_dim,
                                                k.model_dim, true);
   p->w1_units = upload(w1.units), p->w1_row_scale = upload(w1.row_scale);
-  p->flushed_blocks = w1.flushed_blocks;
+  p->flushed_w1 = w1.flushed_blocks;
   if (resident) p->w1_resident = upload(to_fp8_resident_layout(w1, k.experts, 2 * k.inter_dim, k.model_dim));
   w1 = {};
   TensorCoreWeights w2 = to_tensor_core_layout(k.w2_packed.data(), k.w2_scales.data(), k.experts, k.model_dim,
                                                k.inter_dim, false);
   p->w2_units = upload(w2.units), p->w2_row_scale = upload(w2.row_scale);
-  p->flushed_blocks += w2.flushed_blocks;
+  p->flushed_w2 = w2.flushed_blocks;
+  p->flushed_blocks = p->flushed_w1 + p->flushed_w2;
   if (resident) p->w2_resident = upload(to_fp8_resident_layout(w2, k.experts, k.model_dim, k.inter_dim));
   p->resident_bytes = p->w1_resident.bytes() + p->w2_resident.bytes();
   return p;

@@ -398,3 +398,31 @@ def test_a_swiglu_model_must_name_its_checkpoint_layout():
     assert layer.runtime._runtime.calls == []  # nothing uploaded
     layer.load_weights(w1, w2, s1, s2, layout="halves", b1=b1, b2=b2)
     assert [c[0] for c in layer.runtime._runtime.calls] == ["load_mxfp4"]
+
+
+@pytest.mark.parametrize("order", ["scales_first", "w1_scales_second"])
+def test_mxfp4_tensors_in_the_wrong_order_are_named_with_the_order(order):
+    layer = offline_layer()
+    rng = np.random.default_rng(4)
+    w1, w1s = rng.integers(0, 255, (E, 2 * I, D // 2), np.uint8), rng.integers(0, 255, (E, 2 * I, D // 32), np.uint8)
+    w2, w2s = rng.integers(0, 255, (E, D, I // 2), np.uint8), rng.integers(0, 255, (E, D, I // 32), np.uint8)
+    args = (w1s, w2s, w1, w2) if order == "scales_first" else (w1, w1s, w2, w2s)
+    with pytest.raises(megamoe.InputError) as e:
+        layer.load_weights(*args)
+    assert "load_weights(w1, w2, w1_scales, w2_scales)" in e.value.expected, str(e.value)
+    assert "the shape of" in e.value.value
+    assert layer.runtime._runtime.calls == []
+
+
+def test_flushed_blocks_are_counted_per_matrix_and_warned():
+    layer = offline_layer()
+
+    class Flushed:
+        flushed_blocks, flushed_w1, flushed_w2, resident_bytes, bytes = 3, 3, 0, 0, 0
+
+    layer.runtime._runtime.load_fp32 = lambda *args: Flushed()
+    rng = np.random.default_rng(5)
+    with pytest.warns(UserWarning, match="3 MX block.s. of w1 flushed to zero"):
+        assert layer.load_weights(rng.standard_normal((E, 2 * I, D), dtype=np.float32),
+                                  rng.standard_normal((E, D, I), dtype=np.float32)) == 3
+    assert layer.flushed_blocks == {"w1": 3, "w2": 0}
