@@ -2,6 +2,7 @@
 // tensors and picks streams; this module takes addresses and host arrays and calls the library.
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "codegen/kernel_paths.hpp"
+#include "common/embedded_files.hpp"
 #include "error_translation.hpp"
 #include "formats/formats.hpp"
 #include "jit/disk_cache.hpp"
@@ -415,6 +417,11 @@ NB_MODULE(_megamoe, m) {
   register_error_translation();
 
   m.def("builtin_configs", &builtin_config_names);
+  m.def("builtin_config_text", [](const std::string& name) {  // a built-in config's JSON, as embedded
+    for (const auto& f : embedded::configs())
+      if (std::filesystem::path(f.path).stem().string() == name) return std::string(f.text);
+    throw ConfigError::not_found(name, "built-in configs only");
+  }, "name"_a);
   m.def("config_info", &config_info, "name"_a);
   m.def("cache_dir", [] { return DiskCache::default_root().string(); });
   m.def("gpu_available", [] {

@@ -442,6 +442,19 @@ def test_the_example_block_checks_itself_on_every_activation(config, monkeypatch
     assert ex.main() == 0
 
 
+@pytest.mark.parametrize("graph", [False, True])
+def test_the_example_model_of_several_layers_through_one_runtime(graph, monkeypatch):
+    """examples/moe_model.py: three MoE blocks with a residual stream and RMS norms through one
+    runtime, each block against its plain-PyTorch fp32 twin, eagerly and as one captured graph."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    spec = importlib.util.spec_from_file_location("moe_model", ROOT / "examples" / "moe_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = ["moe_model.py", "--config", SMALL_CONFIG, "--experts-per-rank", "8", "--layers", "3", "--tokens", "1,48"]
+    monkeypatch.setattr(sys, "argv", args + (["--graph"] if graph else []))
+    assert module.main() == 0
+
+
 def test_no_host_sync_inside_a_call(small):
     import torch
 
