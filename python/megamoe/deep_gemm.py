@@ -154,8 +154,10 @@ def get_symm_buffer_for_mega_moe(group, num_experts, num_max_tokens_per_rank, nu
     torch = _torch()
     device = torch.device("cuda", torch.cuda.current_device())
     buffer = SymmBuffer(group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden, device)
-    if world > 1:
-        group.barrier() if hasattr(group, "barrier") else None
+    if world > 1:  # every rank's buffer made before any rank returns, as DeepGEMM's constructor does
+        import torch.distributed as dist
+
+        dist.barrier(group=group)
     return buffer
 
 
