@@ -26,8 +26,8 @@ from . import errors as megamoe_errors
 from .errors import InputError
 from .runtime import Runtime
 
-__all__ = ["SymmBuffer", "get_symm_buffer_for_mega_moe", "transform_weights_for_mega_moe", "fp8_fp4_mega_moe",
-           "mega_moe_config"]
+__all__ = ["SymmBuffer", "get_symm_buffer_for_mega_moe", "transform_weights_for_mega_moe",
+           "transform_weights_for_mega_moe_sm90_fp4", "fp8_fp4_mega_moe", "mega_moe_config"]
 
 
 def _torch():
@@ -92,21 +92,24 @@ def _write(path, config):
 
 class SymmBuffer:
     """DeepGEMM's symmetric buffer for a group, as this library holds it: the tensors the caller
-    fills before each call (x e4m3 [T, hidden], x_sf int32 [T, hidden / 128] with four UE8M0 scales
-    a word, one per 32 values, topk_idx int64 [T, num_topk] global ids, -1 empty, topk_weights
-    float32 [T, num_topk]), T = num_max_tokens_per_rank; the group's runtime is made at the first
-    call of each activation clamp (collective, as the call is)."""
+    fills before each call, T = num_max_tokens_per_rank: x e4m3 [T, hidden]; x_sf [T, hidden / 128],
+    in DeepGEMM's form for the GPU: on Hopper (its SM90 buffer) float32, one scale per 128 values,
+    elsewhere int32 of four UE8M0 scales, one per 32 values (scale_form says which:
+    "fp32_per_128" or "ue8m0_per_32"); topk_idx int64 [T, num_topk] global ids, -1 empty;
+    topk_weights float32 [T, num_topk]. The group's runtime is made at the first call of each
+    activation clamp (collective, as the call is)."""
 
     def __init__(self, group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
-                 device):
+                 device, scale_form):
         torch = _torch()
         self.group, self.num_experts, self.num_topk = group, num_experts, num_topk
         self.num_max_tokens_per_rank, self.hidden, self.intermediate_hidden = (num_max_tokens_per_rank, hidden,
                                                                               intermediate_hidden)
-        self.device = device
+        self.device, self.scale_form = device, scale_form
         T = num_max_tokens_per_rank
         self.x = torch.zeros(T, hidden, dtype=torch.float8_e4m3fn, device=device)
-        self.x_sf = torch.zeros(T, hidden // 128, dtype=torch.int32, device=device)
+        self.x_sf = torch.zeros(T, hidden // 128, device=device,
+                                dtype=torch.float32 if scale_form == "fp32_per_128" else torch.int32)
         self.topk_idx = torch.full((T, num_topk), -1, dtype=torch.int64, device=device)
         self.topk_weights = torch.zeros(T, num_topk, dtype=torch.float32, device=device)
         self._runtimes = {}  # activation clamp -> (Runtime, {a transformed weight set: its Layer})
@@ -153,7 +156,10 @@ def get_symm_buffer_for_mega_moe(group, num_experts, num_max_tokens_per_rank, nu
             raise InputError(field, repr(value), "a multiple of 128 (x_sf's words of four 32-value scales)")
     torch = _torch()
     device = torch.device("cuda", torch.cuda.current_device())
-    buffer = SymmBuffer(group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden, device)
+    # DeepGEMM's buffer is its SM90 one on Hopper (x scaled per 128 in float32), else per 32 in UE8M0.
+    hopper = torch.cuda.get_device_capability(device)[0] == 9
+    buffer = SymmBuffer(group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden, device,
+                        "fp32_per_128" if hopper else "ue8m0_per_32")
     if world > 1:  # every rank's buffer made before any rank returns, as DeepGEMM's constructor does
         import torch.distributed as dist
 
@@ -219,9 +225,19 @@ def transform_weights_for_mega_moe(l1_weights, l2_weights, activation="swiglu"):
     return l1, l1  # one set holds both matrices; the pair keeps DeepGEMM's call shape
 
 
+def transform_weights_for_mega_moe_sm90_fp4(l1_weights, l2_weights):
+    """DeepGEMM's SM90 pull request's name for the fp8 x fp4 transform (scales float32 powers of
+    two [E, N, K / 32]): transform_weights_for_mega_moe, which takes that form among others."""
+    return transform_weights_for_mega_moe(l1_weights, l2_weights)
+
+
 def _dequantize_x(x, x_sf, n, hidden):
-    """x [n, hidden] e4m3 with its per-32 e8m0 scales (int32 words of four) in bfloat16: exact."""
+    """x [n, hidden] e4m3 with its scales in bfloat16: per-32 e8m0 (int32 words of four), which is
+    exact, or float32 per 128 (DeepGEMM's SM90 form), rounded once to bfloat16."""
     torch = _torch()
+    if x_sf.dtype == torch.float32:
+        blocks = x[:n].float().reshape(n, hidden // 128, 128) * x_sf[:n].unsqueeze(-1)
+        return blocks.reshape(n, hidden).to(torch.bfloat16)
     scales = x_sf[:n].contiguous().view(torch.uint8).reshape(n, hidden // 32).to(torch.int32)
     factors = torch.ldexp(torch.ones_like(scales, dtype=torch.float32), scales - 127)
     return (x[:n].float().reshape(n, hidden // 32, 32) * factors.unsqueeze(-1)).reshape(n, hidden).to(torch.bfloat16)
@@ -235,7 +251,7 @@ def fp8_fp4_mega_moe(y, l1_weights, l2_weights, sym_buffer, cumulative_local_exp
     c = activation_clamp (no clamp where None). y bfloat16 [n, hidden], written; on the current
     stream. Collective: every rank of the buffer's group calls it, each with its own n (0 allowed)."""
     if tuple(recipe) != (1, 1, 32):
-        raise InputError("recipe", repr(recipe), "(1, 1, 32): x with one e8m0 scale per 32 values, per token")
+        raise InputError("recipe", repr(recipe), "(1, 1, 32): fp8 x, MXFP4 weights in blocks of 32")
     if activation != "swiglu":
         raise InputError("activation", repr(activation), "'swiglu'")
     if not fast_math:

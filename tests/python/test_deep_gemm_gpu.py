@@ -22,12 +22,16 @@ def load_example():
     return module
 
 
-def quantize_x(x):
+def quantize_x(x, form):
     """bf16 [T, H] as DeepGEMM's callers hand it: e4m3 with one power-of-two scale per 32 values,
-    four e8m0 scales an int32 word."""
+    four e8m0 scales an int32 word; or (its SM90 buffer) one float32 scale amax / 448 per 128."""
     import torch
 
     t = x.shape[0]
+    if form == "fp32_per_128":
+        blocks = x.float().reshape(t, H // 128, 128)
+        scale = blocks.abs().amax(-1).clamp_min(1e-30) / 448
+        return (blocks / scale.unsqueeze(-1)).to(torch.float8_e4m3fn).reshape(t, H), scale
     blocks = x.float().reshape(t, H // 32, 32)
     e = torch.ceil(torch.log2(blocks.abs().amax(-1).clamp_min(1e-30) / 448)).clamp(-126, 126)
     q = (blocks / torch.exp2(e).unsqueeze(-1)).to(torch.float8_e4m3fn).reshape(t, H)
@@ -47,7 +51,7 @@ def call(dg, buffer, l1, x, ids, w):
     import torch
 
     t = x.shape[0]
-    q, sf = quantize_x(x)
+    q, sf = quantize_x(x, buffer.scale_form)
     buffer.x[:t].copy_(q), buffer.x_sf[:t].copy_(sf)
     buffer.topk_idx[:t].copy_(ids), buffer.topk_weights[:t].copy_(w)
     y = torch.empty(t, H, dtype=torch.bfloat16, device="cuda")
@@ -55,7 +59,9 @@ def call(dg, buffer, l1, x, ids, w):
     return y, dg._dequantize_x(buffer.x, buffer.x_sf, t, H)
 
 
-def test_one_gpu_same_bits_as_the_layer_and_within_the_bar():
+@pytest.mark.parametrize("form", ["device", "ue8m0_per_32", "fp32_per_128"])
+def test_one_gpu_same_bits_as_the_layer_and_within_the_bar(form):
+    """The buffer as DeepGEMM makes it for this GPU, and each of its two scale forms."""
     import torch
     import megamoe.deep_gemm as dg
 
@@ -64,6 +70,10 @@ def test_one_gpu_same_bits_as_the_layer_and_within_the_bar():
     info = {"model_dim": H, "inter_dim": I, "activation": "swiglu", "limit": CLAMP, "alpha": 1.0, "up_offset": 0.0}
     w1, w1s, w2, w2s = ex.random_mxfp4(info, E, "cuda", gen)
     buffer = dg.get_symm_buffer_for_mega_moe(None, E, 64, K, H, I)
+    if form == "device":
+        assert buffer.scale_form == ("fp32_per_128" if torch.cuda.get_device_capability()[0] == 9 else "ue8m0_per_32")
+    else:
+        buffer = dg.SymmBuffer(None, E, 64, K, H, I, buffer.device, form)
     l1, _ = dg.transform_weights_for_mega_moe((w1, w1s), (w2, w2s))
     x = torch.randn(40, H, device="cuda", generator=gen).to(torch.bfloat16)
     ids, w = routing(40, E, gen)
