@@ -80,7 +80,7 @@ def main():
 
     failed = 0
     for t in tokens:
-        x = torch.randn(t, blocks[0].layer.model_dim, device=device, generator=gen).to(torch.bfloat16)
+        x = torch.randn(t, runtime.model_dim, device=device, generator=gen).to(torch.bfloat16)
         trace = []
         if args.graph:
             runtime.prepare(t)

@@ -12,6 +12,11 @@ from .errors import InputError
 from .runtime import CallErrors, Runtime  # noqa: F401  (CallErrors: megamoe.layer's own name, kept)
 
 _layers = weakref.WeakValueDictionary()  # handle -> Layer, for the torch custom op
+
+
+def _runtime_property(name):
+    """A property of the layer's runtime, read through the layer."""
+    return property(lambda self: getattr(self.runtime, name), doc=getattr(Runtime, name).__doc__)
 _handles = itertools.count(1)
 # Set by torch_ops when torch is importable: calls with torch tensors go through its custom ops.
 _torch_tensor = None
@@ -90,40 +95,15 @@ class Layer:
         self.handle = next(_handles)
         _layers[self.handle] = self
 
-    # --- what the layer is (its runtime's, but for its weights) ---
+    # --- what the layer is: its runtime's, but for its weights ---
     _info = property(lambda self: self.runtime._info)
     _device = property(lambda self: self.runtime._device)
-    config = property(lambda self: self._info["config"])
-    path = property(lambda self: self._info["path"], doc="the kernel path running: portable, tensor_core or hopper")
-    path_note = property(lambda self: self._info["path_note"],
-                         doc="why path 'auto' runs a slower path than the GPU's fastest, and where the path "
-                             "runs the model's dims padded, to what and at what cost ('' for neither)")
-    world = property(lambda self: self._info["world"])
-    rank = property(lambda self: self._info["rank"])
-    device = property(lambda self: self._device)
-    max_tokens = property(lambda self: self._info["max_tokens"])
-    experts = property(lambda self: self._info["experts"],
-                       doc="expert slots over every rank: the ids a call takes (the model's experts, plus "
-                           "redundant_experts)")
-    logical_experts = property(lambda self: self._info["logical_experts"], doc="the model's own experts")
-    experts_per_rank = property(lambda self: self._info["experts_per_rank"], doc="this rank's slots: experts / world")
-    shared_experts = property(lambda self: self._info["shared_experts"],
-                              doc="experts every token goes through beside its routed ones, held by every rank")
-    shared_expert_scale = property(lambda self: self._info["shared_expert_scale"],
-                                   doc="the shared experts' weight in every token's sum")
-    model_dim = property(lambda self: self._info["model_dim"])
-    inter_dim = property(lambda self: self._info["inter_dim"])
-    topk = property(lambda self: self._info["topk"])
-    expert_biases = property(lambda self: self._info["expert_biases"],
-                             doc="whether the model adds expert biases: load_weights then takes b1 and b2")
-    workspace_bytes = property(lambda self: self.runtime.workspace_bytes,
-                               doc="device bytes of the workspace beside the weights (the runtime's, shared by "
-                                   "every layer of it)")
-    workspace = property(lambda self: self.runtime.workspace,
-                         doc="workspace_bytes by part: layer, symmetric_region, group_plan, total, and routed_rows "
-                             "(the rows this rank holds: routed_rows_capacity, or the worst case)")
-    routed_rows_capacity = property(lambda self: self.runtime.routed_rows_capacity,
-                                    doc="routed rows this rank holds (the worst case where 0 was asked)")
+    (config, path, path_note, world, rank, device, max_tokens, experts, logical_experts, experts_per_rank,
+     shared_experts, shared_expert_scale, model_dim, inter_dim, topk, expert_biases, activation, workspace_bytes,
+     workspace, routed_rows_capacity) = (_runtime_property(name) for name in (
+        "config", "path", "path_note", "world", "rank", "device", "max_tokens", "experts", "logical_experts",
+        "experts_per_rank", "shared_experts", "shared_expert_scale", "model_dim", "inter_dim", "topk",
+        "expert_biases", "activation", "workspace_bytes", "workspace", "routed_rows_capacity"))
     flushed_blocks = property(lambda self: {"w1": self._weights.flushed_w1, "w2": self._weights.flushed_w2}
                               if self._weights is not None else {"w1": 0, "w2": 0},
                               doc="MX blocks of each matrix that the kernels' layout flushed to zero (docs/layer.md)")
@@ -212,7 +192,7 @@ class Layer:
         """The checkpoint layout: as given, else halves; a SwiGLU model (gpt-oss) must name it."""
         if layout is not None:
             return layout
-        if self._info["activation"] == "swiglu":
+        if self.activation == "swiglu":
             raise InputError("layout", "not given", "layout='gpt_oss' for gpt-oss's checkpoint (gate and up "
                              "interleaved by row, as its *_blocks and *_scales ship) or layout='halves' (gate rows, "
                              f"then up rows): for config {self.config!r} the shapes cannot tell them apart")

@@ -156,6 +156,21 @@ class Runtime:
     rank = property(lambda self: self._info["rank"])
     device = property(lambda self: self._device)
     max_tokens = property(lambda self: self._info["max_tokens"])
+    experts = property(lambda self: self._info["experts"],
+                       doc="expert slots over every rank: the ids a call takes (the model's experts, plus "
+                           "redundant_experts)")
+    logical_experts = property(lambda self: self._info["logical_experts"], doc="the model's own experts")
+    experts_per_rank = property(lambda self: self._info["experts_per_rank"], doc="this rank's slots: experts / world")
+    shared_experts = property(lambda self: self._info["shared_experts"],
+                              doc="experts every token goes through beside its routed ones, held by every rank")
+    shared_expert_scale = property(lambda self: self._info["shared_expert_scale"],
+                                   doc="the shared experts' weight in every token's sum")
+    model_dim = property(lambda self: self._info["model_dim"])
+    inter_dim = property(lambda self: self._info["inter_dim"])
+    topk = property(lambda self: self._info["topk"])
+    expert_biases = property(lambda self: self._info["expert_biases"],
+                             doc="whether the model adds expert biases: load_weights then takes b1 and b2")
+    activation = property(lambda self: self._info["activation"], doc="the activation's kind: silu, situv2 or swiglu")
     workspace_bytes = property(lambda self: self._workspace["total"],
                                doc="device bytes of the runtime's workspace, which its layers share (beside "
                                    "each layer's weights)")

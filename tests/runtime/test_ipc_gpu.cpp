@@ -193,32 +193,12 @@ void megamoe::test::lost_peer_case(const std::string& transport) {
   test::TempDir dir;
   const std::string config = test::write_config_variant(dir.path(), "small_x256_partial");
   const std::string boot = (dir.path() / "boot").string();
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < 2; ++rank) {
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      const std::string r = std::to_string(rank);
-      execl("/proc/self/exe", "megamoe_gpu_tests", "--ipc-lost-child", r.c_str(), boot.c_str(), config.c_str(),
-            transport.c_str(), (char*)nullptr);
-      _exit(127);
-    }
-    children.push_back(pid);
-  }
   // Both end within 120 s (creation and weights included), or they are killed and the test fails.
-  int status[2] = {-1, -1};
-  bool done[2] = {false, false};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!(done[0] && done[1]) && std::chrono::steady_clock::now() < deadline) {
-    for (int r = 0; r < 2; ++r)
-      if (!done[r] && waitpid(children[r], &status[r], WNOHANG) == children[r]) done[r] = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  for (int r = 0; r < 2; ++r)
-    if (!done[r]) kill(children[r], SIGKILL), waitpid(children[r], &status[r], 0);
-  REQUIRE(done[0]);  // rank 0 did not hang
-  CHECK(WIFEXITED(status[0]));
-  CHECK(WEXITSTATUS(status[0]) == 0);  // PeerTimeoutError naming rank 1, within the bound
-  CHECK(done[1]);
-  CHECK(WIFSIGNALED(status[1]));
+  const auto ends = test::run_children({{"--ipc-lost-child", "0", boot, config, transport},
+                                        {"--ipc-lost-child", "1", boot, config, transport}},
+                                       120);
+  REQUIRE_FALSE(ends[0].hung);  // rank 0 did not hang
+  CHECK(ends[0].code == 0);     // PeerTimeoutError naming rank 1, within the bound
+  CHECK_FALSE(ends[1].hung);
+  CHECK(ends[1].signal == SIGKILL);
 }

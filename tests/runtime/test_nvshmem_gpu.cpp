@@ -9,15 +9,9 @@
 // tools/gpu_session.sh sets it).
 #include <catch2/catch.hpp>
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <random>
-#include <thread>
 
 #include "backend/cuda/nvshmem_library.hpp"
 #include "common/workload.hpp"
@@ -174,32 +168,13 @@ TEST_CASE("nvshmem: calls back to back with no host sync and graph replays give 
   test::TempDir dir;
   const std::string config = test::write_config_variant(dir.path(), "small_x256_partial");
   const std::string boot = (dir.path() / "boot").string();
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < 2; ++rank) {
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      const std::string r = std::to_string(rank);
-      execl("/proc/self/exe", "megamoe_gpu_tests", "--nvshmem-burst-child", r.c_str(), boot.c_str(), config.c_str(),
-            (char*)nullptr);
-      _exit(127);
-    }
-    children.push_back(pid);
-  }
-  int status[2] = {-1, -1};
-  bool done[2] = {false, false};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(150);
-  while (!(done[0] && done[1]) && std::chrono::steady_clock::now() < deadline) {
-    for (int r = 0; r < 2; ++r)
-      if (!done[r] && waitpid(children[r], &status[r], WNOHANG) == children[r]) done[r] = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const auto ends = test::run_children({{"--nvshmem-burst-child", "0", boot, config},
+                                        {"--nvshmem-burst-child", "1", boot, config}},
+                                       150);
   for (int r = 0; r < 2; ++r) {
-    if (!done[r]) kill(children[r], SIGKILL), waitpid(children[r], &status[r], 0);
     INFO("rank " << r);
-    CHECK(done[r]);
-    CHECK(WIFEXITED(status[r]));
-    CHECK(WEXITSTATUS(status[r]) == 0);
+    CHECK_FALSE(ends[r].hung);
+    CHECK(ends[r].code == 0);
   }
 }
 

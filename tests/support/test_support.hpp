@@ -81,4 +81,16 @@ inline void write_text(const std::filesystem::path& p, const std::string& s) {
 // Runs a shell command; returns its exit status and fills `output` with stdout and stderr.
 int run_command(const std::string& command, std::string& output);
 
+// How each child of run_children ended: exited with `code`, killed by `signal`, or still running at
+// the bound (then killed; `hung`).
+struct ChildEnd {
+  bool hung = false;
+  int code = -1;    // the exit status where it exited
+  int signal = 0;   // the signal where one ended it
+};
+
+// Runs this test binary once per entry of `args` (each its argv after the program name) as child
+// processes, and waits for all of them for at most `seconds`.
+std::vector<ChildEnd> run_children(const std::vector<std::vector<std::string>>& args, int seconds);
+
 }  // namespace megamoe::test
