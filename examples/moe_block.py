@@ -106,6 +106,20 @@ def random_mxfp4(info, experts, device, generator):
     return w1, w1s, w2, w2s
 
 
+def random_block(layer, info, device, gen):
+    """Random MXFP4 weights (and, where the config has them, expert biases) loaded into `layer`,
+    a random router around it: the MoEBlock, and its fp32 twin's tensors (w1, w2, b1, b2)."""
+    w1, w1s, w2, w2s = random_mxfp4(info, layer.experts_per_rank, device, gen)
+    biases = {}
+    if info["expert_biases"]:  # gpt-oss: b1 [E, 2I] (gate rows then up) and b2 [E, D]
+        biases = {"b1": torch.randn(layer.experts_per_rank, 2 * layer.inter_dim, device=device, generator=gen) * 0.05,
+                  "b2": torch.randn(layer.experts_per_rank, layer.model_dim, device=device, generator=gen) * 0.05}
+    layer.load_weights(w1, w2, w1s, w2s, layout="halves", **biases)  # drawn as gate rows, then up rows
+    router = torch.randn(layer.experts_per_rank, layer.model_dim, device=device, generator=gen) * 0.05
+    dense = (dequantize_mxfp4(w1, w1s), dequantize_mxfp4(w2, w2s), biases.get("b1"), biases.get("b2"))
+    return MoEBlock(layer, router), dense
+
+
 def rel_l2(a, b):
     return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
 
@@ -124,22 +138,14 @@ def main():
     gen = torch.Generator(device=device).manual_seed(args.seed)
     layer = megamoe.Layer(args.config, max_tokens=max(tokens), device=0, experts_per_rank=args.experts_per_rank)
     info = megamoe.config_info(args.config)
-    w1, w1s, w2, w2s = random_mxfp4(info, layer.experts_per_rank, device, gen)
-    biases = {}
-    if info["expert_biases"]:  # gpt-oss: b1 [E, 2I] (gate rows then up) and b2 [E, D]
-        biases = {"b1": torch.randn(layer.experts_per_rank, 2 * layer.inter_dim, device=device, generator=gen) * 0.05,
-                  "b2": torch.randn(layer.experts_per_rank, layer.model_dim, device=device, generator=gen) * 0.05}
-    layer.load_weights(w1, w2, w1s, w2s, layout="halves", **biases)  # drawn as gate rows, then up rows
-    router = torch.randn(layer.experts_per_rank, layer.model_dim, device=device, generator=gen) * 0.05
-    block = MoEBlock(layer, router)
+    block, dense = random_block(layer, info, device, gen)
     run = torch.compile(block, fullgraph=True) if args.compile else block
-    w1f, w2f = dequantize_mxfp4(w1, w1s), dequantize_mxfp4(w2, w2s)
 
     failed = 0
     for t in tokens:
         x = torch.randn(t, layer.model_dim, device=device, generator=gen).to(torch.bfloat16)
         y = run(x)
-        ref = reference_block(block, info, x, w1f, w2f, biases.get("b1"), biases.get("b2"))
+        ref = reference_block(block, info, x, *dense)
         err = rel_l2(y, ref)
         ok = err <= 0.06 and not layer.take_errors().any()
         failed += not ok

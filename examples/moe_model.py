@@ -18,7 +18,7 @@ import sys
 import torch
 
 import megamoe
-from moe_block import MoEBlock, dequantize_mxfp4, random_mxfp4, reference_block, rel_l2
+from moe_block import random_block, reference_block, rel_l2
 
 
 class MoEModel(torch.nn.Module):
@@ -61,16 +61,9 @@ def main():
     info = megamoe.config_info(args.config)
     blocks, dense = [], []
     for _ in range(args.layers):
-        layer = runtime.layer()
-        w1, w1s, w2, w2s = random_mxfp4(info, layer.experts_per_rank, device, gen)
-        biases = {}
-        if info["expert_biases"]:
-            biases = {"b1": torch.randn(layer.experts_per_rank, 2 * layer.inter_dim, device=device, generator=gen) * .05,
-                      "b2": torch.randn(layer.experts_per_rank, layer.model_dim, device=device, generator=gen) * .05}
-        layer.load_weights(w1, w2, w1s, w2s, layout="halves", **biases)
-        router = torch.randn(layer.experts_per_rank, layer.model_dim, device=device, generator=gen) * 0.05
-        blocks.append(MoEBlock(layer, router))
-        dense.append((dequantize_mxfp4(w1, w1s), dequantize_mxfp4(w2, w2s), biases.get("b1"), biases.get("b2")))
+        block, twin = random_block(runtime.layer(), info, device, gen)
+        blocks.append(block)
+        dense.append(twin)
     model = MoEModel(blocks)
     gib = 1 << 30
     weights = sum(b.layer.weights_bytes for b in blocks)

@@ -81,42 +81,55 @@ std::shared_ptr<Group> make_ipc_group(const RuntimeOptions& options) {
   return group;
 }
 
-void start_nvshmem(Device& device, const Group& group, const RuntimeOptions& o, const std::string& fingerprint,
-                   std::size_t region_bytes) {
-  Nvshmem& shmem = Nvshmem::get();  // before any rank waits on the others: a rank without NVSHMEM says so
-  constexpr std::size_t kFingerprintBytes = 192;
-  if (fingerprint.size() >= kFingerprintBytes)
-    throw Error(fmt::format("megamoe: the group's bootstrap record holds {} bytes of config, this one needs {}",
-                            kFingerprintBytes - 1, fingerprint.size()));
-  const std::vector<std::uint8_t> id = o.rank == 0 ? shmem.unique_id() : std::vector<std::uint8_t>();
-  const std::size_t id_bytes = o.rank == 0 ? id.size() : 0, record = 8 + kFingerprintBytes + 256;
+std::vector<std::string> exchange_records(const Group& group, int rank, int world, const std::string& fingerprint,
+                                          const std::string& what, const std::string& payload) {
+  constexpr std::size_t kFingerprintBytes = 192, kPayloadBytes = 256;
+  if (fingerprint.size() >= kFingerprintBytes || payload.size() > kPayloadBytes)
+    throw Error(fmt::format("megamoe: the group's bootstrap record holds {} bytes of config and {} of payload, this "
+                            "one needs {} and {}",
+                            kFingerprintBytes - 1, kPayloadBytes, fingerprint.size(), payload.size()));
+  const std::size_t record = 8 + kFingerprintBytes + kPayloadBytes;
   std::vector<std::uint8_t> mine(record, 0);
-  const std::int32_t head[2] = {o.rank, std::int32_t(id_bytes)};
+  const std::int32_t head[2] = {rank, std::int32_t(payload.size())};
   std::memcpy(mine.data(), head, 8);
   std::memcpy(mine.data() + 8, fingerprint.data(), fingerprint.size());
-  if (id_bytes) std::memcpy(mine.data() + 8 + kFingerprintBytes, id.data(), id.size());
+  std::memcpy(mine.data() + 8 + kFingerprintBytes, payload.data(), payload.size());
   const std::vector<std::uint8_t> all = group.all_gather(mine);
-  if (all.size() != record * std::size_t(o.world))
+  if (all.size() != record * std::size_t(world))
     throw Error(fmt::format("megamoe: the group's all-gather returned {} bytes, expected {} ranks x {}", all.size(),
-                            o.world, record));
-  for (int r = 0; r < o.world; ++r) {
+                            world, record));
+  std::vector<std::string> payloads;
+  for (int r = 0; r < world; ++r) {
+    const std::uint8_t* rec = all.data() + std::size_t(r) * record;
     std::int32_t h[2];
-    std::memcpy(h, all.data() + r * record, 8);
-    const std::string theirs(reinterpret_cast<const char*>(all.data() + r * record + 8));
+    std::memcpy(h, rec, 8);
+    const std::string theirs(reinterpret_cast<const char*>(rec + 8));
     if (h[0] != r)
       throw Error(fmt::format("megamoe: the all-gather's record {} comes from rank {}: every rank needs its own rank "
                               "(RuntimeOptions.rank) and the records in rank order",
                               r, h[0]));
     if (theirs != fingerprint)
-      throw Error(fmt::format("megamoe: rank {} was created with '{}', rank {} with '{}': every rank needs the same",
-                              r, theirs, o.rank, fingerprint));
+      throw Error(fmt::format("megamoe: rank {} was created with '{}', rank {} with '{}' ({}): every rank needs the "
+                              "same",
+                              r, theirs, rank, fingerprint, what));
+    if (h[1] < 0 || std::size_t(h[1]) > kPayloadBytes)
+      throw Error(fmt::format("megamoe: rank {}'s bootstrap record says {} bytes of payload, at most {}", r, h[1],
+                              kPayloadBytes));
+    payloads.emplace_back(reinterpret_cast<const char*>(rec + 8 + kFingerprintBytes), std::size_t(h[1]));
   }
-  std::int32_t h0[2];
-  std::memcpy(h0, all.data(), 8);
-  const std::uint8_t* id0 = all.data() + 8 + kFingerprintBytes;
+  return payloads;
+}
+
+void start_nvshmem(Device& device, const Group& group, const RuntimeOptions& o, const std::string& fingerprint,
+                   std::size_t region_bytes) {
+  Nvshmem& shmem = Nvshmem::get();  // before any rank waits on the others: a rank without NVSHMEM says so
+  const std::vector<std::uint8_t> mine = o.rank == 0 ? shmem.unique_id() : std::vector<std::uint8_t>();
+  const std::string id0 = exchange_records(
+      group, o.rank, o.world, fingerprint, "config|experts x model_dim x inter_dim x topk|path|max_tokens|routed rows|"
+      "region bytes|node size", std::string(mine.begin(), mine.end()))[0];
   device.make_current();
   // Room for the region and NVSHMEM's own (its signals, its barrier's work space).
-  shmem.init(std::vector<std::uint8_t>(id0, id0 + h0[1]), o.rank, o.world, region_bytes + (256ull << 20));
+  shmem.init(std::vector<std::uint8_t>(id0.begin(), id0.end()), o.rank, o.world, region_bytes + (256ull << 20));
 }
 
 unsigned loopback_share(const Device& d, int world) { return unsigned(std::max(2, (d.multiprocessors() - 16) / world / 2 * 2)); }
@@ -216,46 +229,22 @@ std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(Config config, Runti
 // The ipc transport: every rank's record (its rank, what it was created with, its region's
 // handle) through the group's all-gather; the peers' regions mapped.
 void Runtime::connect_ipc_peers() {
-  const SymmetricLayout& l = ep_->layout;
   const std::string fingerprint =
       fmt::format("{}|{}|{}x{}x{}x{}|{}|{}|{}|{}|{}", config_.name, to_string(config_.activation.kind),
                   config_.model.experts_per_rank, config_.model.model_dim, config_.model.inter_dim, config_.model.topk,
-                  to_string(path_), options_.max_tokens, workspace_->rows_capacity, l.bytes, options_.world);
+                  to_string(path_), options_.max_tokens, workspace_->rows_capacity, ep_->layout.bytes, options_.world);
   // nvshmem: the region is NVSHMEM's (mapped by it); the records only check the ranks agree.
   const std::string handle = options_.transport == Transport::ipc ? device_->ipc_handle(ep_->region->get()) : "";
-  constexpr std::size_t kFingerprintBytes = 192, kHandleBytes = 128;
-  if (fingerprint.size() >= kFingerprintBytes || handle.size() > kHandleBytes)
-    throw Error(fmt::format("megamoe: the group's bootstrap record holds {} bytes of config, this one needs {}",
-                            kFingerprintBytes - 1, fingerprint.size()));
-  std::vector<std::uint8_t> mine(8 + kFingerprintBytes + kHandleBytes, 0);
-  const std::int32_t head[2] = {options_.rank, std::int32_t(handle.size())};
-  std::memcpy(mine.data(), head, 8);
-  std::memcpy(mine.data() + 8, fingerprint.data(), fingerprint.size());
-  std::memcpy(mine.data() + 8 + kFingerprintBytes, handle.data(), handle.size());
-  const std::vector<std::uint8_t> all = group_->all_gather(mine);
-  if (all.size() != mine.size() * std::size_t(options_.world))
-    throw Error(fmt::format("megamoe: the group's all-gather returned {} bytes, expected {} ranks x {}", all.size(),
-                            options_.world, mine.size()));
-  for (int r = 0; r < options_.world; ++r) {
-    const std::uint8_t* rec = all.data() + std::size_t(r) * mine.size();
-    std::int32_t h[2];
-    std::memcpy(h, rec, 8);
-    const std::string theirs(reinterpret_cast<const char*>(rec + 8));
-    if (h[0] != r)
-      throw Error(fmt::format("megamoe: the all-gather's record {} comes from rank {}: every rank needs its own rank "
-                              "(RuntimeOptions.rank) and the records in rank order",
-                              r, h[0]));
-    if (theirs != fingerprint)
-      throw Error(fmt::format("megamoe: rank {} was created with '{}', rank {} with '{}' (config|activation|shape|path|"
-                              "max_tokens|routed rows|region bytes|world): every rank needs the same",
-                              r, theirs, options_.rank, fingerprint));
-    if (r != options_.rank && options_.transport == Transport::ipc) {
-      void* p = device_->open_ipc_handle(
-          std::string(reinterpret_cast<const char*>(rec + 8 + kFingerprintBytes), std::size_t(h[1])));
+  const std::vector<std::string> handles =
+      exchange_records(*group_, options_.rank, options_.world, fingerprint,
+                       "config|activation|shape|path|max_tokens|routed rows|region bytes|world", handle);
+  if (options_.transport != Transport::ipc) return;
+  for (int r = 0; r < options_.world; ++r)
+    if (r != options_.rank) {
+      void* p = device_->open_ipc_handle(handles[std::size_t(r)]);
       ep_->opened.push_back(p);
       ep_->peers[r] = p;
     }
-  }
 }
 
 }  // namespace megamoe

@@ -44,6 +44,12 @@ int group_timeout_ms(const RuntimeOptions& options);
 // folder_all_gather of MEGAMOE_BOOTSTRAP_DIR (throws megamoe::Error where neither is given).
 std::shared_ptr<Group> make_ipc_group(const RuntimeOptions& options);
 
+// Every rank's payload (an IPC handle, NVSHMEM's unique id), gathered through the group's
+// all-gather with what each rank was created with (`fingerprint`, the fields `what` names):
+// megamoe::Error where a record comes out of rank order or a rank's fingerprint differs.
+std::vector<std::string> exchange_records(const Group& group, int rank, int world, const std::string& fingerprint,
+                                          const std::string& what, const std::string& payload);
+
 // The nvshmem transport: NVSHMEM started on `device` as PE options.rank, from rank 0's unique id
 // handed round by the group's all-gather with what each rank was created with (`fingerprint`,
 // refused where two differ, before the symmetric heap is touched); the heap holds region_bytes.

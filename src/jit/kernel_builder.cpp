@@ -5,6 +5,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "backend/cuda/nvshmem_library.hpp"
 #include "jit/hash.hpp"
@@ -29,18 +30,21 @@ KernelBuilder::KernelBuilder(std::shared_ptr<const Compiler> compiler, std::stri
 }
 
 namespace {
-// A file's bytes hashed, once a process per path (NVSHMEM's device library, in the keys of the
-// kernels that link it: the same library gives the same key wherever it is installed).
-std::string file_hash(const std::string& path) {
+// What a kernel that links NVSHMEM adds to its key: the linker, NVSHMEM's version, the device
+// library's and the shim's bytes (hashed, so the same library gives the same key wherever it is
+// installed). Read once a process.
+const std::vector<std::string>& nvshmem_key_parts(const Compiler& compiler, const Nvshmem& shmem) {
   static std::mutex mutex;
-  static std::map<std::string, std::string> hashes;
+  static std::vector<std::string> parts;
   std::lock_guard lock(mutex);
-  auto it = hashes.find(path);
-  if (it != hashes.end()) return it->second;
-  std::ifstream f(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (!f.good() && !f.eof()) throw Error("megamoe: cannot read " + path);
-  return hashes[path] = hash128_hex(bytes);
+  if (parts.empty()) {
+    std::ifstream f(shmem.device_library(), std::ios::binary);
+    const std::string library((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (!f.good() && !f.eof()) throw Error("megamoe: cannot read " + shmem.device_library());
+    parts = {"link: " + compiler.linker_identity(), "with: " + shmem.version(),
+             "device library: " + hash128_hex(library), "shim: " + hash128_hex(shmem.shim_object())};
+  }
+  return parts;
 }
 }  // namespace
 
@@ -49,14 +53,13 @@ PlannedKernel KernelBuilder::plan(const KernelSpec& spec) const {
   p.rendered = render(spec);
   p.options = compiler_->options_for(arch_);
   std::vector<std::string> link_parts;
-  if (spec.nvshmem) {  // NVSHMEM's device library linked in: its identity and the shim's bytes in the key
+  if (spec.nvshmem) {  // NVSHMEM's device library linked in, and named in the key
     const Nvshmem& shmem = Nvshmem::get();
     for (const std::string& o : compiler_->link_options()) p.options.push_back(o);
     p.options.push_back("-DMEGAMOE_NVSHMEM=1");
     p.link.objects = {shmem.shim_object()};
     p.link.libraries = {shmem.device_library()};
-    link_parts = {"link: " + compiler_->linker_identity(), "with: " + shmem.version(),
-                  "device library: " + file_hash(shmem.device_library()), "shim: " + hash128_hex(shmem.shim_object())};
+    link_parts = nvshmem_key_parts(*compiler_, shmem);
   }
   CacheKeyParts parts;
   parts.name = p.rendered.name;
