@@ -130,11 +130,10 @@ MM_DEVICE void ep_lay_out_row(const EpArgs& ep, const EpDispatch& d, int s, int 
       }
       if (p >= 0) {
         d.row_token[p] = int(row);
-        d.row_slot[p] = s * (ep.max_tokens * K) + t * K + k;
-        if (ep_remote(ep, s)) {  // its output goes home by a put from the outbox (send_rows_ep)
-          ep.outbox_home[p] = d.row_slot[p];
-          d.row_slot[p] = ep.world * (ep.max_tokens * K) + p;
-        }
+        const int home_code = s * (ep.max_tokens * K) + t * K + k;
+        const bool outbox = ep_remote(ep, s);  // its output goes home by a put from the outbox (send_rows_ep)
+        if (outbox) ep.outbox_home[p] = home_code;
+        d.row_slot[p] = outbox ? ep.world * (ep.max_tokens * K) + p : home_code;
         d.row_weight[p] = __uint_as_float(entry.y);
         r16 = (p - d.expert_offsets[e]) & 15;
       }
