@@ -23,13 +23,16 @@
 #   engines: one runtime for a model's layers (the suite's [layers] cases, their Python tests) and
 #          the nvshmem transport over processes on GPU 0 (the suite's [nvshmem] cases); the kernels
 #          compiled there first on all cores (NVSHMEM from the machine's nvidia-nvshmem-cu13 wheel)
+#   nvshmem: the nvshmem transport alone (the suite's [nvshmem] cases, its Python tests, Kimi-K3 over
+#          processes in nodes of two with redundant slots), and loopback ranks checked beside it;
+#          NVSHMEM_PART=suite stops after the suite, =tools skips it (two calls of 10 minutes)
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | engines | multi | multi-suite | fp8res | full) ;;
-  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|engines|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
+case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | engines | nvshmem | multi | multi-suite | fp8res | full) ;;
+  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|engines|nvshmem|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -79,6 +82,34 @@ step() {  # bound in seconds, then the command
         -p no:cacheprovider -k "layers or runtime or group_of_two or nvshmem"
     fi
     echo "gpu_session status $status (engines)"
+    exit $status
+  fi
+  if [ "$mode" = nvshmem ]; then
+    MEGAMOE_NVSHMEM_DIR=$(python3 -c "import nvidia.nvshmem as n; print(list(n.__path__)[0])")
+    export MEGAMOE_NVSHMEM_DIR
+    for b in 1 2 4 8 16 32 64 128 256; do buckets+=(--bucket "$b"); done
+    step 300 ./build/megamoe-precompile --config kimi_k3_a8w4 --world 2 --transport nvshmem --path hopper \
+      "${buckets[@]}" -j 16
+    if [ "${NVSHMEM_PART:-all}" != tools ]; then
+      step 480 ./build/tests/megamoe_gpu_tests "[nvshmem]" --durations yes
+      [ "${NVSHMEM_PART:-all}" = suite ] && { echo "gpu_session status $status (nvshmem suite)"; exit $status; }
+    fi
+    step 120 ./build/megamoe-run --config kimi_k3_a8w4 --world 4 --experts-per-rank 28 --redundant-experts 16 \
+      --transport nvshmem --devices 0,0,0,0 --node-size 2 --route zipf --bs 64 --check --ref-tokens 16
+    # The other transports beside it (their dispatch and combine share the templates).
+    for c in "EP loopback: every activation*" "EP loopback: skewed, empty*" "EP loopback: the fused and the serial*" \
+      "EP loopback: a burst*" "EP loopback: rows past*" "ipc: two processes on GPU 0 run the layer*"; do
+      step 150 ./build/tests/megamoe_gpu_tests "$c" --durations yes
+    done
+    step 150 ./build/megamoe-run --config kimi_k3_a8w4 --world 4 --experts-per-rank 56 --bs 1,128,1024 --check
+    step 100 ./build/megamoe-run --config kimi_k3_a8w4 --world 4 --experts-per-rank 56 --bs 1,128 --serial --check
+    if ls build/wheels/megamoe-*.whl >/dev/null 2>&1; then
+      rm -rf build/gpu-python
+      step 60 python3 -m pip install -q --no-deps --no-index --target build/gpu-python build/wheels/megamoe-*.whl
+      PYTHONPATH="$PWD/build/gpu-python" step 180 python3 -X faulthandler -m pytest tests/python -q -rs -m gpu \
+        -p no:cacheprovider -k "nvshmem or group_of_two"
+    fi
+    echo "gpu_session status $status (nvshmem)"
     exit $status
   fi
   if [ "$mode" = eplb ]; then

@@ -37,10 +37,11 @@ struct RuntimeOptions {
   Transport transport = Transport::loopback;
   std::vector<int> devices;  // peer: each rank's GPU (default 0 .. world - 1)
   AllGather all_gather;      // ipc, nvshmem: the group's all-gather (default: folder_all_gather of MEGAMOE_BOOTSTRAP_DIR)
-  // nvshmem: the ranks of a node, consecutive (rank r in node r / node_size); a rank of another
-  // node is reached by NVSHMEM's puts, one of this node by load and store. 0: every rank whose
-  // memory NVSHMEM maps here (nvshmem_ptr) is of this node. Ranks sharing a GPU can be told
-  // apart as nodes (node_size 1) to run the puts where load and store would reach.
+  // nvshmem: the ranks of a node, consecutive (rank r in node r / node_size); a token's row goes
+  // to another node once, by NVSHMEM's puts, and is forwarded and its outputs summed there by
+  // load and store (docs/ep.md). 0: the whole group is one node. Every rank of a node must be
+  // mapped by NVSHMEM (nvshmem_ptr; refused at creation otherwise). Ranks sharing a GPU can be
+  // told apart as nodes (node_size 1 or 2) to run the puts where load and store would reach.
   int node_size = 0;
   int timeout_ms = 5000;     // the bound of every cross-rank wait (MEGAMOE_TIMEOUT_MS overrides it)
   bool serial = false;       // dispatch, the expert GEMMs and combine as launches with full barriers between

@@ -84,7 +84,7 @@ def gpu_available():
 
 def workspace_bytes(config, *, max_tokens=8192, world=1, path="auto", arch="sm_90a", routed_rows_capacity=0,
                     fp8_resident_weights=True, experts_per_rank=None, redundant_experts=0, shared_experts=None,
-                    shared_expert_scale=1.0, layers=1, transport="ipc"):
+                    shared_expert_scale=1.0, layers=1, transport="ipc", node_size=0):
     """The device memory one rank of Runtime(config, max_tokens, ..., world, routed_rows_capacity,
     redundant_experts, shared_experts, ...) takes, before it is created (no GPU needed), as a dict
     of bytes: layer (routing, x and h in fp8, the combine wire), symmetric_region and group_plan
@@ -92,18 +92,22 @@ def workspace_bytes(config, *, max_tokens=8192, world=1, path="auto", arch="sm_9
     runtime whatever its layers); routed_rows (the rows a rank holds); weights (one layer's expert
     weights on this rank, in the path's layout with the fp8-resident copy where a bucket reads
     it); layers and model_total: the workspace and `layers` layers' weights through one runtime.
-    path "auto" resolves as it would on `arch`'s GPU; transport "nvshmem" (several ranks) adds that
-    transport's staging areas and outbox (docs/ep.md). A created layer's own: Layer.workspace_bytes,
+    path "auto" resolves as it would on `arch`'s GPU; transport "nvshmem" over nodes of node_size
+    ranks (fewer than world) adds that transport's relay, staging areas and outbox (docs/ep.md). A created layer's own: Layer.workspace_bytes,
     Layer.weights_bytes. Raises megamoe.Error for options a Layer would refuse."""
     if transport not in ("ipc", "nvshmem"):
         raise InputError("transport", repr(transport), "'ipc' or 'nvshmem'")
     if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
         raise InputError("layers", repr(layers), "an int of 1 or more (the MoE layers sharing the runtime)")
+    if isinstance(node_size, bool) or not isinstance(node_size, int) or node_size < 0:
+        raise InputError("node_size", repr(node_size), "an int of 0 or more (the ranks of a node)")
+    if node_size and (transport != "nvshmem" or int(world) % node_size):
+        raise InputError("node_size", repr(node_size), f"0, or with transport='nvshmem' a divisor of world={world}")
     d = dict(_megamoe.workspace_bytes(str(config), int(max_tokens), int(world), path, str(arch),
                                       int(routed_rows_capacity), bool(fp8_resident_weights),
                                       int(experts_per_rank or 0), int(redundant_experts),
                                       -1 if shared_experts is None else int(shared_experts),
-                                      float(shared_expert_scale), transport))
+                                      float(shared_expert_scale), transport, node_size))
     d["layers"] = layers
     d["model_total"] = d["total"] + layers * d["weights"]
     return d

@@ -42,8 +42,9 @@ class Layer:
     path: "auto" (the fastest the GPU runs), "hopper", "tensor_core" or "portable".
     transport (with a group): "ipc" (one node: CUDA IPC) or "nvshmem" (over nodes: the group on
     NVSHMEM, found in MEGAMOE_NVSHMEM_DIR or the nvidia-nvshmem-cu13 wheel; docs/ep.md, "Over
-    nodes: NVSHMEM"). node_size: with nvshmem, the ranks of a node (consecutive; 0: the ranks
-    NVSHMEM maps here); a rank of another node gets NVSHMEM's puts.
+    nodes: NVSHMEM"). node_size: with nvshmem, the ranks of a node (consecutive; 0: the whole
+    group is one node); a token's row goes to another node once, by NVSHMEM's puts, and is
+    forwarded and its outputs summed there.
     timeout_ms: the bound of every wait for another rank. routed_rows_capacity: rows a rank can
     receive (0: the worst case, world * max_tokens * topk); rows past it are dropped and counted.
     fp8_resident_weights: where a bucket of the config reads an e4m3 copy of the weights (Hopper;

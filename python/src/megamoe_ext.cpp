@@ -225,9 +225,9 @@ nb::dict workspace_dict(const WorkspaceBytes& b) {
 nb::dict planned_workspace_bytes(const std::string& config, int max_tokens, int world, const std::string& path,
                                  const std::string& arch, long long routed_rows_capacity, bool fp8_resident_weights,
                                  int experts_per_rank, int redundant_experts, int shared_experts,
-                                 float shared_expert_scale, const std::string& transport) {
+                                 float shared_expert_scale, const std::string& transport, int node_size) {
   RuntimeOptions o;
-  o.transport = transport_from_name(transport);
+  o.transport = transport_from_name(transport), o.node_size = node_size;
   o.max_tokens = max_tokens, o.world = world, o.path = path_from_name(path), o.redundant_experts = redundant_experts;
   o.routed_rows_capacity = routed_rows_capacity, o.fp8_resident_weights = fp8_resident_weights;
   Config c = load_config(config);
@@ -438,7 +438,7 @@ NB_MODULE(_megamoe, m) {
         "fp8_resident"_a, "fp8_wire"_a, "search_modes"_a, "modes"_a, "seed"_a, "jobs"_a, "world"_a, "transport"_a, "progress"_a.none());
   m.def("workspace_bytes", &planned_workspace_bytes, "config"_a, "max_tokens"_a, "world"_a, "path"_a, "arch"_a,
         "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a, "redundant_experts"_a,
-        "shared_experts"_a, "shared_expert_scale"_a, "transport"_a);
+        "shared_experts"_a, "shared_expert_scale"_a, "transport"_a, "node_size"_a);
   m.def("precompile", &precompile, "config"_a, "buckets"_a, "arch"_a, "path"_a, "world"_a, "jobs"_a, "shared_experts"_a,
         "progress"_a.none());
 

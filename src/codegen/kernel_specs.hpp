@@ -58,9 +58,11 @@ TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, const H
 TypedSpec<RouteEpArgs> route_ep_spec();
 // routed: x into the routed layout (the Hopper path), else only the rows' metadata.
 TypedSpec<DispatchEpArgs> dispatch_ep_spec(int x_block, bool routed, bool bounds_check);
-TypedSpec<CombineEpArgs> combine_ep_spec(CombineWire wire);
-// The nvshmem transport: the outbox's rows put home after Stage2 (ep/send_rows_ep.cuh).
-TypedSpec<SendRowsEpArgs> send_rows_ep_spec(CombineWire wire);
+// node_partials: the nvshmem transport's (the slots of another node come as that node's one row).
+TypedSpec<CombineEpArgs> combine_ep_spec(CombineWire wire, bool node_partials = false);
+// The nvshmem transport over nodes: the slots a gateway's node served summed and put home after
+// Stage2 (ep/node_reduce_ep.cuh).
+TypedSpec<NodeReduceEpArgs> node_reduce_ep_spec(CombineWire wire);
 // `spec` compiled for the nvshmem transport: MEGAMOE_NVSHMEM defined, NVSHMEM's device library
 // linked in, "shmem" in its name.
 template <class Args>

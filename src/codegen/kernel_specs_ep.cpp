@@ -43,18 +43,23 @@ TypedSpec<DispatchEpArgs> dispatch_ep_spec(int x_block, bool routed, bool bounds
   return s;
 }
 
-TypedSpec<CombineEpArgs> combine_ep_spec(CombineWire wire) {
-  return ep_stage_spec<CombineEpArgs>(combine_spec(wire), "ep/combine_ep.cuh");
+TypedSpec<CombineEpArgs> combine_ep_spec(CombineWire wire, bool node_partials) {
+  TypedSpec<CombineEpArgs> s = ep_stage_spec<CombineEpArgs>(combine_spec(wire), "ep/combine_ep.cuh");
+  if (node_partials) {
+    s.name_parts.push_back("nodes");
+    s.template_args.push_back(bool_literal(true));
+  }
+  return s;
 }
 
-TypedSpec<SendRowsEpArgs> send_rows_ep_spec(CombineWire wire) {
-  TypedSpec<SendRowsEpArgs> s;
-  s.family = "send_rows_ep";
+TypedSpec<NodeReduceEpArgs> node_reduce_ep_spec(CombineWire wire) {
+  TypedSpec<NodeReduceEpArgs> s;
+  s.family = "node_reduce_ep";
   s.name_parts = {wire == CombineWire::bf16 ? "bf16" : "fp8x32"};
-  s.includes = {"ep/send_rows_ep.cuh"};
-  s.function = "megamoe::send_rows_ep";
+  s.includes = {"ep/node_reduce_ep.cuh"};
+  s.function = "megamoe::node_reduce_ep";
   s.template_args = {wire_code(wire)};
-  s.threads = kDispatchThreads;
+  s.threads = kNodeReduceThreads;
   return with_nvshmem(s);
 }
 

@@ -58,7 +58,7 @@ std::vector<KernelSpec> EpLayerKernels::all() const {
   if (auto* h = std::get_if<HopperEpKernels>(&path)) v.insert(v.end(), {h->stage1, h->stage2, h->stage1_serial});
   v.push_back(dispatch);
   v.push_back(combine);
-  if (send_rows) v.push_back(*send_rows);
+  if (node_reduce) v.push_back(*node_reduce);
   return v;
 }
 
@@ -92,11 +92,12 @@ EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, Ker
                                stage2_portable_ep_spec(k.bm2, b.combine_wire, b.bounds_check),
                                stage1_portable_spec(config.activation, k.bm1, b.bounds_check)};
   }
-  if (nvshmem) {  // the kernels that write to other ranks' regions: routing, the dispatch, and the sending of rows home
+  if (nvshmem) {  // the kernels that put to other nodes: routing, the dispatch, and the nodes' sums
     k.route = with_nvshmem(k.route);
     k.dispatch = with_nvshmem(k.dispatch);
     std::visit([](auto& p) { p.stage1 = with_nvshmem(p.stage1); }, k.path);
-    k.send_rows = send_rows_ep_spec(b.combine_wire);
+    k.node_reduce = node_reduce_ep_spec(b.combine_wire);
+    k.combine = combine_ep_spec(b.combine_wire, true);
   }
   return k;
 }

@@ -67,14 +67,14 @@ struct EpLayerKernels {
   TypedSpec<RouteEpArgs> route;
   TypedSpec<DispatchEpArgs> dispatch;  // the serial path
   TypedSpec<CombineEpArgs> combine;
-  std::optional<TypedSpec<SendRowsEpArgs>> send_rows;  // the nvshmem transport: after Stage2
+  std::optional<TypedSpec<NodeReduceEpArgs>> node_reduce;  // the nvshmem transport: after Stage2
   std::variant<PortableEpKernels, TensorCoreEpKernels, HopperEpKernels> path;
   int bm1 = 0, bm2 = 0;
   PathArithmetic arithmetic;
   std::vector<KernelSpec> all() const;
 };
 // nvshmem: for the nvshmem transport (the kernels that put to ranks of other nodes call NVSHMEM,
-// with_nvshmem, and send_rows_ep is added).
+// with_nvshmem; node_reduce_ep is added and combine takes the nodes' sums).
 EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path,
                                 bool nvshmem = false);
 

@@ -1,6 +1,11 @@
 #include "ep/ep_workspace.hpp"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "backend/cuda/nvshmem_library.hpp"
+#include "megamoe/errors.hpp"
 #include "codegen/kernel_specs.hpp"
 
 namespace megamoe {
@@ -13,15 +18,20 @@ EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& o, long lo
   s.slot_rank = T * K * 4;
   s.segment = s.segment_rows = s.ready = E * W * 4;
   s.block_counts = std::size_t(kRouteMaxBlocks) * (W * E + W) * 4;
-  if (o.transport == Transport::nvshmem) s.outbox_home = std::size_t(rows_capacity) * 4;
+  if (ep_over_nodes(o)) s.gateway_rows = W * T * 4, s.forwarded = W * 4;
+  (void)rows_capacity;
   return s;
 }
+
+int ep_node_size(const RuntimeOptions& o) { return o.node_size > 0 ? std::min(o.node_size, o.world) : o.world; }
+
+bool ep_over_nodes(const RuntimeOptions& o) { return o.transport == Transport::nvshmem && ep_node_size(o) < o.world; }
 
 SymmetricLayout ep_symmetric_layout(const Config& config, const RuntimeOptions& o, int x_block,
                                     long long rows_capacity) {
   const ModelShape& m = config.model;
   return symmetric_layout(o.world, m.experts_per_rank, o.max_tokens, m.topk, m.model_dim, x_block,
-                          o.transport == Transport::nvshmem ? rows_capacity : -1);
+                          ep_over_nodes(o) ? rows_capacity : -1, ep_node_size(o));
 }
 
 SymmetricRegion::SymmetricRegion(Device& device, std::size_t bytes, bool nvshmem) : bytes_(bytes) {
@@ -56,22 +66,31 @@ std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config
   w->segment_rows = DeviceBuffer(d, s.segment_rows);
   w->ready = DeviceBuffer(d, s.ready);
   w->block_counts = DeviceBuffer(d, s.block_counts);
-  if (s.outbox_home) w->outbox_home = DeviceBuffer(d, s.outbox_home);
+  if (s.gateway_rows) w->gateway_rows = DeviceBuffer(d, s.gateway_rows), w->forwarded = DeviceBuffer(d, s.forwarded);
   w->peers.assign(o.world, nullptr);
   w->peers[o.rank] = w->region->get();
-  if (shmem)  // a rank of this node as NVSHMEM maps it here; another node's (or an unmapped one) by puts
+  w->node_size = ep_node_size(o), w->node_first = o.rank / w->node_size * w->node_size;
+  if (shmem)  // a rank of this node as NVSHMEM maps it here; another node's by puts
     for (int r = 0; r < o.world; ++r) {
-      const bool same_node = o.node_size == 0 || r / o.node_size == o.rank / o.node_size;
-      if (r != o.rank) w->peers[r] = same_node ? Nvshmem::get().ptr(w->region->get(), r) : nullptr;
-      w->remote += w->peers[r] == nullptr;
+      const bool same_node = r / w->node_size == o.rank / w->node_size;
+      if (r == o.rank || !same_node) continue;
+      w->peers[r] = Nvshmem::get().ptr(w->region->get(), r);
+      if (!w->peers[r])
+        throw Error(fmt::format("megamoe: the nvshmem transport: rank {} cannot reach rank {} of its node by load and "
+                                "store (nvshmem_ptr is null); RuntimeOptions.node_size = {} ({}): set it to the "
+                                "ranks a node that NVSHMEM maps to each other",
+                                o.rank, r, o.node_size, o.node_size ? "as given" : "0, the whole group"));
     }
+  if (shmem)  // the other transports map their peers after creation (connect_ipc_peers, create_ranks)
+    for (int r = 0; r < o.world; ++r) w->remote += w->peers[r] == nullptr;
   w->clear();
   return w;
 }
 
 std::size_t EpWorkspace::plan_bytes() const {
   std::size_t n = 0;
-  for (const DeviceBuffer* b : {&state, &dest_row, &slot_rank, &segment, &segment_rows, &ready, &block_counts, &outbox_home})
+  for (const DeviceBuffer* b :
+       {&state, &dest_row, &slot_rank, &segment, &segment_rows, &ready, &block_counts, &gateway_rows, &forwarded})
     n += b->bytes();
   return n;
 }
@@ -83,6 +102,11 @@ EpWorkspace::~EpWorkspace() {
 void EpWorkspace::clear() {
   device->fill_bytes(state.get(), 0, state.bytes());
   device->fill_bytes(region->get(), 0, layout.flags_end);
+  // A relay row holds the call sequence it was sent in: none of before may pass for a later call's.
+  if (layout.relay_meta_at)
+    device->fill_bytes(static_cast<u8*>(region->get()) + layout.relay_meta_at, 0,
+                       layout.slot_map_at - layout.relay_meta_at);
+  if (forwarded.get()) device->fill_bytes(forwarded.get(), 0, forwarded.bytes());
 }
 
 EpArgs EpWorkspace::args(ErrorWords errors, int timeout_ms) const {
@@ -99,9 +123,14 @@ EpArgs EpWorkspace::args(ErrorWords errors, int timeout_ms) const {
   a.wire_at = layout.wire_at, a.wire_scales_at = layout.wire_scales_at;
   a.remote = remote;
   a.stage_counts_at = layout.stage_counts_at, a.stage_x_at = layout.stage_x_at;
-  a.stage_scales_at = layout.stage_scales_at, a.stage_meta_at = layout.stage_meta_at;
+  a.stage_scales_at = layout.stage_scales_at, a.stage_relay_at = layout.stage_relay_at;
   a.outbox_at = layout.outbox_at, a.outbox_scales_at = layout.outbox_scales_at;
-  a.outbox_home = static_cast<int*>(outbox_home.get());
+  a.stage_partials_at = layout.stage_partials_at;
+  a.node_size = node_size, a.node_first = node_first;
+  a.fwd_flags_at = layout.fwd_flags_at, a.node_done_flags_at = layout.node_done_flags_at;
+  a.relay_meta_at = layout.relay_meta_at, a.slot_map_at = layout.slot_map_at, a.partials_at = layout.partials_at;
+  a.gateway_rows = static_cast<int*>(gateway_rows.get());
+  a.forwarded = static_cast<int*>(forwarded.get());
   a.dest_row = static_cast<int*>(dest_row.get());
   a.slot_rank = static_cast<int*>(slot_rank.get());
   a.segment = static_cast<int*>(segment.get());

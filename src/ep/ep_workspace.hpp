@@ -19,11 +19,16 @@ namespace megamoe {
 // EpWorkspace::create allocates beside its symmetric region, and Runtime::workspace_bytes states.
 struct EpPlanSizes {
   std::size_t state = 0, dest_row = 0, slot_rank = 0, segment = 0, segment_rows = 0, ready = 0, block_counts = 0;
-  std::size_t outbox_home = 0;  // the nvshmem transport: each outbox row's home wire row
+  // The nvshmem transport over several nodes: the call's gateway rows and per source its rows scanned.
+  std::size_t gateway_rows = 0, forwarded = 0;
   std::size_t total() const {
-    return state + dest_row + slot_rank + segment + segment_rows + ready + block_counts + outbox_home;
+    return state + dest_row + slot_rank + segment + segment_rows + ready + block_counts + gateway_rows + forwarded;
   }
 };
+// The ranks of a node: RuntimeOptions::node_size, or the whole group where it is 0.
+int ep_node_size(const RuntimeOptions& options);
+// Whether the group spans several nodes (the nvshmem transport's puts, forwarding and node sums).
+bool ep_over_nodes(const RuntimeOptions& options);
 // rows_capacity: the routed rows the rank holds (runtime/workspace.hpp, routed_rows_capacity).
 EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& options, long long rows_capacity);
 
@@ -59,9 +64,10 @@ struct EpWorkspace {
   std::unique_ptr<SymmetricRegion> region;
   std::vector<void*> peers;   // every rank's region as this rank's kernels address it (null: reached by puts)
   std::vector<void*> opened;  // ipc mappings of the peers' regions (closed on destruction)
-  DeviceBuffer state, dest_row, slot_rank, segment, segment_rows, ready, block_counts, outbox_home;
+  DeviceBuffer state, dest_row, slot_rank, segment, segment_rows, ready, block_counts, gateway_rows, forwarded;
   int world = 1, rank = 0, experts = 0, max_tokens = 0, topk = 0, model_dim = 0, x_block = 0;
   int remote = 0;  // ranks reached by NVSHMEM's puts (the nvshmem transport's other nodes)
+  int node_size = 1, node_first = 0;  // this rank's node: ranks [node_first, node_first + node_size)
 
   std::size_t plan_bytes() const;  // this rank's plan buffers (state .. block_counts), as allocated
   // The arguments every EP kernel shares. errors: the runtime's error words.

@@ -220,19 +220,35 @@ LayerOutputs reference_layer(const LayerInputs& in, const std::vector<std::int64
   out.emulated.assign(n_rows * Dy, 0.f);
   out.flip_reach.assign(n_rows * Dy, 0.f);
   out.h_near_boundary = h_near_boundary;
-  for (std::size_t r = 0; r < n_rows; ++r)
+  std::vector<int> node_of(K, -1);  // over nodes: the node serving a routed slot, where it is not home
+  for (std::size_t r = 0; r < n_rows; ++r) {
+    for (int k = 0; k < in.topk; ++k) {
+      const int id = in.ids[tokens[r] * in.topk + k];
+      const int node = in.slot_nodes ? in.slot_nodes[tokens[r] * in.topk + k] : -1;
+      node_of[k] = id >= 0 && id < E && node >= 0 && node != in.home_nodes[tokens[r]] ? node : -1;
+    }
     for (int d = 0; d < Dy; ++d) {
       double se = 0, reach = 0;
       float sq = 0.f;
       for (int k = 0; k < K; ++k) {
         se += pair_exact[(r * K + k) * D + d];
-        sq += pair_emul[(r * K + k) * D + d];  // fp32, in k order, as the combine does
         reach += pair_reach[(r * K + k) * D + d];
+        const int node = node_of[k];
+        if (node < 0) {
+          sq += pair_emul[(r * K + k) * D + d];  // fp32, in k order, as the combine does
+          continue;
+        }
+        if (std::find(node_of.begin(), node_of.begin() + k, node) != node_of.begin() + k) continue;
+        float part = 0.f;  // the node's slots summed there in k order, sent home in bf16
+        for (int k2 = k; k2 < in.topk; ++k2)
+          if (node_of[k2] == node) part += pair_emul[(r * K + k2) * D + d];
+        sq += formats::bf16_to_float(formats::float_to_bf16(part));
       }
       out.exact[r * Dy + d] = float(se);
       out.emulated[r * Dy + d] = formats::bf16_to_float(formats::float_to_bf16(sq));
       out.flip_reach[r * Dy + d] = float(reach);
     }
+  }
   return out;
 }
 

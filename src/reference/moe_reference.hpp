@@ -4,7 +4,8 @@
 //              (the biases where the weights carry them).
 //  - emulated: the same with the op's own quantizers at the op's points: x in fp8 blocks of
 //              x_block values (dispatch), the intermediate in blocks of h_block, the route-weighted Stage2 row on
-//              the combine wire (bf16, or fp8 1x32 blocks), the k rows summed in fp32 in k order,
+//              the combine wire (bf16, or fp8 1x32 blocks), the k rows summed in fp32 in k order
+//              (over nodes, another node's rows first summed there, in bf16: slot_nodes),
 //              and y rounded to bf16; the two GEMMs summed as the path's matrix instructions sum
 //              (exact, or sm_90's fp8 MMA promoted per scale block: fp8_mma_model.hpp), at the
 //              path's shape (weights and x padded with zeros as the kernels run them). The
@@ -44,6 +45,12 @@ struct LayerInputs {
   // weighted shared_scale, after its topk routed rows (as the kernels' combine sums them).
   const Mxfp4ExpertWeights* shared = nullptr;
   float shared_scale = 1.f;
+  // Over nodes (the nvshmem transport across nodes): the node serving each slot ([tokens][topk],
+  // -1 none) and each token's home node ([tokens]); a token's slots on a node other than its
+  // home are summed there in fp32 in k order, rounded to bf16, and that sum added where the
+  // node's first slot is. Null: every slot on its own.
+  const int* slot_nodes = nullptr;
+  const int* home_nodes = nullptr;
 };
 
 struct LayerOutputs {

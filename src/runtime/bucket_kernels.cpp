@@ -75,7 +75,7 @@ std::unique_ptr<EpBucketKernels> load_ep_bucket_kernels(Device& device, KernelBu
   b->route = load(device, builder, specs.route, m);
   b->dispatch = load(device, builder, specs.dispatch, m);
   b->combine = load(device, builder, specs.combine, m);
-  if (specs.send_rows) b->send_rows = load(device, builder, *specs.send_rows, m);
+  if (specs.node_reduce) b->node_reduce = load(device, builder, *specs.node_reduce, m);
   b->resident_route = resident(device, b->route);
   b->resident_dispatch = resident(device, b->dispatch);
   if (auto* p = std::get_if<PortableEpKernels>(&specs.path)) {

@@ -84,7 +84,7 @@ struct EpBucketKernels {
   Kernel<RouteEpArgs> route;
   Kernel<DispatchEpArgs> dispatch;
   Kernel<CombineEpArgs> combine;
-  std::optional<Kernel<SendRowsEpArgs>> send_rows;  // the nvshmem transport
+  std::optional<Kernel<NodeReduceEpArgs>> node_reduce;  // the nvshmem transport
   std::variant<PortableEpLoaded, TensorCoreEpLoaded, HopperEpLoaded> path;
   unsigned resident_route = 0, resident_dispatch = 0, resident_stage1 = 0;
 };

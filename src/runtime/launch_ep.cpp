@@ -128,15 +128,10 @@ void launch_ep_call(const EpCall& c) {
               [](const EpCall& cc, auto& s1, auto& s2) { hopper_args(cc, s1, s2); });
       },
       k.path);
-  if (c.ep.remote > 0) {  // the nvshmem transport: the rows of other nodes' tokens, put home from the outbox
-    const SendRowsEpArgs send{
-        .ep = c.ep,
-        .expert_offsets = static_cast<const int*>(c.ws.expert_offsets.get()),
-        .row_slot = static_cast<const int*>(c.ws.row_slot.get()),
-        .rows_capacity = c.ws.rows_capacity,
-    };
-    c.launch(*k.send_rows, c.grid(2LL * c.device.multiprocessors()), send);
-  }
+  if (c.ep.remote > 0)  // over nodes: each gateway's node sums put home
+    c.launch(*k.node_reduce, c.grid(std::min<long long>(2LL * c.device.multiprocessors(),
+                                                        kNodeReduceMaxWarps / (kNodeReduceThreads / 32))),
+             NodeReduceEpArgs{c.ep, c.ws.rows_capacity});
   c.mark(StageMark::stage2_done);
   const CombineArgs comb{
       .ids = c.ids,
@@ -148,6 +143,10 @@ void launch_ep_call(const EpCall& c) {
       .wire = in_region<void>(c, c.ep.wire_at),
       .wire_scales = in_region<const u8>(c, c.ep.wire_scales_at),
       .y = static_cast<u16*>(c.y),
+      .partials = c.ep.remote > 0 ? in_region<const u16>(c, c.ep.partials_at) : nullptr,
+      .node_experts = c.ep.node_size * m.experts_per_rank,
+      .home_node = c.ep.rank / c.ep.node_size,
+      .max_tokens = c.ep.max_tokens,
   };
   const long long tasks = (long long)c.tokens * (c.x_dim / 8);  // a thread per 8 columns of y
   c.launch(k.combine,

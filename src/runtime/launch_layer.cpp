@@ -93,6 +93,10 @@ void launch_combine(const LayerCall& c) {
       .wire = c.ws.wire.get(),
       .wire_scales = static_cast<const u8*>(c.ws.wire_scales.get()),
       .y = static_cast<u16*>(c.y),
+      .partials = nullptr,  // one GPU: every slot from the wire
+      .node_experts = 0,
+      .home_node = 0,
+      .max_tokens = 0,
   };
   const long long tasks = (long long)c.tokens * (c.x_dim / 8);  // a thread per 8 columns of y
   c.launch(c.kernels.combine,

@@ -7,7 +7,8 @@
 
 namespace megamoe {
 
-template <int kWire>
+// kPartials: the nvshmem transport's build (the slots of other nodes come summed, once a node).
+template <int kWire, bool kPartials = false>
 MM_DEVICE void combine_ep(const CombineEpArgs& a) {
   mm_wait_prior_grid();
   mm_release_dependents();
@@ -20,7 +21,7 @@ MM_DEVICE void combine_ep(const CombineEpArgs& a) {
   if (r < ep.world && !ep_wait_flag(ep, ep_at<const u32>(ep, ep.rank, ep.done_flags_at) + r, seq, kEpPhaseOutputs, r))
     arrived = 0;
   __syncthreads();
-  if (arrived) combine<kWire>(a.combine);
+  if (arrived) combine<kWire, kPartials>(a.combine);
   if (ep_last_block(ep.state + kStateCombineDone, gridDim.x) && threadIdx.x == 0 && !ep_aborted(ep))
     atomicExch(ep.state + kStateCallSeq, seq);
 }

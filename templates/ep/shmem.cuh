@@ -9,6 +9,7 @@
 
 #if MEGAMOE_NVSHMEM
 extern "C" __device__ void megamoe_shmem_put_warp(void* dest, const void* src, unsigned long bytes, int pe);
+extern "C" __device__ void megamoe_shmem_put_warp_blocking(void* dest, const void* src, unsigned long bytes, int pe);
 extern "C" __device__ void megamoe_shmem_set_u32(unsigned* dest, unsigned value, int pe);
 extern "C" __device__ void megamoe_shmem_fence();
 extern "C" __device__ void megamoe_shmem_quiet();
@@ -40,6 +41,17 @@ MM_DEVICE void ep_put_warp(const EpArgs& ep, int r, u64 offset, const void* src,
   mm_fence_system();
   mm_syncwarp();
   megamoe_shmem_put_warp(ep_own<u8>(ep, offset), src, bytes, r);
+#else
+  (void)ep, (void)r, (void)offset, (void)src, (void)bytes;
+#endif
+}
+
+// The same put, returning once `src` may be written again (the warp's one row of staging).
+MM_DEVICE void ep_put_warp_blocking(const EpArgs& ep, int r, u64 offset, const void* src, u64 bytes) {
+#if MEGAMOE_NVSHMEM
+  mm_fence_system();
+  mm_syncwarp();
+  megamoe_shmem_put_warp_blocking(ep_own<u8>(ep, offset), src, bytes, r);
 #else
   (void)ep, (void)r, (void)offset, (void)src, (void)bytes;
 #endif

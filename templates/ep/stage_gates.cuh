@@ -42,7 +42,8 @@ MM_DEVICE void ep_stage1_rows(const RoutedTile& rt, int rows_capacity, int* erro
 // Stage2's rows over several ranks: a row's wire code is home * (max_tokens * topk) + slot; its
 // row is on the home rank's wire (bf16, or e4m3 with e8m0 scales per 32).
 // A code past every rank's wire (world x max_tokens x topk + p) is routed row p's row in this
-// rank's outbox: its home is on another node (the nvshmem transport), and send_rows_ep puts it there.
+// rank's outbox: its home is on another node (the nvshmem transport), where the token's gateway
+// in this node sums it with the node's other slots of the token (node_reduce_ep).
 template <int kWire>
 struct PeerWireRows {
   const EpArgs& ep;
@@ -61,11 +62,17 @@ struct PeerWireRows {
 };
 
 // The end of Stage2 on every block: once all of this rank's Stage2 blocks are done, the last one
-// sets this rank's done flag on every rank; with ranks of other nodes, send_rows_ep does, once it
-// has put their rows. Every thread of the block calls it.
+// sets this rank's done flag on every rank; over nodes, its node-done flag on each rank of its
+// node instead (their gateways read its outbox), and node_reduce_ep sets the done flags. Every
+// thread of the block calls it.
 MM_DEVICE void ep_stage2_done(const EpArgs& ep) {
-  if (ep_last_block(ep.state + kStateStage2Done, gridDim.x) && !ep_aborted(ep) && ep.remote == 0)
+  if (!ep_last_block(ep.state + kStateStage2Done, gridDim.x) || ep_aborted(ep)) return;
+  if (ep.remote == 0) {
     ep_signal_all(ep, ep.done_flags_at, ep_call_seq(ep));
+    return;
+  }
+  for (int m = ep.node_first + int(threadIdx.x); m < ep.node_first + ep.node_size; m += blockDim.x)
+    ep_set_flag(ep, m, ep.node_done_flags_at, ep.rank, ep_call_seq(ep));
 }
 
 }  // namespace megamoe

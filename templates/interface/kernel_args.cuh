@@ -196,6 +196,11 @@ struct CombineArgs {
   const void* wire;
   const u8* wire_scales;
   u16* y;  // [tokens][y_dim] bf16
+  // The nvshmem transport with ranks of other nodes: the slots served on another node come as one
+  // row a node (bf16, their sum; ep/node_reduce_ep.cuh), added where that node's first slot is.
+  const u16* partials;  // [nodes][max_tokens][model_dim], or null: every slot from the wire
+  int node_experts;     // experts a node: node n serves ids [n node_experts, (n + 1) node_experts)
+  int home_node, max_tokens;
 };
 
 // --- expert parallelism (templates/ep/, docs/ep.md) ---
@@ -228,10 +233,21 @@ struct EpArgs {
   u64 stage_counts_at;    // [world][experts + 1] ints: the counts for each such rank
   u64 stage_x_at;         // [max_tokens][model_dim] e4m3: each token's x, once
   u64 stage_scales_at;    // [max_tokens][model_dim / x_block] e8m0
-  u64 stage_meta_at;      // [world][max_tokens][ep_meta_bytes(topk)]: each row's metadata for each rank
+  u64 stage_relay_at;     // [nodes][max_tokens][ep_relay_bytes]: each token's relay metadata for each node
   u64 outbox_at;          // [rows_capacity][model_dim] bf16 (or e4m3): Stage2's rows of such ranks' tokens
   u64 outbox_scales_at;   // [rows_capacity][model_dim / 32] e8m0
-  int* outbox_home;       // [rows_capacity]: an outbox row's wire code (home x max_tokens x topk + slot)
+  u64 stage_partials_at;  // [kNodeReduceMaxWarps][model_dim] bf16: a node's summed row before its put
+  // Node-aware dispatch and combine (docs/ep.md): ranks [node_first, node_first + node_size) share
+  // this rank's node; a token's row for another node goes once to one rank there, its gateway,
+  // which forwards it to the others and sums what the node's slots give it.
+  int node_size, node_first;
+  u64 fwd_flags_at;       // [world][world] u32: [source][gateway]: its rows of that source forwarded here
+  u64 node_done_flags_at; // [world] u32: a rank of this node has all its Stage2 rows in its outbox
+  u64 relay_meta_at;      // [world][max_tokens][ep_relay_bytes]: a source's row as its gateway receives it
+  u64 slot_map_at;        // [world][max_tokens][topk] int2: a gateway row's slot: (rank, its outbox row)
+  u64 partials_at;        // [nodes][max_tokens][model_dim] bf16: a node's sum of a token's slots
+  int* gateway_rows;      // [world * max_tokens]: this call's gateway rows (source x max_tokens + row)
+  int* forwarded;         // [world]: a source's rows this rank has scanned for forwarding this call
   // This rank's plan (local):
   int* dest_row;      // [max_tokens][world]: token t's row in rank d's receive buffer, -1 if none
   int* slot_rank;     // [max_tokens * topk]: a slot's rank among this rank's slots to its expert
@@ -327,14 +343,13 @@ struct CombineEpArgs {
   EpArgs ep;
 };
 
-// send_rows_ep (ep/send_rows_ep.cuh; the nvshmem transport with ranks of other nodes): the
-// outbox's rows put home after Stage2, then this rank's done flags.
-struct SendRowsEpArgs {
-  static constexpr const char* kName = "SendRowsEpArgs";
+// node_reduce_ep (ep/node_reduce_ep.cuh; the nvshmem transport with ranks of other nodes): once
+// every rank of this node has its Stage2 rows in its outbox, each gateway row's slots summed and
+// put home as one row, then this rank's done flags.
+struct NodeReduceEpArgs {
+  static constexpr const char* kName = "NodeReduceEpArgs";
   EpArgs ep;
-  const int* expert_offsets;  // [experts + 1]: the routed rows laid out this call
-  const int* row_slot;        // [rows_capacity]: each row's wire code; past every wire, an outbox row
-  int rows_capacity;
+  int rows_capacity;  // every rank's outbox rows (the group's routed_rows_capacity)
 };
 
 // flag_pingpong (ep/flag_pingpong.cuh; megamoe-bench --world W): one thread on each of two GPUs (or

@@ -48,8 +48,9 @@ enum : int {
   kStateStage2Done = 4,
   kStateCombineDone = 5,
   kStateAbort = 6,
-  kStateSendDone = 7,  // the nvshmem transport's send_rows_ep: its blocks done
-  kStateWords = 8
+  kStateReduceDone = 7,  // the nvshmem transport's node_reduce_ep: its blocks done
+  kStateGateways = 8,    // the nvshmem transport: the rows this rank forwarded this call as a gateway
+  kStateWords = 9
 };
 // A slot in a receive buffer's metadata: (local expert << kSlotRankBits) | its rank among the
 // source's rows to that expert, or kNoSlot for a slot that goes elsewhere.
@@ -58,6 +59,18 @@ enum : unsigned { kNoSlot = 0xffffffffu };
 // Bytes of one received token's metadata: its token index (16 bytes with padding), then per slot
 // the packed slot and its route weight.
 MM_SHARED_FN int ep_meta_bytes(int topk) { return 16 + 8 * ((topk + 1) / 2 * 2); }
+// The nvshmem transport, a token's row as it crosses to another node (docs/ep.md, "Node-aware
+// dispatch and combine"): the metadata above for every slot served on that node (its token index
+// at 0 and the call sequence at 4), then per slot the rank within the node that serves it (a byte,
+// kNoNodeRank for none), then per rank of the node the token's row there (-1 none).
+MM_SHARED_FN int ep_relay_ranks_at(int topk) { return ep_meta_bytes(topk); }
+MM_SHARED_FN int ep_relay_rows_at(int topk) { return ep_meta_bytes(topk) + (topk + 3) / 4 * 4; }
+MM_SHARED_FN int ep_relay_bytes(int topk, int node_size) {
+  return (ep_relay_rows_at(topk) + 4 * node_size + 15) / 16 * 16;
+}
+enum : int { kNoNodeRank = 0xff };
+// node_reduce_ep: warps a launch (each stages one summed row before its put).
+enum : int { kNodeReduceThreads = 256, kNodeReduceMaxWarps = 1024 };
 
 // Routing: one thread per expert in the scans; one block per kRouteSlotsPerBlock slots, at most
 // kRouteMaxBlocks (more than one: route_count first).

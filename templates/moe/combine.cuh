@@ -1,5 +1,6 @@
 // Combine on one GPU: y[t] = sum over k, in k order and in fp32, of the route-weighted Stage2
 // rows on the wire (slot t * topk + k), for the slots whose id is in [0, experts); y in bf16.
+// Over nodes a node's slots come summed (one bf16 row, added at the node's first slot).
 // One thread per (token, 8 columns), grid-stride: 16-byte loads (8 bytes and a scale byte on the
 // fp8 wire), kCombineBatch slots loaded before the first is added so their loads overlap.
 // Needs model_dim % 8 == 0 and y 16-byte aligned (the runtime checks both). The wire's rows are
@@ -29,7 +30,17 @@ MM_DEVICE void combine_add8(uint4 raw, u8 scale, float* acc) {
   }
 }
 
-template <int kWire>
+// Over nodes (kPartials, CombineArgs::partials set): whether slot k of token t is served on
+// another node (node_of), and whether it is that node's first slot of t (its sum is added there).
+MM_DEVICE bool combine_first_of_node(const CombineArgs& a, int t, int k, int node) {
+  for (int i = 0; i < k; ++i) {
+    const int id = a.ids[t * a.topk + i];
+    if (id >= 0 && id < a.experts && id / a.node_experts == node) return false;
+  }
+  return true;
+}
+
+template <int kWire, bool kPartials = false>
 MM_DEVICE void combine(const CombineArgs& a) {
   const int* ids = a.ids;
   const int topk = a.topk, experts = a.experts, model_dim = a.model_dim;
@@ -52,6 +63,13 @@ MM_DEVICE void combine(const CombineArgs& a) {
         scale[j] = 0;
         if (!live[j]) continue;
         const i64 at = (i64)(t * topk + k) * model_dim + c;
+        if (kPartials && a.partials && id / a.node_experts != a.home_node) {  // bf16: its node's sum
+          const int node = id / a.node_experts;
+          live[j] = combine_first_of_node(a, t, k, node);
+          if (live[j])
+            raw[j] = *reinterpret_cast<const uint4*>(a.partials + ((i64)node * a.max_tokens + t) * model_dim + c);
+          continue;
+        }
         if (kWire == 0) {
           raw[j] = *reinterpret_cast<const uint4*>(static_cast<const u16*>(a.wire) + at);
         } else {
@@ -60,8 +78,12 @@ MM_DEVICE void combine(const CombineArgs& a) {
           scale[j] = a.wire_scales[at / 32];
         }
       }
-      for (int j = 0; j < kCombineBatch; ++j)
-        if (live[j]) combine_add8<kWire>(raw[j], scale[j], acc);
+      for (int j = 0; j < kCombineBatch; ++j) {
+        if (!live[j]) continue;
+        const int id = ids[t * topk + k0 + j];
+        if (kPartials && a.partials && id / a.node_experts != a.home_node) combine_add8<kWireBf16>(raw[j], 0, acc);
+        else combine_add8<kWire>(raw[j], scale[j], acc);
+      }
     }
     u32 out[4];
     for (int i = 0; i < 4; ++i) out[i] = u32(mm_f32_to_bf16(acc[2 * i])) | u32(mm_f32_to_bf16(acc[2 * i + 1])) << 16;

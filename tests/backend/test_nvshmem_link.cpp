@@ -39,19 +39,23 @@ TEST_CASE("the nvshmem transport's kernels compile and link with NVSHMEM's devic
       CHECK(r.kernel->binary.find("nvshmemi_device_state") != std::string::npos);  // NVSHMEM's device library in it
     }
   }
-  // route_ep and send_rows_ep once; dispatch_ep (its x scale blocks differ) and Stage1 with the
+  // route_ep and node_reduce_ep once; dispatch_ep (its x scale blocks differ) and Stage1 with the
   // dispatch on each of three paths.
   CHECK(linked.size() == 8);
 }
 
-TEST_CASE("send_rows_ep links for both combine wires", "[nvrtc][nvshmem]") {
+TEST_CASE("node_reduce_ep links, and combine with the nodes' sums compiles, for both combine wires",
+          "[nvrtc][nvshmem]") {
   if (!nvshmem_built()) {
     WARN("skipped: this build has no nvshmem transport");
     return;
   }
   KernelBuilder b(make_compiler(BackendKind::cuda), "sm_90a", {});
   for (CombineWire w : {CombineWire::bf16, CombineWire::fp8_blockwise_1x32}) {
-    BuildReport r = b.build(send_rows_ep_spec(w));
+    BuildReport r = b.build(node_reduce_ep_spec(w));
     CHECK(r.kernel->binary.find("nvshmemi_device_state") != std::string::npos);
+    PlannedKernel with = b.plan(combine_ep_spec(w, true)), without = b.plan(combine_ep_spec(w, false));
+    CHECK(with.key.hex != without.key.hex);
+    CHECK(b.build(with).kernel->binary.substr(0, 4) == "\x7f" "ELF");
   }
 }

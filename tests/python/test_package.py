@@ -206,12 +206,17 @@ def test_workspace_bytes_states_a_model_of_many_layers_through_one_runtime():
         megamoe.workspace_bytes("kimi_k3_a8w4", path="hopper", layers=0)
 
 
-def test_workspace_bytes_of_the_nvshmem_transport_adds_its_staging_and_outbox():
-    ipc = megamoe.workspace_bytes("kimi_k3_a8w4", world=8, max_tokens=1024, path="hopper", routed_rows_capacity=32768)
-    shmem = megamoe.workspace_bytes("kimi_k3_a8w4", world=8, max_tokens=1024, path="hopper", routed_rows_capacity=32768,
-                                    transport="nvshmem")
+def test_workspace_bytes_of_the_nvshmem_transport_over_nodes_adds_its_relay_staging_and_outbox():
+    args = dict(world=8, max_tokens=1024, path="hopper", routed_rows_capacity=32768)
+    ipc = megamoe.workspace_bytes("kimi_k3_a8w4", **args)
+    one_node = megamoe.workspace_bytes("kimi_k3_a8w4", transport="nvshmem", **args)
+    assert one_node == ipc  # one node: load and store, as ipc
+    shmem = megamoe.workspace_bytes("kimi_k3_a8w4", transport="nvshmem", node_size=4, **args)
     # The outbox alone: a bf16 wire row (2 x 3584 bytes) and its scales for each routed row.
     assert shmem["symmetric_region"] >= ipc["symmetric_region"] + 32768 * (2 * 3584 + 3584 // 32)
-    assert shmem["group_plan"] == ipc["group_plan"] + 32768 * 4 and shmem["layer"] == ipc["layer"]
+    # The call's gateway rows (a source's row each) and each source's forwarding count.
+    assert shmem["group_plan"] == ipc["group_plan"] + 8 * 1024 * 4 + 8 * 4 and shmem["layer"] == ipc["layer"]
+    with pytest.raises(megamoe.InputError, match="node_size"):
+        megamoe.workspace_bytes("kimi_k3_a8w4", node_size=3, transport="nvshmem", **args)
     with pytest.raises(megamoe.InputError, match="transport"):
         megamoe.workspace_bytes("kimi_k3_a8w4", world=8, path="hopper", transport="tcp")

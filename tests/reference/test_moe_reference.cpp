@@ -315,3 +315,49 @@ TEST_CASE("reference layer: shared experts give what the same experts as more ro
                             got.exact.size()) > 0.3);
   }
 }
+
+TEST_CASE("reference layer over nodes: another node's slots summed there, in bf16, at its first slot", "[reference]") {
+  static const Mxfp4ExpertWeights w = hand_weights();
+  const std::vector<std::uint16_t> x(32, formats::float_to_bf16(1.f));
+  // Expert 0's row is 28 a unit of weight, expert 1's -3.75 (the by-hand case above): node 1's
+  // sum 28 - 3.75 / 256 rounds to 28 in bf16, which slot 1's -28 then cancels.
+  const std::vector<int> ids = {0, 0, 1, 0};
+  const std::vector<float> weights = {1.f, -1.f, 1.f / 256, 0.f};
+  auto emulated = [&](std::vector<int> slot_ids, const int* slot_nodes) {
+    reference::LayerInputs in;
+    const int home = 0;
+    in.weights = &w;
+    in.activation = {ActivationKind::silu};
+    in.topk = 4;
+    in.x = x.data();
+    in.ids = slot_ids.data();
+    in.route_weights = weights.data();
+    in.slot_nodes = slot_nodes, in.home_nodes = &home;
+    return reference::reference_layer(in, {0}, 1).emulated;
+  };
+  // Each slot alone: its row on the bf16 wire, exactly (one term is its own sum).
+  std::vector<std::vector<float>> slot(4);
+  for (int k = 0; k < 4; ++k) {
+    std::vector<int> one(4, -1);
+    one[k] = ids[k];
+    slot[k] = emulated(one, nullptr);
+  }
+  auto bf16 = [](float v) { return formats::bf16_to_float(formats::float_to_bf16(v)); };
+  const int nodes[4] = {1, 0, 1, 0};  // slots 0 and 2 on node 1, away from home (node 0)
+  const std::vector<float> got = emulated(ids, nodes), flat = emulated(ids, nullptr);
+  bool moved = false;
+  for (int d = 0; d < 32; ++d) {
+    float acc = bf16(slot[0][d] + slot[2][d]);
+    acc += slot[1][d];
+    acc += slot[3][d];
+    CHECK(got[d] == bf16(acc));
+    moved = moved || got[d] != flat[d];
+    float in_order = slot[0][d];
+    in_order += slot[1][d];
+    in_order += slot[2][d];
+    in_order += slot[3][d];
+    CHECK(flat[d] == bf16(in_order));
+  }
+  INFO("the node's sum rounds to bf16 where the flat sum does not");
+  CHECK(moved);
+}

@@ -1,8 +1,9 @@
 // The nvshmem transport on one GPU: processes of megamoe-run as the ranks of a group on NVSHMEM
 // (unique id through the folder all-gather), every rank's output against the references. With
 // --node-size 1 every other rank counts as another node, so the counts, the dispatch's rows, the
-// flags and Stage2's rows all go by NVSHMEM's puts (the put path a cluster's network carries);
-// with nodes of two, half go by load and store and half by puts; node size 0 maps every rank
+// flags, the node's summed rows all go by NVSHMEM's puts (the put path a cluster's network
+// carries); with nodes of two, the rows of the other node go to one rank there by puts and are
+// forwarded and summed there by load and store; node size 0 maps every rank
 // (one GPU: load and store, as ipc). Fused and serial; empty and bad ids; unequal token counts;
 // calls back to back with no host sync and a captured call replayed, each the bits of the same
 // call made alone; a rank killed mid-call. NVSHMEM is found as at run time (MEGAMOE_NVSHMEM_DIR;
@@ -36,7 +37,8 @@ std::size_t count(const std::string& text, const std::string& what) {
 
 // megamoe-run over `world` processes on GPU 0 with the nvshmem transport; every rank must pass
 // every size.
-void run_group(int world, int node_size, const std::string& extra, int sizes) {
+void run_group(int world, int node_size, const std::string& extra, int sizes,
+               const std::string& config = "kimi_k3_a8w4") {
   const std::filesystem::path run =
       std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / "megamoe-run";
   REQUIRE(std::filesystem::exists(run));
@@ -44,7 +46,7 @@ void run_group(int world, int node_size, const std::string& extra, int sizes) {
   for (int r = 1; r < world; ++r) devices += ",0";
   std::string out;
   const int status = test::run_command(
-      "'" + run.string() + "' --config kimi_k3_a8w4 --experts-per-rank " + std::to_string(224 / world) +
+      "'" + run.string() + "' --config " + config + " --experts-per-rank " + std::to_string(224 / world) +
           " --world " + std::to_string(world) + " --transport nvshmem --devices " + devices + " --node-size " +
           std::to_string(node_size) + " --check --ref-tokens 16 " + extra,
       out);
@@ -82,6 +84,24 @@ TEST_CASE("nvshmem: four processes on GPU 0 in nodes of two, bad and empty ids, 
   if (!nvshmem_here()) return;
   run_group(4, 2, "--route bad --bs 1,24", 2);
   run_group(4, 2, "--route holes --serial --bs 24", 1);
+}
+
+// Nodes of two: a token's row crosses to the other node once, to one of the ranks it goes to
+// there, which forwards it to the other and sums what the node's slots give it (the references
+// follow that sum, rounded to bf16, where the node's first slot is).
+TEST_CASE("nvshmem: four processes on GPU 0 in nodes of two, forwarded and summed in the node: unequal counts, "
+          "massive and outlier inputs, the fp8 wire",
+          "[gpu][ep][nvshmem]") {
+  if (!nvshmem_here()) return;
+  run_group(4, 2, "--taper --inputs massive --bs 1,40,160", 3);
+  run_group(4, 2, "--inputs outliers --serial --bs 64", 1);
+  test::TempDir dir;
+  run_group(4, 2, "--bs 48", 1, test::write_config_variant(dir.path(), "kimi_fp8wire"));
+}
+
+TEST_CASE("nvshmem: four processes on GPU 0, nodes of one (every peer a node of its own)", "[gpu][ep][nvshmem]") {
+  if (!nvshmem_here()) return;
+  run_group(4, 1, "--route zipf --bs 32", 1);
 }
 
 // A child: megamoe_gpu_tests --nvshmem-burst-child RANK DIR CONFIG. Two ranks on NVSHMEM, nodes

@@ -51,7 +51,7 @@ TEST_CASE("workspace_bytes over several ranks: the symmetric region and the capa
   const std::uint64_t region = aligned(2 * W * (E + 1) * 4) + aligned(2 * W * 4) + aligned(W * 4) + aligned(W * 4) +
                                aligned(W * T * D) + aligned(W * T * 1) + aligned(W * T * meta) +
                                aligned(T * K * D * 2) + aligned(T * K * D / 32);
-  const std::uint64_t plan = 8 * 4 + T * W * 4 + T * K * 4 + 3 * E * W * 4 + 256 * (W * E + W) * 4;
+  const std::uint64_t plan = 9 * 4 + T * W * 4 + T * K * 4 + 3 * E * W * 4 + 256 * (W * E + W) * 4;
   auto layer = [&](std::uint64_t R) {
     return 4 + 3 * (E + 1) * 4 + 3 * R * 4 + 4 + (R + kRowsOverhang) * (D + D / 8) + (R + kRowsOverhang) * (I + I / 8) +
            16 + 16 + 32;

@@ -73,19 +73,33 @@ TEST_CASE("megamoe-workspace --layers L: the workspace once and L layers' weight
   CHECK_THAT(out, Catch::Contains(fmt::format("94 layer(s) through one runtime   {:>15} bytes", b.total() + 94 * w)));
 }
 
-TEST_CASE("megamoe-workspace --transport nvshmem adds the staging areas and the outbox", "[cli][workspace]") {
-  std::string ipc, shmem;
+TEST_CASE("megamoe-workspace --transport nvshmem over nodes adds the relay, the staging areas and the outbox",
+          "[cli][workspace]") {
+  std::string ipc, one_node, shmem;
   const std::string args = "--config kimi_k3_a8w4 --world 8 --max-tokens 1024 --capacity 32768 --path hopper";
   REQUIRE(workspace(args, ipc) == 0);
-  REQUIRE(workspace(args + " --transport nvshmem", shmem) == 0);
+  REQUIRE(workspace(args + " --transport nvshmem", one_node) == 0);
+  REQUIRE(workspace(args + " --transport nvshmem --node-size 4", shmem) == 0);
   RuntimeOptions o;
   o.world = 8, o.max_tokens = 1024, o.routed_rows_capacity = 32768, o.path = KernelPath::hopper;
   const WorkspaceBytes plain = Runtime::workspace_bytes(load_config("kimi_k3_a8w4"), o);
-  o.transport = Transport::nvshmem;
+  o.transport = Transport::nvshmem, o.node_size = 4;
   const WorkspaceBytes staged = Runtime::workspace_bytes(load_config("kimi_k3_a8w4"), o);
-  // The outbox alone: a bf16 wire row (2 x 3584 bytes) a routed row, and its scales.
-  CHECK(staged.symmetric_region >= plain.symmetric_region + 32768ull * (2 * 3584 + 3584 / 32));
-  CHECK(staged.group_plan == plain.group_plan + 32768 * 4);  // each outbox row's home
+  // docs/ep.md, "What it costs beside ipc", each area 256-byte aligned: W = 8 ranks in 2 nodes,
+  // T = 1024, K = 16, D = 3584, one x scale a row (Kimi-K3's table), R = 32768 outbox rows,
+  // relay rows of 144 + 16 + 4 x 4 bytes (176).
+  const std::uint64_t W = 8, T = 1024, K = 16, D = 3584, E = 112, R = 32768, relay = 176, nodes = 2;
+  auto aligned = [](std::uint64_t b) { return (b + 255) / 256 * 256; };
+  const std::uint64_t added = aligned(W * W * 4) + aligned(W * 4) + aligned(W * T * relay) + aligned(W * T * K * 8) +
+                              aligned(nodes * T * D * 2) + aligned(W * (E + 1) * 4) + aligned(T * D) + aligned(T * 1) +
+                              aligned(nodes * T * relay) + aligned(R * D * 2) + aligned(R * D / 32) +
+                              aligned(1024 * D * 2);
+  CHECK(staged.symmetric_region == plain.symmetric_region + added);
+  CHECK(staged.group_plan == plain.group_plan + W * T * 4 + W * 4);  // the gateway rows, the forwarding counts
   CHECK_THAT(shmem, Catch::Contains(fmt::format("symmetric region {:>15} bytes", staged.symmetric_region)));
   CHECK_THAT(ipc, Catch::Contains(fmt::format("symmetric region {:>15} bytes", plain.symmetric_region)));
+  CHECK(one_node == ipc);  // one node: load and store, nothing more
+  std::string out;
+  CHECK(workspace(args + " --transport nvshmem --node-size 3", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--node-size expects 0 or a divisor of --world = 8, got 3"));
 }

@@ -371,6 +371,8 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
   std::vector<std::uint16_t> x;
   std::vector<int> ids;
   std::vector<float> weights;
+  std::vector<int> home_nodes, slot_nodes;
+  bool over_nodes = false;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const Routing& routing = *ranks[r].routing;
     tokens[r].resize(routing.tokens);
@@ -391,6 +393,12 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
       x.insert(x.end(), ranks[r].x->begin() + t * D, ranks[r].x->begin() + (t + 1) * D);
       ids.insert(ids.end(), routing.ids.begin() + t * K, routing.ids.begin() + (t + 1) * K);
       weights.insert(weights.end(), routing.weights.begin() + t * K, routing.weights.begin() + (t + 1) * K);
+      home_nodes.push_back(ranks[r].node);
+      if (ranks[r].slot_nodes)
+        slot_nodes.insert(slot_nodes.end(), ranks[r].slot_nodes->begin() + t * K,
+                          ranks[r].slot_nodes->begin() + (t + 1) * K), over_nodes = true;
+      else
+        slot_nodes.insert(slot_nodes.end(), K, -1);
     }
   }
   std::vector<std::int64_t> all(x.size() / D);
@@ -407,6 +415,7 @@ std::vector<CheckResult> check_group(const Config& config, const Mxfp4ExpertWeig
   in.ids = ids.data();
   in.route_weights = weights.data();
   in.experts = experts;
+  if (over_nodes) in.slot_nodes = slot_nodes.data(), in.home_nodes = home_nodes.data();
   if (config.model.shared_experts > 0) {
     if (!shared || shared->experts != config.model.shared_experts)
       throw Error(fmt::format("megamoe: check of config {}: its {} shared experts' weights are {}", config.name,

@@ -140,6 +140,11 @@ struct RankOutput {
   const Routing* routing;
   const std::vector<std::uint16_t>* y;
   const std::vector<std::int64_t>* massive = nullptr;  // tokens always checked and reported one by one
+  // Over nodes (the nvshmem transport's): the rank's node, and the node serving each slot
+  // ([tokens][topk], -1 none), whose sums the emulating reference follows
+  // (reference::LayerInputs::slot_nodes). Null: one node.
+  int node = 0;
+  const std::vector<int>* slot_nodes = nullptr;
 };
 
 // Every rank's output of a group's call against both CPU references (ids global; w holds every

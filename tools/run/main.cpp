@@ -85,8 +85,9 @@ give the same bits.
   --devices LIST    peer, ipc and nvshmem: rank r on GPU LIST[r] (W entries; default 0,1,...,W-1).
                     With ipc or nvshmem, ranks may share a GPU (0,0: two processes on GPU 0, which
                     then runs one process's kernels at a time, slices of time each: slow, for checking)
-  --node-size N     nvshmem: N consecutive ranks a node (0, the default: the ranks NVSHMEM maps
-                    here); ranks of other nodes get NVSHMEM's puts (1: every rank, also on one GPU)
+  --node-size N     nvshmem: N consecutive ranks a node (0, the default: one node); a token's
+                    row goes to another node once, by NVSHMEM's puts, and is forwarded and
+                    summed there (1 or 2: the put path on one GPU too); --check follows the sums
   --serial          the serial path: dispatch, the expert GEMMs and combine as separate launches
   --taper           rank r gets bs x (W - r) / W tokens instead of bs (unequal token counts)
 Exit status: 0 on success, 1 on a failed check or error, 2 on bad usage, 3 when no GPU is present.
@@ -202,6 +203,7 @@ struct RankCall {
   workload::Routing routing;  // over the logical experts (the references'); the kernels get it on slots
   std::vector<std::uint16_t> x;
   std::vector<std::int64_t> massive;  // --inputs massive: the tokens with a massive channel
+  std::vector<int> slot_nodes;        // over nodes: the node serving each slot (workload::RankOutput)
   DeviceBuffer d_x, d_y, d_ids, d_w;
 };
 
@@ -213,6 +215,8 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
   const Config& cfg = first.config();
   const ModelShape& m = cfg.model;
   const int world = first.world(), experts = m.logical_experts;  // the routings' and the references'
+  // The nvshmem transport over nodes: another node's slots of a token come home summed.
+  const bool over_nodes = a.transport == Transport::nvshmem && a.node_size > 0 && a.node_size < world;
   // Each slot's logical expert: itself, or with redundant slots the placement an engine's EPLB
   // would make from a first look at the load (the same on every rank: from the seed alone).
   std::vector<int> placement(m.experts);
@@ -260,6 +264,9 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
       dev.copy_to_device(c.d_x.get(), c.x.data(), c.x.size() * 2);
       const workload::Routing slots = workload::to_physical(c.routing, placement, experts, rng);
       dev.copy_to_device(c.d_ids.get(), slots.ids.data(), slots.ids.size() * 4);
+      if (over_nodes)  // the node serving each slot (its physical expert's rank's node)
+        for (int id : slots.ids)
+          c.slot_nodes.push_back(id >= 0 && id < m.experts ? id / m.experts_per_rank / a.node_size : -1);
       dev.copy_to_device(c.d_w.get(), c.routing.weights.data(), c.routing.weights.size() * 4);
     }
     // profile: events between the stages (the stage times); without, the launches are an
@@ -309,7 +316,8 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
                              "rows\n",
                              rt.rank(), errors.bad_ids, errors.first_bad_slot, errors.bounds_violations,
                              errors.dropped_rows);
-      outputs.push_back({&c.x, &c.routing, &ys[i], &c.massive});
+      outputs.push_back({&c.x, &c.routing, &ys[i], &c.massive, over_nodes ? rt.rank() / a.node_size : 0,
+                         over_nodes ? &c.slot_nodes : nullptr});
     }
     std::mt19937_64 rng = workload::inputs_rng(a.seed + 7, bs, draw);
     const std::vector<workload::CheckResult> results =
@@ -371,6 +379,11 @@ void print_header(const Runtime& rt, const Args& a) {
   const Config& cfg = rt.config();
   const ModelShape& m = cfg.model;
   Runtime& r = const_cast<Runtime&>(rt);
+  const std::string over_nodes =
+      a.transport == Transport::nvshmem && a.node_size > 0 && a.node_size < a.world
+          ? fmt::format(", {} nodes of {}: a token's row crosses to a node once, forwarded and summed there",
+                        a.world / a.node_size, a.node_size)
+          : a.transport == Transport::nvshmem ? ", one node: load and store" : "";
   fmt::print("config {}: {} experts{} ({} a rank){}, model_dim {}, inter_dim {}, topk {}, {} on {} ({})\n", cfg.name,
              m.experts,
              m.experts > m.logical_experts ? fmt::format(" slots for {} logical experts (EPLB)", m.logical_experts) : "",
@@ -381,7 +394,7 @@ void print_header(const Runtime& rt, const Args& a) {
              m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), r.device().name(), r.device().arch());
   fmt::print("kernels: {} path; world {}{}{}; routing: {}; inputs: {}; references: over at most {} random tokens of each "
              "call{}{}\n",
-             to_string(rt.path()), a.world, a.world > 1 ? fmt::format(" ({})", to_string(a.transport)) : "",
+             to_string(rt.path()), a.world, a.world > 1 ? fmt::format(" ({}{})", to_string(a.transport), over_nodes) : "",
              a.world > 1 ? (a.serial ? ", serial" : ", fused") : "", a.routing_file.empty() ? a.route : "file " + a.routing_file,
              workload::to_string(a.inputs), a.ref_tokens, a.inputs == workload::InputKind::massive ? " and every massive token" : "",
              a.world > 1 ? " of each rank (the worst rank's numbers)" : "");

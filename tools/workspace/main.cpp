@@ -34,8 +34,11 @@ layers share the runtime (one workspace, a set of weights a layer).
   --arch ARCH             the GPU `auto` resolves for (default sm_90a)
   --no-fp8-resident       RuntimeOptions::fp8_resident_weights = false
   --layers L              the model's MoE layers sharing the runtime (default 1)
-  --transport T           with --world > 1: nvshmem adds its staging areas and outbox
-                          (docs/ep.md, "Over nodes: NVSHMEM"); the others take the same
+  --transport T           with --world > 1: nvshmem over nodes (--node-size) adds its relay,
+                          staging areas and outbox (docs/ep.md, "Over nodes: NVSHMEM"); the
+                          others, and nvshmem on one node, take the same
+  --node-size N           with --transport nvshmem: the ranks of a node (a divisor of --world;
+                          default 0: the whole group on one node)
   --table                 every built-in model at worlds 1, 2, 4 and 8 where they divide its
                           experts: the routed rows and bytes at the worst case, and at a
                           capacity of twice the mean (2 x max_tokens x topk)
@@ -47,7 +50,7 @@ constexpr const char* kTool = "megamoe-workspace";
 
 struct Args {
   std::string config, path = "auto", arch = "sm_90a";
-  int world = 1, max_tokens = 8192, experts_per_rank = 0, shared = -1, layers = 1;
+  int world = 1, max_tokens = 8192, experts_per_rank = 0, shared = -1, layers = 1, node_size = 0;
   long long capacity = 0;
   bool table = false, fp8_resident = true, nvshmem = false;
 };
@@ -77,11 +80,16 @@ Args parse(int argc, char** argv) {
         cli::usage_error(kTool, "--transport expects loopback, peer, ipc or nvshmem, got '" + t + "'");
       a.nvshmem = t == "nvshmem";
     }
+    else if (s == "--node-size") a.node_size = int(number());
     else if (s == "--table") a.table = true;
     else cli::usage_error(kTool, "unknown argument " + s);
   }
   if (a.table == !a.config.empty()) cli::usage_error(kTool, "give --config NAME or --table");
   if (a.layers < 1) cli::usage_error(kTool, "--layers " + std::to_string(a.layers) + ": expected 1 or more");
+  if (a.node_size != 0 && !a.nvshmem) cli::usage_error(kTool, "--node-size is for --transport nvshmem");
+  if (a.node_size < 0 || (a.node_size > 0 && a.world % a.node_size))
+    cli::usage_error(kTool, fmt::format("--node-size expects 0 or a divisor of --world = {}, got {}", a.world,
+                                        a.node_size));
   return a;
 }
 
@@ -91,7 +99,7 @@ void print_one(const Args& a) {
   RuntimeOptions o;
   o.world = a.world, o.max_tokens = a.max_tokens, o.routed_rows_capacity = a.capacity;
   o.path = cli::parse_path(kTool, a.path), o.fp8_resident_weights = a.fp8_resident;
-  if (a.nvshmem) o.transport = Transport::nvshmem;
+  if (a.nvshmem) o.transport = Transport::nvshmem, o.node_size = a.node_size;
   Config config = cli::load_for_world(a.config, a.world, a.experts_per_rank);
   if (a.shared >= 0) config = with_shared_experts(std::move(config), a.shared);
   const WorkspaceBytes b = Runtime::workspace_bytes(config, o, a.arch);

@@ -11,6 +11,11 @@ extern "C" __device__ void megamoe_shmem_put_warp(void* dest, const void* src, s
   nvshmemx_putmem_nbi_warp(dest, src, bytes, pe);
 }
 
+// The same put, returning once `src` may be written again (not once it has landed).
+extern "C" __device__ void megamoe_shmem_put_warp_blocking(void* dest, const void* src, size_t bytes, int pe) {
+  nvshmemx_putmem_warp(dest, src, bytes, pe);
+}
+
 // A word on `pe` set to `value` (an atomic: what this thread put to `pe` before a fence lands
 // first).
 extern "C" __device__ void megamoe_shmem_set_u32(unsigned* dest, unsigned value, int pe) {
