@@ -26,13 +26,15 @@
 #   nvshmem: the nvshmem transport alone (the suite's [nvshmem] cases, its Python tests, Kimi-K3 over
 #          processes in nodes of two with redundant slots), and loopback ranks checked beside it;
 #          NVSHMEM_PART=suite stops after the suite, =tools skips it (two calls of 10 minutes)
+#   ep32:  worlds past 16 ranks: Kimi-K3 over 28 loopback ranks, checked, fused and serial; then
+#          the suite's skewed-routing case
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | engines | nvshmem | multi | multi-suite | fp8res | full) ;;
-  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|engines|nvshmem|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
+case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | engines | nvshmem | ep32 | multi | multi-suite | fp8res | full) ;;
+  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|engines|nvshmem|ep32|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -110,6 +112,19 @@ step() {  # bound in seconds, then the command
         -p no:cacheprovider -k "nvshmem or group_of_two"
     fi
     echo "gpu_session status $status (nvshmem)"
+    exit $status
+  fi
+  if [ "$mode" = ep32 ]; then
+    # Past 16 ranks on one GPU: loopback takes at most 31 ranks (a hardware queue each, and one
+    # for the process: CUDA has 32), and 32 processes' contexts and NVSHMEM heaps did not fit 80 GB
+    # (journal, 2026-12-06). Kimi-K3's 896 experts over 28 loopback ranks (32 a rank) run the
+    # kernels of worlds past 16 (route_ep's 32-wide counts).
+    for b in 1 2 4 8 16 32 64 128; do buckets+=(--bucket "$b"); done
+    step 100 ./build/megamoe-precompile --config kimi_k3_a8w4 --world 28 --path hopper "${buckets[@]}" -j 16
+    step 150 ./build/megamoe-run --config kimi_k3_a8w4 --world 28 --bs 1,16 --taper --check --ref-tokens 8
+    step 100 ./build/megamoe-run --config kimi_k3_a8w4 --world 28 --bs 16 --serial --route holes --check --ref-tokens 8
+    step 170 ./build/tests/megamoe_gpu_tests "EP loopback: skewed*" --durations yes
+    echo "gpu_session status $status (ep32)"
     exit $status
   fi
   if [ "$mode" = eplb ]; then

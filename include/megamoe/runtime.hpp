@@ -32,7 +32,7 @@ struct RuntimeOptions {
 
   // Several ranks (docs/ep.md). Every rank of a group passes the same config and options but
   // rank (and, for peer, its device from devices).
-  int world = 1;  // ranks in the group, 1 to 16
+  int world = 1;  // ranks in the group, 1 to 32 (kMaxWorld)
   int rank = 0;   // this process's rank (ipc, nvshmem); Runtime::create_ranks numbers its ranks itself
   Transport transport = Transport::loopback;
   std::vector<int> devices;  // peer: each rank's GPU (default 0 .. world - 1)

@@ -166,8 +166,8 @@ def tune(config, out, *, start=None, buckets=None, minutes=None, journal=None, p
         progress = None
     if minutes is not None and not minutes > 0:
         raise ValueError(f"megamoe.tune: minutes = {minutes!r}, expected a number above 0 (or None: no bound)")
-    if not (isinstance(world, int) and 1 <= world <= 16):
-        raise ValueError(f"megamoe.tune: world = {world!r}, expected an int from 1 to 16")
+    if not (isinstance(world, int) and 1 <= world <= 32):
+        raise ValueError(f"megamoe.tune: world = {world!r}, expected an int from 1 to 32")
     if transport not in ("loopback", "peer"):
         raise ValueError(f"megamoe.tune: transport = {transport!r}, expected 'loopback' or 'peer'")
     # Loopback ranks' streams on queues of their own; the driver reads it at the first CUDA call, so a

@@ -55,7 +55,8 @@ TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, const H
                                                int groups = 1);
 
 // --- expert parallelism (kernel_specs_ep.cpp; templates/ep/) ---
-TypedSpec<RouteEpArgs> route_ep_spec();
+// world: the group's ranks (past 16, the kernel's per-thread counts are twice as wide).
+TypedSpec<RouteEpArgs> route_ep_spec(int world);
 // routed: x into the routed layout (the Hopper path), else only the rows' metadata.
 TypedSpec<DispatchEpArgs> dispatch_ep_spec(int x_block, bool routed, bool bounds_check);
 // node_partials: the nvshmem transport's (the slots of another node come as that node's one row).

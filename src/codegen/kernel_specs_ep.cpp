@@ -23,11 +23,14 @@ TypedSpec<EpArgsT> ep_stage_spec(const TypedSpec<Args>& base, const char* includ
 }
 }  // namespace
 
-TypedSpec<RouteEpArgs> route_ep_spec() {
+TypedSpec<RouteEpArgs> route_ep_spec(int world) {
   TypedSpec<RouteEpArgs> s;
   s.family = "route_ep";
+  const int ranks = route_ep_ranks(world);
+  if (ranks > 16) s.name_parts = {fmt::format("w{}", ranks)};
   s.includes = {"ep/route_ep.cuh"};
   s.function = "megamoe::route_ep";
+  s.template_args = {std::to_string(ranks)};
   s.threads = kRouteThreads;
   return s;
 }

@@ -62,12 +62,12 @@ std::vector<KernelSpec> EpLayerKernels::all() const {
   return v;
 }
 
-EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, KernelPath path, bool nvshmem) {
+EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, KernelPath path, int world, bool nvshmem) {
   EpLayerKernels k;
   const ModelShape m = padded_model(path, config.model);  // the shape the path's kernels run
   k.arithmetic = path_arithmetic(path, config, b);
   if (config.model.shared_experts > 0) k.shared_routes = shared_routes_spec();
-  k.route = route_ep_spec();
+  k.route = route_ep_spec(world);
   k.combine = combine_ep_spec(b.combine_wire);
   if (path == KernelPath::hopper) {
     const HopperScales scales = hopper_scales(config, b);
@@ -104,7 +104,7 @@ EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& b, Ker
 
 std::vector<KernelSpec> kernels_for_bucket(const Config& config, const BucketConfig& bucket, KernelPath path,
                                            int world, bool nvshmem) {
-  return world > 1 ? ep_layer_kernels(config, bucket, path, nvshmem).all() : layer_kernels(config, bucket, path).all();
+  return world > 1 ? ep_layer_kernels(config, bucket, path, world, nvshmem).all() : layer_kernels(config, bucket, path).all();
 }
 
 }  // namespace megamoe

@@ -73,9 +73,9 @@ struct EpLayerKernels {
   PathArithmetic arithmetic;
   std::vector<KernelSpec> all() const;
 };
-// nvshmem: for the nvshmem transport (the kernels that put to ranks of other nodes call NVSHMEM,
+// world: the group's ranks. nvshmem: for the nvshmem transport (the kernels that put to ranks of other nodes call NVSHMEM,
 // with_nvshmem; node_reduce_ep is added and combine takes the nodes' sums).
-EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path,
+EpLayerKernels ep_layer_kernels(const Config& config, const BucketConfig& bucket, KernelPath path, int world,
                                 bool nvshmem = false);
 
 // Every kernel a bucket launches on a path, as a list: on one GPU (world 1) or as a rank of a

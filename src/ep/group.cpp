@@ -175,6 +175,14 @@ std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(Config config, Runti
                             "peer); with {}, each process calls Runtime::create",
                             to_string(options.transport)));
   const int world = options.world;
+  // A loopback rank's kernel waits for the others' running kernels: each rank's stream needs a
+  // hardware queue of its own beside the process's, world + 1, and CUDA has at most 32
+  // (CUDA_DEVICE_MAX_CONNECTIONS; measured: 32 ranks on an H100 time out in the counts phase).
+  if (options.transport == Transport::loopback && world > 31)
+    throw Error(fmt::format("megamoe: RuntimeOptions.world = {} on the loopback transport: its ranks share one GPU's "
+                            "hardware queues, world + 1 of them, and CUDA has 32: at most 31 loopback ranks; run {} "
+                            "ranks as processes (ipc or nvshmem) or over GPUs (peer)",
+                            world, world));
   config = config_for_options(std::move(config), options);  // before a GPU is opened
   std::vector<int> devices = options.devices;
   if (options.transport == Transport::loopback) devices.assign(world, options.device);

@@ -179,7 +179,7 @@ const EpBucketKernels& Runtime::ep_kernels_for(std::int64_t tokens) {
   if (!slot) {
     const bool loopback = group_ && group_->transport == Transport::loopback;
     slot = load_ep_bucket_kernels(*device_, shared_kernel_builder(device_->kind(), device_->arch()), bucket,
-                                  ep_layer_kernels(kernels_config_, bucket, path_, options_.transport == Transport::nvshmem),
+                                  ep_layer_kernels(kernels_config_, bucket, path_, options_.world, options_.transport == Transport::nvshmem),
                                   loopback && device_->kind() == BackendKind::cuda ? kLoopbackExclusiveSmem : 0);
   }
   return *slot;

@@ -97,8 +97,8 @@ MM_DEVICE void ep_send_token(const EpArgs& ep, const EpDispatch& d, int t, int l
   if (mm_ballot(my_row >= 0) == 0) return;  // every slot empty or bad
   int rows[kMaxWorld];
   bool staged = false;  // going to a rank of another node: x staged once
-  for (int r = 0; r < kMaxWorld; ++r) {
-    rows[r] = r < W ? mm_shfl(my_row, r) : -1;
+  for (int r = 0; r < W; ++r) {  // rows past W are never read
+    rows[r] = mm_shfl(my_row, r);
     staged = staged || (rows[r] >= 0 && ep_remote(ep, r));
   }
   for (int k0 = 0; k0 < K; k0 += MEGAMOE_WARP_SIZE) {  // lane k: slot k

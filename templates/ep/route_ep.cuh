@@ -40,14 +40,15 @@ struct RouteEpSpan {
 
 // Phase 1: this block's rows per global expert and this thread's tokens per rank (mine, and with
 // those before it: before), bad ids counted; the block's totals to block_counts, then a grid barrier.
-MM_DEVICE void route_ep_count(const RouteEpArgs& a, const RouteEpSpan& sp, int* count, int (&mine)[kMaxWorld],
-                              int (&before)[kMaxWorld]) {
+template <int kRanks>
+MM_DEVICE void route_ep_count(const RouteEpArgs& a, const RouteEpSpan& sp, int* count, int (&mine)[kRanks],
+                              int (&before)[kRanks]) {
   const EpArgs& ep = a.ep;
   const int W = sp.W, E = sp.E, G = sp.G, K = sp.K, tid = sp.tid, r0 = sp.r0, r1 = sp.r1, row_words = sp.row_words;
   int* block_counts = sp.block_counts;
   for (int g = tid; g < G; g += kRouteThreads) count[g] = 0;
   __syncthreads();
-  for (int d = 0; d < kMaxWorld; ++d) mine[d] = 0;
+  for (int d = 0; d < kRanks; ++d) mine[d] = 0;
   for (int t = r0; t < r1; ++t) {
     u32 dests = 0;
     for (int k = 0; k < K; ++k) {
@@ -62,8 +63,8 @@ MM_DEVICE void route_ep_count(const RouteEpArgs& a, const RouteEpSpan& sp, int* 
     }
     for (int d = 0; d < W; ++d) mine[d] += (dests >> d) & 1;
   }
-  for (int d = 0; d < kMaxWorld; ++d) before[d] = mine[d];
-  block_inclusive_scan<kMaxWorld>(before);  // this thread's tokens per destination, and those before it
+  for (int d = 0; d < kRanks; ++d) before[d] = mine[d];
+  block_inclusive_scan<kRanks>(before);  // this thread's tokens per destination, and those before it
   __syncthreads();
   for (int g = tid; g < G; g += kRouteThreads) block_counts[blockIdx.x * row_words + g] = count[g];
   if (tid == kRouteThreads - 1)
@@ -73,8 +74,9 @@ MM_DEVICE void route_ep_count(const RouteEpArgs& a, const RouteEpSpan& sp, int* 
 
 // Phase 2: each token's row per destination (dest_row) and each slot's rank among this rank's
 // slots to its expert (slot_rank), from the counts of the blocks before this one.
+template <int kRanks>
 MM_DEVICE void route_ep_place(const RouteEpArgs& a, const RouteEpSpan& sp, int* count, int* dest_base,
-                              const int (&mine)[kMaxWorld], const int (&before)[kMaxWorld], int (&next)[kMaxWorld]) {
+                              const int (&mine)[kRanks], const int (&before)[kRanks], int (&next)[kRanks]) {
   const EpArgs& ep = a.ep;
   const int W = sp.W, E = sp.E, G = sp.G, K = sp.K, tid = sp.tid, r0 = sp.r0, r1 = sp.r1, row_words = sp.row_words;
   int* block_counts = sp.block_counts;
@@ -183,11 +185,13 @@ MM_DEVICE void route_ep_layout(const RouteEpArgs& a, const RouteEpSpan& sp, u32 
   }
 }
 
+// kRanks: route_ep_ranks(world), at least the group's ranks.
+template <int kRanks>
 MM_DEVICE void route_ep(const RouteEpArgs& a) {
   const EpArgs& ep = a.ep;
   const int W = ep.world, E = ep.experts, G = W * E, K = ep.topk;
   __shared__ int count[kMaxGlobalExperts];  // per global expert: this block's rows, then its cursor
-  __shared__ int dest_base[kMaxWorld];
+  __shared__ int dest_base[kRanks];
   __shared__ int ok;  // block 0: every rank's counts have come
   mm_wait_prior_grid();  // a call's first launch: the previous call's kernels have finished
   mm_release_dependents();
@@ -202,7 +206,7 @@ MM_DEVICE void route_ep(const RouteEpArgs& a) {
   const int run = (t1 - t0 + kRouteThreads - 1) / kRouteThreads;  // tokens a thread takes, in order
   const int r0 = min(t0 + tid * run, t1), r1 = min(r0 + run, t1);
   const RouteEpSpan sp{W, E, G, K, tid, r0, r1, G + W, a.block_counts};
-  int mine[kMaxWorld], before[kMaxWorld], next[kMaxWorld];
+  int mine[kRanks], before[kRanks], next[kRanks];
   route_ep_count(a, sp, count, mine, before);
   route_ep_place(a, sp, count, dest_base, mine, before, next);
   route_ep_send_counts(a, sp, seq);

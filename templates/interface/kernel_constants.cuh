@@ -33,7 +33,10 @@ enum : int { kBadRouteId = -2 };
 // --- expert parallelism (docs/ep.md) ---
 // kMaxGlobalExperts: the experts of a group, over every rank (the routing's per-expert counts in
 // shared memory).
-enum : int { kMaxWorld = 16, kMaxGlobalExperts = 8192 };
+enum : int { kMaxWorld = 32, kMaxGlobalExperts = 8192 };
+// route_ep's per-thread counts per destination: 16 words up to 16 ranks (the common worlds keep
+// the smaller kernel), kMaxWorld past them.
+MM_SHARED_FN int route_ep_ranks(int world) { return world <= 16 ? 16 : kMaxWorld; }
 // The waits that can time out: a peer's counts, a source's rows, this rank's own layout of a
 // tile's rows, a peer's Stage2 outputs.
 enum : int { kEpPhaseCounts = 1, kEpPhaseRows = 2, kEpPhaseLayout = 3, kEpPhaseOutputs = 4 };

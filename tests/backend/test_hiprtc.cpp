@@ -36,7 +36,7 @@ TEST_CASE("hipRTC compiles the portable path's kernels over several ranks for gf
   for (bool bc : {false, true})
     for (auto wire : {CombineWire::bf16, CombineWire::fp8_blockwise_1x32})
       for (const KernelSpec& s : std::vector<KernelSpec>{
-               route_ep_spec(), dispatch_ep_spec(32, false, bc), stage1_portable_ep_spec(a, 32, bc),
+               route_ep_spec(2), dispatch_ep_spec(32, false, bc), stage1_portable_ep_spec(a, 32, bc),
                stage2_portable_ep_spec(32, wire, bc), combine_ep_spec(wire)}) {
         INFO(s.name());
         CHECK(b.build(s).kernel->binary.substr(0, 4) == "\x7f" "ELF");

@@ -59,3 +59,28 @@ TEST_CASE("node_reduce_ep links, and combine with the nodes' sums compiles, for 
     CHECK(b.build(with).kernel->binary.substr(0, 4) == "\x7f" "ELF");
   }
 }
+
+TEST_CASE("Kimi-K3 at EP32 in nodes of 8: a rank's kernels compile and link for sm_90a, route_ep at 32 ranks",
+          "[nvrtc][nvshmem]") {
+  if (!nvshmem_built()) {
+    WARN("skipped: this build has no nvshmem transport");
+    return;
+  }
+  test::ScopedEnv no_cfg("MEGAMOE_CONFIG_DIR", std::nullopt);
+  KernelBuilder b(make_compiler(BackendKind::cuda), "sm_90a", {});
+  const Config c = config_for_world(load_config("kimi_k3_a8w4"), 32);
+  REQUIRE(c.model.experts_per_rank == 28);
+  int routes = 0;
+  for (const KernelSpec& spec : kernels_for_bucket(c, c.bucket(128), KernelPath::hopper, 32, true)) {
+    PlannedKernel p = b.plan(spec);
+    INFO(p.rendered.name);
+    if (spec.family == "route_ep") {
+      ++routes;
+      CHECK(p.rendered.name == "megamoe_route_ep_w32_shmem");
+    }
+    CHECK(b.build(p).kernel->binary.substr(0, 4) == "\x7f" "ELF");
+  }
+  CHECK(routes == 1);
+  // Up to 16 ranks the route kernel keeps its narrower per-thread counts.
+  CHECK(b.plan(route_ep_spec(16)).rendered.name == "megamoe_route_ep");
+}

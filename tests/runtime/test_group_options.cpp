@@ -17,4 +17,6 @@ TEST_CASE("create_ranks names a bad world, device list or transport before openi
   CHECK_THROWS_WITH(Runtime::create_ranks("kimi_k3_a8w4", o), Catch::Contains("names GPU 1 for ranks 0 and 1"));
   o.transport = Transport::ipc;
   CHECK_THROWS_WITH(Runtime::create_ranks("kimi_k3_a8w4", o), Catch::Contains("each process calls Runtime::create"));
+  o.transport = Transport::loopback, o.devices = {}, o.world = 32;  // a queue a rank, and CUDA has 32
+  CHECK_THROWS_WITH(Runtime::create_ranks("kimi_k3_a8w4", o), Catch::Contains("at most 31 loopback ranks"));
 }

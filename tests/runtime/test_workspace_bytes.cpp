@@ -113,8 +113,8 @@ TEST_CASE("workspace_bytes refuses the options creation refuses, naming them", "
   CHECK_THROWS_WITH(Runtime::workspace_bytes(kimi, options(1, 0, KernelPath::hopper)),
                     Catch::Contains("RuntimeOptions.max_tokens = 0"));
   CHECK_THROWS_WITH(Runtime::workspace_bytes(kimi, options(3, 64, KernelPath::hopper)), Catch::Contains("896"));
-  CHECK_THROWS_WITH(Runtime::workspace_bytes(kimi, options(32, 64, KernelPath::hopper)),
-                    Catch::Contains("RuntimeOptions.world = 32"));
+  CHECK_THROWS_WITH(Runtime::workspace_bytes(kimi, options(64, 64, KernelPath::hopper)),
+                    Catch::Contains("RuntimeOptions.world = 64"));
   CHECK_THROWS_WITH(Runtime::workspace_bytes(kimi, options(8, 64, KernelPath::hopper, -1)),
                     Catch::Contains("routed_rows_capacity = -1"));
 }

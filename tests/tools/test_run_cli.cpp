@@ -34,8 +34,8 @@ TEST_CASE("megamoe-run --help and usage errors", "[cli]") {
   CHECK_THAT(out, Catch::Contains("--node-size expects 0 or a divisor of --world = 4, got 3"));
   CHECK(run("--config kimi_k3_a8w4 --world 2 --transport shmem", out) == 2);
   CHECK_THAT(out, Catch::Contains("--transport expects loopback, peer, ipc or nvshmem, got 'shmem'"));
-  CHECK(run("--config kimi_k3_a8w4 --world 17", out) == 2);
-  CHECK_THAT(out, Catch::Contains("--world expects 1..16"));
+  CHECK(run("--config kimi_k3_a8w4 --world 33", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--world expects 1..32"));
   CHECK(run("--config kimi_k3_a8w4 --experts-per-rank -1", out) == 2);
   // A world that does not divide the experts: named before any GPU is opened.
   CHECK(run("--config kimi_k3_a8w4 --world 3", out) == 1);
@@ -73,8 +73,8 @@ TEST_CASE("megamoe-bench --help, usage errors and the no-GPU exit", "[cli]") {
   auto bench = [&](const std::string& args) { return test::run_command("'" MEGAMOE_BENCH_EXE "' " + args, out); };
   CHECK(bench("--help") == 0);
   CHECK_THAT(out, Catch::Contains("usage: megamoe-bench --world W --config NAME"));
-  CHECK(bench("--world 17 --config kimi_k3_a8w4") == 2);
-  CHECK_THAT(out, Catch::Contains("--world expects 1..16"));
+  CHECK(bench("--world 33 --config kimi_k3_a8w4") == 2);
+  CHECK_THAT(out, Catch::Contains("--world expects 1..32"));
   CHECK(bench("--world 2 --config kimi_k3_a8w4 --transport ipc") == 2);
   CHECK(bench("--world 1") == 2);
   CHECK(bench("--world 1 --config kimi_k3_a8w4 --bs 0") == 2);

@@ -21,8 +21,8 @@ TEST_CASE("megamoe-tune --help and usage errors", "[cli][tune]") {
   CHECK_THAT(out, Catch::Contains("--config NAME is required"));
   CHECK(tune("--config kimi_k3_a8w4", out) == 2);
   CHECK_THAT(out, Catch::Contains("--out FILE.json is required"));
-  CHECK(tune("--config kimi_k3_a8w4 --out x.json --world 17", out) == 2);
-  CHECK_THAT(out, Catch::Contains("--world 17: expected 1 to 16"));
+  CHECK(tune("--config kimi_k3_a8w4 --out x.json --world 33", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--world 33: expected 1 to 32"));
   CHECK(tune("--config kimi_k3_a8w4 --out x.json --world 2 --transport ipc", out) == 2);
   CHECK_THAT(out, Catch::Contains("--transport ipc: expected loopback or peer"));
   CHECK(tune("--config kimi_k3_a8w4 --out x.json --minutes soon", out) == 2);
