@@ -102,10 +102,11 @@ EpWorkspace::~EpWorkspace() {
 void EpWorkspace::clear() {
   device->fill_bytes(state.get(), 0, state.bytes());
   device->fill_bytes(region->get(), 0, layout.flags_end);
-  // A relay row holds the call sequence it was sent in: none of before may pass for a later call's.
+  // A relay row holds the call sequence it was sent in: none of before may pass for a later call's;
+  // and no slot map entry of before names a rank or a row (NVSHMEM's heap starts uninitialised).
   if (layout.relay_meta_at)
     device->fill_bytes(static_cast<u8*>(region->get()) + layout.relay_meta_at, 0,
-                       layout.slot_map_at - layout.relay_meta_at);
+                       layout.partials_at - layout.relay_meta_at);
   if (forwarded.get()) device->fill_bytes(forwarded.get(), 0, forwarded.bytes());
 }
 

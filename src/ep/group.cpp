@@ -140,7 +140,7 @@ std::unique_ptr<Runtime> Runtime::create_ipc_rank(Config config, RuntimeOptions 
                             "nvshmem); Runtime::create_ranks makes {} ranks in one process",
                             options.world, to_string(options.transport)));
   if (options.node_size < 0 || (options.node_size > 0 && options.world % options.node_size))
-    throw Error(fmt::format("megamoe: RuntimeOptions.node_size = {}, expected 0 (the ranks NVSHMEM maps) or a divisor "
+    throw Error(fmt::format("megamoe: RuntimeOptions.node_size = {}, expected 0 (one node) or a divisor "
                             "of world = {}",
                             options.node_size, options.world));
   std::shared_ptr<Group> group = make_ipc_group(options);

@@ -256,6 +256,7 @@ MM_DEVICE void ep_forward(const EpArgs& ep, int worker, int workers, int lane, u
     if (n > 0 && lane == 0)
       ok = ep_wait_flag(ep, ep_at<const u32>(ep, ep.rank, ep.arrive_flags_at) + s, seq, kEpPhaseRows, s);
     if (!mm_shfl(ok, 0)) return;
+    mm_syncwarp();  // the other lanes read what lane 0 acquired
     int scanned = 0;
     for (int j = worker; j < n; j += workers, ++scanned)
       if (ep_forward_row<kXBlock>(ep, s, j, lane, seq) && lane == 0)
@@ -294,6 +295,7 @@ MM_DEVICE void ep_receive(const EpArgs& ep, const EpDispatch& d, int worker, int
     int ok = 1;
     if (lane == 0) ok = ep_rows_arrived(ep, s, seq);
     if (!mm_shfl(ok, 0)) return;
+    mm_syncwarp();  // the other lanes read what lane 0 acquired
     for (int j = worker; j < n; j += workers) ep_lay_out_row<kXBlock, kRouted, kCheck>(ep, d, s, j, lane);
   }
 }

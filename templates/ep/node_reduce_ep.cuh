@@ -25,7 +25,7 @@ MM_DEVICE void ep_reduce_row(const EpArgs& ep, int rows_capacity, int entry, u16
   // Slot k's outbox row in this node (rank, row), checked, or none (lane k % 32 holds it).
   auto slot = [&](int k, int& m, int& p) {
     m = -1, p = -1;
-    if (k >= K || relay[ep_relay_ranks_at(K) + k] == kNoNodeRank) return;
+    if (k >= K || relay[ep_relay_ranks_at(K) + k] >= ep.node_size) return;  // kNoNodeRank, or a bad byte
     const int* at = ep_own<const int>(ep, ep.slot_map_at) + ((i64)entry * K + k) * 2;
     m = at[0], p = at[1];
     if (m != ep.node_first + relay[ep_relay_ranks_at(K) + k] || p < 0 || p >= rows_capacity) m = -1;
