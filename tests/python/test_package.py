@@ -114,8 +114,8 @@ def test_tune_names_a_bad_output_and_needs_a_gpu(tmp_path):
     with pytest.raises(megamoe.Error) as e:
         megamoe.tune(SMALL_CONFIG, tmp_path / "t.json", modes="x=col", progress=False)
     assert "part 'x=col'" in str(e.value)
-    with pytest.raises(ValueError, match="world = 17, expected an int from 1 to 16"):
-        megamoe.tune(SMALL_CONFIG, tmp_path / "t.json", world=17, progress=False)
+    with pytest.raises(ValueError, match="world = 33, expected an int from 1 to 32"):
+        megamoe.tune(SMALL_CONFIG, tmp_path / "t.json", world=33, progress=False)
     with pytest.raises(ValueError, match="transport = 'ipc', expected 'loopback' or 'peer'"):
         megamoe.tune(SMALL_CONFIG, tmp_path / "t.json", world=2, transport="ipc", progress=False)
     with pytest.raises(megamoe.Error) as e:  # 8 experts over 3 ranks
