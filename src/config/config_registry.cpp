@@ -1,8 +1,10 @@
 // Finding a config by name or path, and the environment switches that apply to every config.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -56,6 +58,21 @@ Config load_config(std::string_view name_or_path) {
       return checked(parse_config(f.text, "<builtin>/" + std::string(f.path)), arg);
   std::string known;
   for (auto& n : builtin_config_names()) known += (known.empty() ? "" : ", ") + n;
+  if (const char* dir = std::getenv("MEGAMOE_CONFIG_DIR"); dir && *dir) {
+    // The folder was searched first: say what is there, not to set what is set.
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".json") found.push_back(e.path().stem().string());
+    std::sort(found.begin(), found.end());
+    std::string there;
+    for (auto& n : found) there += (there.empty() ? "" : ", ") + n;
+    throw ConfigError::not_found(
+        arg, fmt::format("MEGAMOE_CONFIG_DIR={} searched: {}; built-in: {}; or pass a path ending in .json", dir,
+                         ec ? "cannot be read (" + ec.message() + ")"
+                            : there.empty() ? std::string("no .json files there") : "it holds " + there,
+                         known));
+  }
   throw ConfigError::not_found(arg, fmt::format("built-in: {}; or set MEGAMOE_CONFIG_DIR, or pass a path ending in "
                                                 ".json",
                                                 known));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -32,6 +34,19 @@ std::string show(const json& v) {
 
 bool is_power_of_two(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
+// Edits (insert, delete, replace, swap two neighbours) from a to b.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
 // A JSON object being read at a path; remembers which fields were read so that
 // unknown ones can be reported.
 class ObjectReader {
@@ -52,7 +67,16 @@ class ObjectReader {
   const json& field(std::string_view key) {
     read_.insert(std::string(key));
     auto it = obj_.find(std::string(key));
-    if (it == obj_.end()) fail(at(key), "(missing)", "a required field");
+    if (it == obj_.end()) {
+      // A key here that is one or two edits from the missing one is most likely it, misspelled.
+      std::string near;
+      for (auto& [k, v] : obj_.items())
+        if (!read_.count(k) && !optional_.count(k) && edit_distance(k, key) <= 2)
+          near += fmt::format("{}\"{}\"", near.empty() ? "" : ", ", k);
+      fail(at(key), "(missing)",
+           near.empty() ? std::string("a required field")
+                        : fmt::format("a required field; this object has {}, no field here: misspelled?", near));
+    }
     return *it;
   }
 

@@ -118,6 +118,16 @@ std::optional<std::string> DiskCache::load(const CacheKey& key) {
   return std::nullopt;
 }
 
+std::string DiskCache::inspect(const CacheKey& key) const {
+  if (!enabled()) return "";
+  const fs::path dir = entry_dir(key);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "";
+  std::string binary;
+  const std::string problem = check_entry(dir, key, binary);
+  return problem.empty() ? "intact" : problem;
+}
+
 PublishResult DiskCache::publish(const CacheKey& key, const CacheEntryContents& c) {
   if (!writable()) return PublishResult::not_writable;
   fs::path tmp = versioned_root() / ".tmp" / (key.entry_name() + "." + unique_suffix());

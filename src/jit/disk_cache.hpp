@@ -44,6 +44,9 @@ class DiskCache {
   // aside with one warning and counts as a miss.
   std::optional<std::string> load(const CacheKey& key);
 
+  // What a load would find, touching nothing: "" (no entry), "intact", or what is wrong with it.
+  std::string inspect(const CacheKey& key) const;
+
   PublishResult publish(const CacheKey& key, const CacheEntryContents& contents);
 
   // Saves a failed kernel's source for the user to read; returns its path.

@@ -331,6 +331,15 @@ TEST_CASE("config errors: missing field", "[config]") {
   ConfigError e = rejection(d);
   CHECK(e.json_path == "$.model.topk");
   CHECK(e.value == "(missing)");
+  CHECK(e.expected == "a required field");
+
+  // Misspelled: the missing field is reported with the key that is most likely it.
+  json typo = valid();
+  typo["model"]["model_dmi"] = typo["model"]["model_dim"];
+  typo["model"].erase("model_dim");
+  ConfigError et = rejection(typo);
+  CHECK(et.json_path == "$.model.model_dim");
+  CHECK_THAT(et.expected, Catch::Contains("this object has \"model_dmi\", no field here: misspelled?"));
 
   json b = valid();
   b["bucket_defaults"]["stage2"].erase("token_tile");
@@ -435,6 +444,10 @@ TEST_CASE("configs are found in MEGAMOE_CONFIG_DIR before the built-in ones", "[
   CHECK(load_config("kimi_k3_a8w4").model.topk == 3);
   CHECK_THROWS_WITH(load_config("no_such_config"), Catch::Contains("no config named 'no_such_config'"));
   CHECK_THROWS_AS(load_config("no_such_config"), ConfigError);
+  // The folder set was searched: the message names it and what it holds, not to set it.
+  CHECK_THROWS_WITH(load_config("no_such_config"),
+                    Catch::Contains("MEGAMOE_CONFIG_DIR=" + dir.path().string() + " searched: it holds kimi_k3_a8w4"));
+  CHECK_THROWS_WITH(load_config("no_such_config"), !Catch::Contains("or set MEGAMOE_CONFIG_DIR"));
 }
 
 TEST_CASE("MEGAMOE_BOUNDS_CHECK=1 turns the checked build on for every bucket", "[config]") {

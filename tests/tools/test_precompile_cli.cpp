@@ -94,6 +94,33 @@ TEST_CASE("precompile twice: first compiles, second all hits", "[cli][silu]") {
   CHECK(count(second.out, " compiled ") == 0);
   Result dry = precompile(dir.path().string(), "--config generic_a8w4 --all --dry-run");
   CHECK(count(dry.out, "cached") == 6);
+
+  // An entry damaged on disk is not "cached": --dry-run names it corrupt, and moves nothing.
+  std::filesystem::path entry;
+  for (const auto& v : std::filesystem::directory_iterator(dir.path()))
+    for (const auto& e : std::filesystem::directory_iterator(v.path()))
+      if (e.is_directory() && e.path().filename().string().rfind("megamoe_", 0) == 0) entry = e.path();
+  REQUIRE(!entry.empty());
+  for (const auto& f : std::filesystem::directory_iterator(entry))
+    if (f.path().filename() != "manifest.json") test::write_text(f.path(), "damaged");
+  Result damaged = precompile(dir.path().string(), "--config generic_a8w4 --all --dry-run");
+  CHECK(count(damaged.out, "cached") == 5);
+  CHECK(count(damaged.out, "would compile \\(its entry is corrupt: ") == 1);
+  CHECK(std::filesystem::exists(entry));
+}
+
+TEST_CASE("precompile refuses, before compiling, a cache it cannot write and a world the runtime refuses", "[cli]") {
+  test::TempDir dir;
+  const std::filesystem::path file = dir.path() / "not_a_folder";
+  test::write_text(file, "");
+  Result unwritable = precompile(file.string(), "--config generic_a8w4 --bucket 8");
+  CHECK(unwritable.status == 1);
+  CHECK_THAT(unwritable.out, Catch::Contains("the kernel cache " + file.string() + " is not writable"));
+  CHECK_THAT(unwritable.out, Catch::Contains("nothing would be saved"));
+  CHECK(count(unwritable.out, " compiled ") == 0);
+  Result world = precompile(dir.path().string(), "--config kimi_k3_a8w4 --bucket 8 --world 3");
+  CHECK(world.status == 1);
+  CHECK_THAT(world.out, Catch::Contains("model.experts = 896 is not a multiple of world = 3"));
 }
 
 // The GPU suite's extra configs, written without a GPU, are configs precompile takes.

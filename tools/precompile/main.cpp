@@ -2,13 +2,18 @@
 // same build path as the run-time call, so that what it compiles is a cache hit at run time.
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -110,6 +115,19 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// Why nothing can be written under `dir` (made where missing), or "" where a file can.
+std::string cache_not_writable(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return ec.message();
+  const std::filesystem::path probe = dir / fmt::format(".probe.{}", getpid());
+  std::FILE* f = std::fopen(probe.c_str(), "wb");
+  if (!f) return std::strerror(errno);
+  std::fclose(f);
+  std::filesystem::remove(probe, ec);
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +140,7 @@ int main(int argc, char** argv) {
     if (args.all)
       for (auto& b : config.buckets) buckets.push_back(b.bucket);
     for (int b : buckets) config.bucket(b);  // rejects a size that is no bucket
+    if (args.world > 1) config_for_world(config, args.world);  // a world the runtime would refuse, named now
 
     auto compiler = std::shared_ptr<const Compiler>(make_compiler(backend_from_name(args.backend)));
     std::string arch = args.arch.empty() ? compiler->default_arch() : args.arch;
@@ -150,9 +169,10 @@ int main(int argc, char** argv) {
       for (auto& j : jobs) {
         std::string state;
         if (args.dry_run) {
-          bool cached = builder.cache().enabled() &&
-                        std::filesystem::exists(builder.cache().entry_dir(j.planned.key) / "manifest.json");
-          state = cached ? "cached" : "would compile";
+          const std::string found = builder.cache().inspect(j.planned.key);
+          state = found == "intact" ? "cached"
+                  : found.empty()   ? "would compile"
+                                    : "would compile (its entry is corrupt: " + found + ")";
         }
         std::string bl;
         for (int b : j.buckets) bl += (bl.empty() ? "" : ",") + std::to_string(b);
@@ -162,6 +182,18 @@ int main(int argc, char** argv) {
       return 0;
     }
 
+    // Nothing compiled here would be kept: say so before compiling, not after.
+    if (!builder.cache().enabled()) {
+      fmt::print(stderr, "megamoe-precompile: the kernel cache is disabled (MEGAMOE_DISABLE_CACHE=1): nothing "
+                         "would be saved\n");
+      return 1;
+    }
+    if (const std::string why = cache_not_writable(builder.cache().versioned_root()); !why.empty()) {
+      fmt::print(stderr, "megamoe-precompile: the kernel cache {} is not writable ({}): nothing would be saved; "
+                         "set MEGAMOE_CACHE_DIR to a folder this user can write\n",
+                 builder.cache().root().string(), why);
+      return 1;
+    }
     run_precompile(builder, jobs, args.jobs, [&](const PrecompileJob& j, std::size_t done, std::size_t total) {
       fmt::print("[{}/{}] {} {} ({:.1f} ms)\n", done, total,
                  j.error.empty() ? std::string(to_string(j.report.origin)) : "FAILED", j.planned.rendered.name,
@@ -179,6 +211,11 @@ int main(int argc, char** argv) {
                  j.report.seconds * 1e3);
     }
     fmt::print("{} kernel(s): {} failed\n", jobs.size(), failed);
+    if (!builder.cache().writable()) {  // it fell back to memory while saving (warned above)
+      fmt::print(stderr, "megamoe-precompile: the kernel cache {} could not be written: nothing was saved\n",
+                 builder.cache().root().string());
+      return 1;
+    }
     return failed ? 1 : 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}\n", e.what());
