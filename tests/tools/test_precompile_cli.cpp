@@ -109,6 +109,18 @@ TEST_CASE("precompile twice: first compiles, second all hits", "[cli][silu]") {
   CHECK(std::filesystem::exists(entry));
 }
 
+TEST_CASE("precompile and megamoe-workspace say where a path runs the model padded", "[cli]") {
+  test::TempDir dir;
+  Result dry = precompile(dir.path().string(), "--config gpt_oss_120b_a8w4 --bucket 8 --dry-run --path hopper");
+  CHECK(dry.status == 0);
+  CHECK_THAT(dry.out, Catch::Contains("at model_dim 2880 and inter_dim 2880 padded with zeros to 2944 and 2944"));
+  Result kimi = precompile(dir.path().string(), "--config kimi_k3_a8w4 --bucket 8 --dry-run --path hopper");
+  CHECK_THAT(kimi.out, !Catch::Contains("padded"));
+  std::string out;
+  CHECK(test::run_command("'" MEGAMOE_WORKSPACE_EXE "' --config gpt_oss_120b_a8w4 --path hopper", out) == 0);
+  CHECK_THAT(out, Catch::Contains("padded with zeros to 2944 and 2944"));
+}
+
 TEST_CASE("precompile refuses, before compiling, a cache it cannot write and a world the runtime refuses", "[cli]") {
   test::TempDir dir;
   const std::filesystem::path file = dir.path() / "not_a_folder";

@@ -19,6 +19,7 @@
 
 #include "codegen/kernel_paths.hpp"
 #include "codegen/layer_kernels.hpp"
+#include "codegen/path_requirements.hpp"
 #include "common/cli.hpp"
 #include "jit/kernel_builder.hpp"
 #include "jit/precompile.hpp"
@@ -161,6 +162,8 @@ int main(int argc, char** argv) {
     fmt::print("config {} ({}), {} bucket(s), {} distinct kernel(s), {} for {}, cache {}\n", config.name,
                config.source, buckets.size(), jobs.size(), compiler->identity(), arch,
                builder.cache().enabled() ? builder.cache().root().string() : "disabled");
+    for (KernelPath p : paths)  // the kernels of a path that pads run the padded shape
+      if (const std::string padded = padding_note(p, config); !padded.empty()) fmt::print("{}\n", padded);
 
     std::size_t width = 6;  // the name column: as wide as the longest name
     for (auto& j : jobs) width = std::max(width, j.planned.rendered.name.size());

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "codegen/kernel_paths.hpp"
+#include "codegen/path_requirements.hpp"
 #include "common/cli.hpp"
 #include "megamoe/config.hpp"
 #include "megamoe/runtime.hpp"
@@ -105,6 +107,8 @@ void print_one(const Args& a) {
   const WorkspaceBytes b = Runtime::workspace_bytes(config, o, a.arch);
   fmt::print("config {}, world {}, max_tokens {}, path {} ({}), {} routed rows a rank{}\n", config.name, a.world,
              a.max_tokens, a.path, a.arch, b.routed_rows, a.capacity > 0 || a.world == 1 ? "" : " (the worst case)");
+  const KernelPath path = resolve_path(o.path, config, BackendKind::cuda, a.arch);
+  if (const std::string padded = padding_note(path, config); !padded.empty()) fmt::print("  {}\n", padded);
   fmt::print("  layer            {:>15} bytes  {}\n", b.layer, gib(b.layer));
   if (a.world > 1) {
     fmt::print("  symmetric region {:>15} bytes  {}\n", b.symmetric_region, gib(b.symmetric_region));
