@@ -173,10 +173,21 @@ ModelShape read_model(ObjectReader r) {
   // The least of the paths' multiples (codegen/path_requirements.hpp): every config runs on one.
   const PathRequirements& least = least_requirements();
   for (auto [key, v] : {std::pair{"model_dim", m.model_dim}, std::pair{"inter_dim", m.inter_dim}})
-    if (v % least.dim_multiple)
+    if (v % least.dim_multiple) {
+      const int up = (v + least.dim_multiple - 1) / least.dim_multiple * least.dim_multiple;
+      // Whole MX blocks: zeros past the model's dim add nothing, so the model padded to `up` is the model.
+      const std::string forward =
+          v % 32 == 0 ? fmt::format("; {} is whole MX blocks of 32: run the model padded with zeros to {} ({} = {} in "
+                                    "the config, each expert's weights given zero {} past {}, x given zero columns "
+                                    "past it and y's columns past it dropped: the zeros add nothing to any output)",
+                                    v, up, key, up,
+                                    std::string_view(key) == "model_dim" ? "W1 columns and W2 rows" : "W1 rows (gate and up) and W2 columns",
+                                    v)
+                      : "";
       r.fail(r.at(key), std::to_string(v),
-             fmt::format("a multiple of {} (the {} path's: {})", least.dim_multiple, to_string(least.path),
-                         least.dim_reason));
+             fmt::format("a multiple of {} (the {} path's: {}){}", least.dim_multiple, to_string(least.path),
+                         least.dim_reason, forward));
+    }
   return m;
 }
 

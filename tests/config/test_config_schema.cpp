@@ -394,6 +394,15 @@ TEST_CASE("config errors: impossible values", "[config]") {
   ConfigError dim = path_of([](json& d) { d["model"]["inter_dim"] = 96; });
   CHECK(dim.json_path == "$.model.inter_dim");
   CHECK_THAT(dim.expected, Catch::Contains("multiple of 64") && Catch::Contains("portable"));
+  // Whole MX blocks but not a path's multiple (1440 = 45 x 32): the error says how to run it padded.
+  ConfigError blocks = path_of([](json& d) { d["model"]["model_dim"] = 1440; });
+  CHECK(blocks.json_path == "$.model.model_dim");
+  CHECK_THAT(blocks.expected, Catch::Contains("1440 is whole MX blocks of 32: run the model padded with zeros to "
+                                              "1472 (model_dim = 1472 in the config, each expert's weights given "
+                                              "zero W1 columns and W2 rows past 1440"));
+  CHECK_THAT(dim.expected, Catch::Contains("padded with zeros to 128 (inter_dim = 128 in the config"));
+  ConfigError odd = path_of([](json& d) { d["model"]["model_dim"] = 1000; });  // not whole MX blocks
+  CHECK_THAT(odd.expected, !Catch::Contains("whole MX blocks"));
   CHECK(path_of([](json& d) { d["activation"]["kind"] = "gelu"; }).json_path == "$.activation.kind");
   CHECK(path_of([](json& d) { d["bucket_defaults"]["combine_wire"] = "fp4"; }).json_path ==
         "$.bucket_defaults.combine_wire");
