@@ -58,7 +58,9 @@ Compiles the kernels of a config's batch-size buckets into the kernel cache
   --list           list the kernels of each bucket, compile nothing
   --dry-run        say per kernel whether it is cached, compile nothing
   -h, --help       this text
-Exit status: 0 when every kernel is cached or compiled, 1 on any failure, 2 on bad usage.
+Exit status: 0 when every kernel is cached or compiled, 1 on any failure (and, before compiling,
+where nothing would be saved: a cache folder this user cannot write, or MEGAMOE_DISABLE_CACHE=1),
+2 on bad usage.
 )";
 
 struct Args {
