@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what megamoe builds with (where missing) and builds it into build/.
+# Installs what megamoe builds with (where missing) and builds it into build/: every target, or
+# only the ninja targets named (tools/main.sh builds its two tools, not the test suites).
 # Debian packages: cmake, ninja, python3 (a test checks a generated header), fmt, nlohmann-json,
 # Catch2, xxHash, and HIP's headers and hipRTC for the hip backend. The CUDA toolkit is expected at /usr/local/cuda.
 set -euo pipefail
@@ -41,4 +42,4 @@ if [ "${MEGAMOE_NO_NVSHMEM:-0}" != 1 ] && [ ! -f build/deps/nvshmem/nvidia/nvshm
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT=/usr/local/cuda >/dev/null
-ninja -C build -j "$(nproc)"
+ninja -C build -j "$(nproc)" "$@"
