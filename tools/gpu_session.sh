@@ -49,6 +49,17 @@ step() {  # bound in seconds, then the command
   echo "== $*"
   timeout --kill-after=10 "$bound" "$@" || { echo "!! failed ($?): $*"; status=1; }
 }
+# NVSHMEM from the machine's nvidia-nvshmem-cu13 wheel, and Kimi-K3's kernels for a rank of a group
+# on it (buckets 1 to 256) compiled on all cores.
+precompile_nvshmem() {
+  MEGAMOE_NVSHMEM_DIR=$(python3 -c "import nvidia.nvshmem as n; print(list(n.__path__)[0])")
+  export MEGAMOE_NVSHMEM_DIR
+  echo "NVSHMEM: $MEGAMOE_NVSHMEM_DIR"
+  buckets=()  # the engines mode precompiles more with the same list
+  for b in 1 2 4 8 16 32 64 128 256; do buckets+=(--bucket "$b"); done
+  step 300 ./build/megamoe-precompile --config kimi_k3_a8w4 --world 2 --transport nvshmem --path hopper \
+    "${buckets[@]}" -j 16
+}
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   if [ "$mode" = ep ]; then
@@ -68,11 +79,7 @@ step() {  # bound in seconds, then the command
     exit $status
   fi
   if [ "$mode" = engines ]; then
-    MEGAMOE_NVSHMEM_DIR=$(python3 -c "import nvidia.nvshmem as n; print(list(n.__path__)[0])")
-    export MEGAMOE_NVSHMEM_DIR
-    echo "NVSHMEM: $MEGAMOE_NVSHMEM_DIR"
-    for b in 1 2 4 8 16 32 64 128 256; do buckets+=(--bucket "$b"); done
-    step 300 ./build/megamoe-precompile --config kimi_k3_a8w4 --world 2 --transport nvshmem --path hopper "${buckets[@]}" -j 16
+    precompile_nvshmem
     step 200 ./build/megamoe-precompile --config qwen3_235b_a8w4 --world 2 --path hopper "${buckets[@]}" -j 16
     step 100 ./build/megamoe-precompile --config qwen3_235b_a8w4 --path hopper --bucket 128 -j 16
     step 240 ./build/tests/megamoe_gpu_tests "[layers]" --durations yes
@@ -87,11 +94,7 @@ step() {  # bound in seconds, then the command
     exit $status
   fi
   if [ "$mode" = nvshmem ]; then
-    MEGAMOE_NVSHMEM_DIR=$(python3 -c "import nvidia.nvshmem as n; print(list(n.__path__)[0])")
-    export MEGAMOE_NVSHMEM_DIR
-    for b in 1 2 4 8 16 32 64 128 256; do buckets+=(--bucket "$b"); done
-    step 300 ./build/megamoe-precompile --config kimi_k3_a8w4 --world 2 --transport nvshmem --path hopper \
-      "${buckets[@]}" -j 16
+    precompile_nvshmem
     if [ "${NVSHMEM_PART:-all}" != tools ]; then
       step 480 ./build/tests/megamoe_gpu_tests "[nvshmem]" --durations yes
       [ "${NVSHMEM_PART:-all}" = suite ] && { echo "gpu_session status $status (nvshmem suite)"; exit $status; }

@@ -10,7 +10,7 @@
 
 namespace megamoe {
 
-EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& o, long long rows_capacity) {
+EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& o) {
   const std::size_t W = o.world, E = config.model.experts_per_rank, T = o.max_tokens, K = config.model.topk;
   EpPlanSizes s;
   s.state = kStateWords * 4;
@@ -19,7 +19,6 @@ EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& o, long lo
   s.segment = s.segment_rows = s.ready = E * W * 4;
   s.block_counts = std::size_t(kRouteMaxBlocks) * (W * E + W) * 4;
   if (ep_over_nodes(o)) s.gateway_rows = W * T * 4, s.forwarded = W * 4;
-  (void)rows_capacity;
   return s;
 }
 
@@ -58,7 +57,7 @@ std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config
   w->layout = ep_symmetric_layout(config, o, x_block, rows_capacity);
   const bool shmem = o.transport == Transport::nvshmem;
   w->region = std::make_unique<SymmetricRegion>(d, w->layout.bytes, shmem);
-  const EpPlanSizes s = ep_plan_sizes(config, o, rows_capacity);
+  const EpPlanSizes s = ep_plan_sizes(config, o);
   w->state = DeviceBuffer(d, s.state);
   w->dest_row = DeviceBuffer(d, s.dest_row);
   w->slot_rank = DeviceBuffer(d, s.slot_rank);

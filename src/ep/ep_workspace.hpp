@@ -29,8 +29,7 @@ struct EpPlanSizes {
 int ep_node_size(const RuntimeOptions& options);
 // Whether the group spans several nodes (the nvshmem transport's puts, forwarding and node sums).
 bool ep_over_nodes(const RuntimeOptions& options);
-// rows_capacity: the routed rows the rank holds (runtime/workspace.hpp, routed_rows_capacity).
-EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& options, long long rows_capacity);
+EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& options);
 
 // The symmetric region of a rank created with `options` (x_block: the dispatch wire's scale
 // block); the nvshmem transport's has its staging areas too.

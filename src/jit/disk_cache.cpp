@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -116,6 +118,17 @@ std::optional<std::string> DiskCache::load(const CacheKey& key) {
   if (problem.empty()) return binary;
   move_aside(dir, problem);
   return std::nullopt;
+}
+
+std::string DiskCache::unwritable_reason() const {
+  if (!enabled()) return "the cache is disabled (MEGAMOE_DISABLE_CACHE=1)";
+  std::error_code ec;
+  fs::create_directories(versioned_root(), ec);
+  if (ec) return ec.message();
+  const fs::path probe = versioned_root() / (".probe." + unique_suffix());
+  if (!std::ofstream(probe, std::ios::binary)) return std::strerror(errno);
+  fs::remove(probe, ec);
+  return "";
 }
 
 std::string DiskCache::inspect(const CacheKey& key) const {

@@ -36,6 +36,9 @@ class DiskCache {
 
   bool enabled() const { return !root_.empty(); }
   bool writable() const { return enabled() && !fell_back_.load(); }
+  // Why no entry could be written here now (tried by making the folder and a file in it), or ""
+  // where one can: what a caller that only fills the cache asks before it compiles.
+  std::string unwritable_reason() const;
   const std::filesystem::path& root() const { return root_; }
   std::filesystem::path versioned_root() const;
   std::filesystem::path entry_dir(const CacheKey& key) const;

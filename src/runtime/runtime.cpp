@@ -43,7 +43,7 @@ WorkspaceBytes planned_workspace(const Config& kernels_config, const RuntimeOpti
   if (o.world > 1) {
     const int x_block = path_arithmetic(path, kernels_config, kernels_config.buckets[0]).x;
     b.symmetric_region = ep_symmetric_layout(kernels_config, o, x_block, b.routed_rows).bytes;
-    b.group_plan = ep_plan_sizes(kernels_config, o, b.routed_rows).total();
+    b.group_plan = ep_plan_sizes(kernels_config, o).total();
   }
   return b;
 }

@@ -59,7 +59,7 @@ MM_DEVICE void ep_reduce_row(const EpArgs& ep, int rows_capacity, int entry, u16
     *reinterpret_cast<uint4*>(stage + c) = make_uint4(out[0], out[1], out[2], out[3]);
   }
   const int node = ep.node_first / ep.node_size;
-  ep_put_warp_blocking(ep, s, ep.partials_at + ((i64)node * T + t) * D * 2, stage, u64(D) * 2);
+  ep_put_warp(ep, s, ep.partials_at + ((i64)node * T + t) * D * 2, stage, u64(D) * 2, /*blocking=*/true);
 }
 
 template <int kWire>

@@ -35,25 +35,16 @@ MM_DEVICE T* ep_own(const EpArgs& ep, u64 offset) {
 }
 
 // A warp's put of `bytes` from `src` (in this rank's region) to `offset` of rank r's region;
-// every lane calls it, after the lanes' stores to src (which it orders before the put).
-MM_DEVICE void ep_put_warp(const EpArgs& ep, int r, u64 offset, const void* src, u64 bytes) {
+// every lane calls it, after the lanes' stores to src (which it orders before the put). It
+// returns before the put completes, or (blocking) once `src` may be written again.
+MM_DEVICE void ep_put_warp(const EpArgs& ep, int r, u64 offset, const void* src, u64 bytes, bool blocking = false) {
 #if MEGAMOE_NVSHMEM
   mm_fence_system();
   mm_syncwarp();
-  megamoe_shmem_put_warp(ep_own<u8>(ep, offset), src, bytes, r);
+  if (blocking) megamoe_shmem_put_warp_blocking(ep_own<u8>(ep, offset), src, bytes, r);
+  else megamoe_shmem_put_warp(ep_own<u8>(ep, offset), src, bytes, r);
 #else
-  (void)ep, (void)r, (void)offset, (void)src, (void)bytes;
-#endif
-}
-
-// The same put, returning once `src` may be written again (the warp's one row of staging).
-MM_DEVICE void ep_put_warp_blocking(const EpArgs& ep, int r, u64 offset, const void* src, u64 bytes) {
-#if MEGAMOE_NVSHMEM
-  mm_fence_system();
-  mm_syncwarp();
-  megamoe_shmem_put_warp_blocking(ep_own<u8>(ep, offset), src, bytes, r);
-#else
-  (void)ep, (void)r, (void)offset, (void)src, (void)bytes;
+  (void)ep, (void)r, (void)offset, (void)src, (void)bytes, (void)blocking;
 #endif
 }
 

@@ -55,15 +55,16 @@ MM_DEVICE void combine(const CombineArgs& a) {
     for (int k0 = 0; k0 < topk; k0 += kCombineBatch) {
       uint4 raw[kCombineBatch];
       u8 scale[kCombineBatch];
-      bool live[kCombineBatch];
+      bool live[kCombineBatch], summed[kCombineBatch];  // summed: the row is its node's sum, in bf16
       for (int j = 0; j < kCombineBatch; ++j) {  // every load of the batch in flight first
         const int k = k0 + j, id = k < topk ? ids[t * topk + k] : -1;
         live[j] = id >= 0 && id < experts;
+        summed[j] = kPartials && live[j] && a.partials && id / a.node_experts != a.home_node;
         raw[j] = make_uint4(0, 0, 0, 0);
         scale[j] = 0;
         if (!live[j]) continue;
         const i64 at = (i64)(t * topk + k) * model_dim + c;
-        if (kPartials && a.partials && id / a.node_experts != a.home_node) {  // bf16: its node's sum
+        if (summed[j]) {
           const int node = id / a.node_experts;
           live[j] = combine_first_of_node(a, t, k, node);
           if (live[j])
@@ -80,8 +81,7 @@ MM_DEVICE void combine(const CombineArgs& a) {
       }
       for (int j = 0; j < kCombineBatch; ++j) {
         if (!live[j]) continue;
-        const int id = ids[t * topk + k0 + j];
-        if (kPartials && a.partials && id / a.node_experts != a.home_node) combine_add8<kWireBf16>(raw[j], 0, acc);
+        if (summed[j]) combine_add8<kWireBf16>(raw[j], 0, acc);
         else combine_add8<kWire>(raw[j], scale[j], acc);
       }
     }

@@ -2,18 +2,13 @@
 // same build path as the run-time call, so that what it compiles is a cache hit at run time.
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -118,19 +113,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// Why nothing can be written under `dir` (made where missing), or "" where a file can.
-std::string cache_not_writable(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return ec.message();
-  const std::filesystem::path probe = dir / fmt::format(".probe.{}", getpid());
-  std::FILE* f = std::fopen(probe.c_str(), "wb");
-  if (!f) return std::strerror(errno);
-  std::fclose(f);
-  std::filesystem::remove(probe, ec);
-  return "";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,15 +170,14 @@ int main(int argc, char** argv) {
     }
 
     // Nothing compiled here would be kept: say so before compiling, not after.
-    if (!builder.cache().enabled()) {
-      fmt::print(stderr, "megamoe-precompile: the kernel cache is disabled (MEGAMOE_DISABLE_CACHE=1): nothing "
-                         "would be saved\n");
-      return 1;
-    }
-    if (const std::string why = cache_not_writable(builder.cache().versioned_root()); !why.empty()) {
-      fmt::print(stderr, "megamoe-precompile: the kernel cache {} is not writable ({}): nothing would be saved; "
-                         "set MEGAMOE_CACHE_DIR to a folder this user can write\n",
-                 builder.cache().root().string(), why);
+    if (const std::string why = builder.cache().unwritable_reason(); !why.empty()) {
+      if (!builder.cache().enabled())
+        fmt::print(stderr, "megamoe-precompile: the kernel cache is disabled (MEGAMOE_DISABLE_CACHE=1): nothing "
+                           "would be saved\n");
+      else
+        fmt::print(stderr, "megamoe-precompile: the kernel cache {} is not writable ({}): nothing would be saved; "
+                           "set MEGAMOE_CACHE_DIR to a folder this user can write\n",
+                   builder.cache().root().string(), why);
       return 1;
     }
     run_precompile(builder, jobs, args.jobs, [&](const PrecompileJob& j, std::size_t done, std::size_t total) {

@@ -197,6 +197,12 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// The nvshmem transport over nodes (node_size below the world): another node's slots of a token
+// come home summed, which the header says and the check's reference follows.
+bool over_nodes(const Args& a) {
+  return a.transport == Transport::nvshmem && a.node_size > 0 && a.node_size < a.world;
+}
+
 // One rank's call inputs, uploaded, with its output poisoned.
 struct RankCall {
   std::int64_t tokens = 0;
@@ -215,8 +221,7 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
   const Config& cfg = first.config();
   const ModelShape& m = cfg.model;
   const int world = first.world(), experts = m.logical_experts;  // the routings' and the references'
-  // The nvshmem transport over nodes: another node's slots of a token come home summed.
-  const bool over_nodes = a.transport == Transport::nvshmem && a.node_size > 0 && a.node_size < world;
+  const bool nodes = over_nodes(a);
   // Each slot's logical expert: itself, or with redundant slots the placement an engine's EPLB
   // would make from a first look at the load (the same on every rank: from the seed alone).
   std::vector<int> placement(m.experts);
@@ -264,7 +269,7 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
       dev.copy_to_device(c.d_x.get(), c.x.data(), c.x.size() * 2);
       const workload::Routing slots = workload::to_physical(c.routing, placement, experts, rng);
       dev.copy_to_device(c.d_ids.get(), slots.ids.data(), slots.ids.size() * 4);
-      if (over_nodes)  // the node serving each slot (its physical expert's rank's node)
+      if (nodes)  // the node serving each slot (its physical expert's rank's node)
         for (int id : slots.ids)
           c.slot_nodes.push_back(id >= 0 && id < m.experts ? id / m.experts_per_rank / a.node_size : -1);
       dev.copy_to_device(c.d_w.get(), c.routing.weights.data(), c.routing.weights.size() * 4);
@@ -316,8 +321,8 @@ int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeigh
                              "rows\n",
                              rt.rank(), errors.bad_ids, errors.first_bad_slot, errors.bounds_violations,
                              errors.dropped_rows);
-      outputs.push_back({&c.x, &c.routing, &ys[i], &c.massive, over_nodes ? rt.rank() / a.node_size : 0,
-                         over_nodes ? &c.slot_nodes : nullptr});
+      outputs.push_back({&c.x, &c.routing, &ys[i], &c.massive, nodes ? rt.rank() / a.node_size : 0,
+                         nodes ? &c.slot_nodes : nullptr});
     }
     std::mt19937_64 rng = workload::inputs_rng(a.seed + 7, bs, draw);
     const std::vector<workload::CheckResult> results =
@@ -379,8 +384,8 @@ void print_header(const Runtime& rt, const Args& a) {
   const Config& cfg = rt.config();
   const ModelShape& m = cfg.model;
   Runtime& r = const_cast<Runtime&>(rt);
-  const std::string over_nodes =
-      a.transport == Transport::nvshmem && a.node_size > 0 && a.node_size < a.world
+  const std::string nodes =
+      over_nodes(a)
           ? fmt::format(", {} nodes of {}: a token's row crosses to a node once, forwarded and summed there",
                         a.world / a.node_size, a.node_size)
           : a.transport == Transport::nvshmem ? ", one node: load and store" : "";
@@ -394,7 +399,7 @@ void print_header(const Runtime& rt, const Args& a) {
              m.model_dim, m.inter_dim, m.topk, to_string(cfg.activation.kind), r.device().name(), r.device().arch());
   fmt::print("kernels: {} path; world {}{}{}; routing: {}; inputs: {}; references: over at most {} random tokens of each "
              "call{}{}\n",
-             to_string(rt.path()), a.world, a.world > 1 ? fmt::format(" ({}{})", to_string(a.transport), over_nodes) : "",
+             to_string(rt.path()), a.world, a.world > 1 ? fmt::format(" ({}{})", to_string(a.transport), nodes) : "",
              a.world > 1 ? (a.serial ? ", serial" : ", fused") : "", a.routing_file.empty() ? a.route : "file " + a.routing_file,
              workload::to_string(a.inputs), a.ref_tokens, a.inputs == workload::InputKind::massive ? " and every massive token" : "",
              a.world > 1 ? " of each rank (the worst rank's numbers)" : "");
