@@ -61,23 +61,6 @@ struct RuntimeOptions {
   int redundant_experts = 0;
 };
 
-// Expert weights on the device, in the layout the runtime's kernels read (docs/layer.md):
-// v1 (checkpoint layout) for the portable path, v3 for the tensor-core and Hopper paths, and on
-// the Hopper path, where a bucket up to max_tokens reads fp8_resident weights, their e4m3 copy too.
-class PreparedWeights {
- public:
-  KernelPath path = KernelPath::portable;
-  int experts = 0, model_dim = 0, inter_dim = 0;  // the model's (the buffers hold the path's padded shape)
-  DeviceBuffer w1_packed, w1_scales, w2_packed, w2_scales;                 // v1
-  DeviceBuffer w1_units, w1_row_scale, w2_units, w2_row_scale;  // v3
-  DeviceBuffer w1_resident, w2_resident;  // the fp8-resident copy (src/weights/fp8_resident_layout.hpp)
-  DeviceBuffer b1, b2;                    // fp32 expert biases, or none (null)
-  std::size_t flushed_blocks = 0;  // v3: MX blocks too far below their row's largest, zeroed (W1's and W2's)
-  std::size_t flushed_w1 = 0, flushed_w2 = 0;  // the same, of each matrix
-  std::size_t resident_bytes = 0;  // device memory the fp8-resident copy takes (0: none made)
-  std::size_t bytes() const;       // device memory of every buffer above (Runtime::weights_bytes states it)
-};
-
 // Device memory a rank takes beside its weights (docs/layer.md, "Workspace"), allocated at
 // creation and not after. Over several ranks most of it is the symmetric region, sized by world x
 // max_tokens; the routed rows a rank holds (routed_rows_capacity) size the layer's x and h.
@@ -215,7 +198,7 @@ class Runtime {
 
  private:
   Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device);
-  // create() of a rank of several (src/ep/group.cpp, with create_ranks and connect_ipc_peers).
+  // create() of a rank of several (src/runtime/group_ranks.cpp, with create_ranks and connect_ipc_peers).
   static std::unique_ptr<Runtime> create_ipc_rank(Config config, RuntimeOptions options);
   const BucketKernels& kernels_for(std::int64_t tokens);
   const EpBucketKernels& ep_kernels_for(std::int64_t tokens);

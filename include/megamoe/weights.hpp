@@ -1,10 +1,15 @@
 // Expert weights in MXFP4 (OCP MX: e2m1 values two per byte, one e8m0 scale per 32 values
 // along K), as checkpoints ship them, and their quantization from fp32 or bf16.
-// Runtime::prepare_weights() turns them into the layout the kernels read (docs/layer.md).
+// Runtime::prepare_weights() turns them into the layout the kernels read (PreparedWeights below,
+// docs/layer.md).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
+
+#include "megamoe/config.hpp"
+#include "megamoe/device.hpp"
 
 namespace megamoe {
 
@@ -97,5 +102,22 @@ Mxfp4ExpertWeights quantize_expert_weights(const float* w1, const float* w2, int
                                            int inter_dim);
 Mxfp4ExpertWeights quantize_expert_weights_bf16(const std::uint16_t* w1, const std::uint16_t* w2, int experts,
                                                 int model_dim, int inter_dim);
+
+// Expert weights on the device, in the layout the runtime's kernels read (docs/layer.md):
+// v1 (checkpoint layout) for the portable path, v3 for the tensor-core and Hopper paths, and on
+// the Hopper path, where a bucket up to max_tokens reads fp8_resident weights, their e4m3 copy too.
+class PreparedWeights {
+ public:
+  KernelPath path = KernelPath::portable;
+  int experts = 0, model_dim = 0, inter_dim = 0;  // the model's (the buffers hold the path's padded shape)
+  DeviceBuffer w1_packed, w1_scales, w2_packed, w2_scales;                 // v1
+  DeviceBuffer w1_units, w1_row_scale, w2_units, w2_row_scale;  // v3
+  DeviceBuffer w1_resident, w2_resident;  // the fp8-resident copy (src/weights/fp8_resident_layout.hpp)
+  DeviceBuffer b1, b2;                    // fp32 expert biases, or none (null)
+  std::size_t flushed_blocks = 0;  // v3: MX blocks too far below their row's largest, zeroed (W1's and W2's)
+  std::size_t flushed_w1 = 0, flushed_w2 = 0;  // the same, of each matrix
+  std::size_t resident_bytes = 0;  // device memory the fp8-resident copy takes (0: none made)
+  std::size_t bytes() const;       // device memory of every buffer above (Runtime::weights_bytes states it)
+};
 
 }  // namespace megamoe

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "codegen/path_requirements.hpp"
-#include "codegen/tile_sizes.hpp"
-#include "jit/diagnostics.hpp"
+#include "config/path_requirements.hpp"
+#include "config/tile_sizes.hpp"
+#include "common/diagnostics.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {

@@ -1,4 +1,4 @@
-// Which kernel path runs where (by the shape contract, codegen/path_requirements.hpp), and how
+// Which kernel path runs where (by the shape contract, config/path_requirements.hpp), and how
 // each path rounds and sums.
 #pragma once
 #include <string>
@@ -16,7 +16,7 @@ PathChoice choose_path(KernelPath requested, const Config& config, BackendKind b
 inline KernelPath resolve_path(KernelPath requested, const Config& config, BackendKind backend, const std::string& arch) {
   return choose_path(requested, config, backend, arch).path;
 }
-// A choice's note as a warning (jit/diagnostics.hpp: stderr), once per process for each distinct note.
+// A choice's note as a warning (common/diagnostics.hpp: stderr), once per process for each distinct note.
 void announce_path_choice(const PathChoice& choice);
 
 // How a (resolved) path rounds and sums in a bucket: its x and h scales (on the Hopper path the

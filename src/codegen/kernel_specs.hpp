@@ -5,7 +5,7 @@
 #include <string>
 
 #include "codegen/kernel_spec.hpp"
-#include "codegen/tile_sizes.hpp"
+#include "config/tile_sizes.hpp"
 #include "interface/kernel_args.cuh"
 #include "megamoe/config.hpp"
 
@@ -43,7 +43,7 @@ TypedSpec<Stage2TensorCoreArgs> stage2_tensor_core_spec(int bm, int inter_dim, C
 // x quantized once per token into the routed layout: quantize_rows' place on this path; x_block
 // kXPerRow (name part "fp8xrow"): one scale per row.
 TypedSpec<DispatchRowsArgs> dispatch_rows_spec(int x_block, bool bounds_check);
-// scales: the bucket's (codegen/tile_sizes.hpp; name parts "x256" or "xrow", "h128" or "hs" and
+// scales: the bucket's (config/tile_sizes.hpp; name parts "x256" or "xrow", "h128" or "hs" and
 // the exponent). ep: sized for the EP kernel made of it (kernel_specs_ep.cpp), which keeps a few
 // more words of static shared memory. weights: fp8_resident reads the e4m3 copy (name part "fp8res").
 // groups: 128-row groups of weight rows a block takes (name part "bw128" or "bw256").

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_specs.hpp"
-#include "codegen/tile_sizes.hpp"
+#include "config/tile_sizes.hpp"
 
 namespace megamoe {
 

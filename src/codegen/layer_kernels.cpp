@@ -1,8 +1,8 @@
 #include "codegen/layer_kernels.hpp"
 
 #include "codegen/kernel_paths.hpp"
-#include "codegen/path_requirements.hpp"
-#include "codegen/tile_sizes.hpp"
+#include "config/path_requirements.hpp"
+#include "config/tile_sizes.hpp"
 
 namespace megamoe {
 

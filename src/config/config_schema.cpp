@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "codegen/path_requirements.hpp"
+#include "config/path_requirements.hpp"
 #include "config/bucket_check.hpp"
 #include "interface/kernel_constants.cuh"
 #include "megamoe/config.hpp"
@@ -170,7 +170,7 @@ ModelShape read_model(ObjectReader r) {
     r.fail(r.at("shared_experts"), std::to_string(m.shared_experts),
            fmt::format("at most {} - topk = {} (a token's routed and shared rows together)", int(kMaxSlotsPerToken),
                        kMaxSlotsPerToken - m.topk));
-  // The least of the paths' multiples (codegen/path_requirements.hpp): every config runs on one.
+  // The least of the paths' multiples (config/path_requirements.hpp): every config runs on one.
   const PathRequirements& least = least_requirements();
   for (auto [key, v] : {std::pair{"model_dim", m.model_dim}, std::pair{"inter_dim", m.inter_dim}})
     if (v % least.dim_multiple) {

@@ -10,7 +10,7 @@
 
 namespace megamoe {
 
-EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& o) {
+EpPlanSizes ep_plan_sizes(const Config& config, const GroupOptions& o) {
   const std::size_t W = o.world, E = config.model.experts_per_rank, T = o.max_tokens, K = config.model.topk;
   EpPlanSizes s;
   s.state = kStateWords * 4;
@@ -22,11 +22,11 @@ EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& o) {
   return s;
 }
 
-int ep_node_size(const RuntimeOptions& o) { return o.node_size > 0 ? std::min(o.node_size, o.world) : o.world; }
+int ep_node_size(const GroupOptions& o) { return o.node_size > 0 ? std::min(o.node_size, o.world) : o.world; }
 
-bool ep_over_nodes(const RuntimeOptions& o) { return o.transport == Transport::nvshmem && ep_node_size(o) < o.world; }
+bool ep_over_nodes(const GroupOptions& o) { return o.transport == Transport::nvshmem && ep_node_size(o) < o.world; }
 
-SymmetricLayout ep_symmetric_layout(const Config& config, const RuntimeOptions& o, int x_block,
+SymmetricLayout ep_symmetric_layout(const Config& config, const GroupOptions& o, int x_block,
                                     long long rows_capacity) {
   const ModelShape& m = config.model;
   return symmetric_layout(o.world, m.experts_per_rank, o.max_tokens, m.topk, m.model_dim, x_block,
@@ -47,7 +47,7 @@ SymmetricRegion::SymmetricRegion(Device& device, std::size_t bytes, bool nvshmem
 // or exited would hang in it, so the heap's region is kept until the process ends, as NVSHMEM is.
 SymmetricRegion::~SymmetricRegion() = default;
 
-std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config, const RuntimeOptions& o,
+std::unique_ptr<EpWorkspace> EpWorkspace::create(Device& d, const Config& config, const GroupOptions& o,
                                                  int x_block, long long rows_capacity) {
   auto w = std::make_unique<EpWorkspace>();
   const ModelShape& m = config.model;

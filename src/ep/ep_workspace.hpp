@@ -7,11 +7,11 @@
 #include <memory>
 #include <vector>
 
+#include "ep/group_options.hpp"
 #include "ep/symmetric_layout.hpp"
 #include "interface/kernel_args.cuh"
 #include "megamoe/config.hpp"
 #include "megamoe/device.hpp"
-#include "megamoe/runtime.hpp"
 
 namespace megamoe {
 
@@ -25,15 +25,15 @@ struct EpPlanSizes {
     return state + dest_row + slot_rank + segment + segment_rows + ready + block_counts + gateway_rows + forwarded;
   }
 };
-// The ranks of a node: RuntimeOptions::node_size, or the whole group where it is 0.
-int ep_node_size(const RuntimeOptions& options);
+// The ranks of a node: GroupOptions::node_size, or the whole group where it is 0.
+int ep_node_size(const GroupOptions& options);
 // Whether the group spans several nodes (the nvshmem transport's puts, forwarding and node sums).
-bool ep_over_nodes(const RuntimeOptions& options);
-EpPlanSizes ep_plan_sizes(const Config& config, const RuntimeOptions& options);
+bool ep_over_nodes(const GroupOptions& options);
+EpPlanSizes ep_plan_sizes(const Config& config, const GroupOptions& options);
 
 // The symmetric region of a rank created with `options` (x_block: the dispatch wire's scale
 // block); the nvshmem transport's has its staging areas too.
-SymmetricLayout ep_symmetric_layout(const Config& config, const RuntimeOptions& options, int x_block,
+SymmetricLayout ep_symmetric_layout(const Config& config, const GroupOptions& options, int x_block,
                                     long long rows_capacity);
 
 // A rank's symmetric region: device memory of its own (loopback, peer, ipc), or NVSHMEM's
@@ -54,7 +54,7 @@ class SymmetricRegion {
 };
 
 struct EpWorkspace {
-  static std::unique_ptr<EpWorkspace> create(Device& device, const Config& config, const RuntimeOptions& options,
+  static std::unique_ptr<EpWorkspace> create(Device& device, const Config& config, const GroupOptions& options,
                                              int x_block, long long rows_capacity);
   ~EpWorkspace();
 

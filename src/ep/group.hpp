@@ -1,7 +1,7 @@
 // The group a rank belongs to: the transport, the ranks, and how the host side meets the others
 // (the ipc transport's all-gather; in one process, the other ranks' runtimes themselves). Its
-// set-up, in group.cpp: the options a group needs checked, the ipc group's all-gather, and the
-// Runtime's group creation (Runtime::create of several ranks, create_ranks, the ipc peers).
+// set-up, in group.cpp: the options a group needs checked, the ipc group's all-gather, the records
+// every rank hands round, NVSHMEM started. The Runtime's group creation is runtime/group_ranks.cpp.
 #pragma once
 #include <memory>
 #include <string>
@@ -10,9 +10,11 @@
 #include "megamoe/config.hpp"
 #include "megamoe/device.hpp"
 #include "megamoe/ep.hpp"
-#include "megamoe/runtime.hpp"
+#include "ep/group_options.hpp"
 
 namespace megamoe {
+
+class Runtime;
 
 struct Group {
   Transport transport = Transport::loopback;
@@ -26,23 +28,18 @@ struct Group {
   void barrier() const { all_gather(std::vector<std::uint8_t>(1, 0)); }
 };
 
-// `config` as a rank created with `options` runs it: its redundant slots added
-// (with_redundant_experts), resolved for options.world (config_for_world). Throws megamoe::Error
-// naming world or redundant_experts where they do not fit the model.
-Config config_for_options(Config config, const RuntimeOptions& options);
-
 // Throws megamoe::Error for a world, rank, timeout or routed-rows capacity out of range, buckets
 // whose combine wires or scale modes differ over several ranks, or a group too large for the
 // dispatch metadata.
-void check_group_options(const Config& config, const RuntimeOptions& options);
+void check_group_options(const Config& config, const GroupOptions& options);
 
-// RuntimeOptions::timeout_ms, or MEGAMOE_TIMEOUT_MS where set (throws megamoe::Error for a value
+// GroupOptions::timeout_ms, or MEGAMOE_TIMEOUT_MS where set (throws megamoe::Error for a value
 // that is not milliseconds from 1 to 3600000).
-int group_timeout_ms(const RuntimeOptions& options);
+int group_timeout_ms(const GroupOptions& options);
 
-// The group of a rank of one process (ipc, nvshmem): RuntimeOptions::all_gather, or
+// The group of a rank of one process (ipc, nvshmem): GroupOptions::all_gather, or
 // folder_all_gather of MEGAMOE_BOOTSTRAP_DIR (throws megamoe::Error where neither is given).
-std::shared_ptr<Group> make_ipc_group(const RuntimeOptions& options);
+std::shared_ptr<Group> make_ipc_group(const GroupOptions& options);
 
 // Every rank's payload (an IPC handle, NVSHMEM's unique id), gathered through the group's
 // all-gather with what each rank was created with (`fingerprint`, the fields `what` names):
@@ -53,7 +50,7 @@ std::vector<std::string> exchange_records(const Group& group, int rank, int worl
 // The nvshmem transport: NVSHMEM started on `device` as PE options.rank, from rank 0's unique id
 // handed round by the group's all-gather with what each rank was created with (`fingerprint`,
 // refused where two differ, before the symmetric heap is touched); the heap holds region_bytes.
-void start_nvshmem(Device& device, const Group& group, const RuntimeOptions& options, const std::string& fingerprint,
+void start_nvshmem(Device& device, const Group& group, const GroupOptions& options, const std::string& fingerprint,
                    std::size_t region_bytes);
 
 // Loopback ranks share one GPU: each launch of a rank takes at most this many blocks, each alone

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/env.hpp"
-#include "jit/diagnostics.hpp"
+#include "common/diagnostics.hpp"
 #include "jit/hash.hpp"
 
 namespace megamoe {

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/nvshmem_library.hpp"
-#include "jit/diagnostics.hpp"
+#include "common/diagnostics.hpp"
 
 namespace megamoe {
 

@@ -1,6 +1,6 @@
 // Runtime: creation, the bucket's kernels, and forward(): its arguments checked, then the call's
-// launches (runtime/launch_layer.hpp). A group's set-up is in ep/group.cpp, the weights' upload in
-// weights/prepare_weights.cpp.
+// launches (runtime/launch_layer.hpp). A group's ranks are made in runtime/group_ranks.cpp (its
+// set-up in ep/group.cpp), the weights' upload in weights/prepare_weights.cpp.
 #include "megamoe/runtime.hpp"
 
 #include <algorithm>
@@ -10,12 +10,13 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_paths.hpp"
-#include "codegen/path_requirements.hpp"
+#include "config/path_requirements.hpp"
 #include "ep/ep_workspace.hpp"
 #include "config/shared_slots.hpp"
 #include "ep/group.hpp"
 #include "runtime/launch_ep.hpp"
 #include "runtime/launch_layer.hpp"
+#include "runtime/rank_options.hpp"
 #include "runtime/stage_args.hpp"
 #include "runtime/workspace.hpp"
 #include "weights/prepare_weights.hpp"
@@ -42,32 +43,13 @@ WorkspaceBytes planned_workspace(const Config& kernels_config, const RuntimeOpti
   b.routed_rows = routed_rows_capacity(kernels_config, o);
   if (o.world > 1) {
     const int x_block = path_arithmetic(path, kernels_config, kernels_config.buckets[0]).x;
-    b.symmetric_region = ep_symmetric_layout(kernels_config, o, x_block, b.routed_rows).bytes;
-    b.group_plan = ep_plan_sizes(kernels_config, o).total();
+    b.symmetric_region = ep_symmetric_layout(kernels_config, group_options(o), x_block, b.routed_rows).bytes;
+    b.group_plan = ep_plan_sizes(kernels_config, group_options(o)).total();
   }
   return b;
 }
 
 }  // namespace
-
-Config config_for_options(Config config, const RuntimeOptions& o) {
-  if (o.world < 1 || o.world > kMaxWorld)
-    throw Error(fmt::format("megamoe: RuntimeOptions.world = {}, expected 1..{}", o.world, int(kMaxWorld)));
-  if (o.redundant_experts != 0) {
-    config = with_redundant_experts(std::move(config), o.redundant_experts);
-    if (config.model.experts % o.world) {
-      int fits = o.redundant_experts;
-      while ((config.model.logical_experts + fits) % o.world) ++fits;
-      throw Error(fmt::format("megamoe: RuntimeOptions.redundant_experts = {}: {} logical experts + {} = {} slots, which "
-                              "world = {} does not divide (every rank holds slots / world); {} would",
-                              o.redundant_experts, config.model.logical_experts, o.redundant_experts,
-                              config.model.experts, o.world, fits));
-    }
-  }
-  config = config_for_world(std::move(config), o.world);
-  shared_slots_config(config);  // its slots' limits checked here, before a GPU is opened
-  return config;
-}
 
 // `config` comes resolved for options.world (create, create_ranks: before any GPU is opened).
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
@@ -75,16 +57,16 @@ Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> 
   path_choice_ = choose_path(options_.path, config_, device_->kind(), device_->arch());
   path_ = path_choice_.path;
   announce_path_choice(path_choice_);
-  settle_weight_sources(config_, path_, options_);
+  settle_weight_sources(config_, path_, options_.fp8_resident_weights);
   kernels_config_ = padded_for_path(shared_slots_config(config_), path_);
   check_max_tokens(options_);
-  check_group_options(kernels_config_, options_);
-  options_.timeout_ms = group_timeout_ms(options_);
+  check_group_options(kernels_config_, group_options(options_));
+  options_.timeout_ms = group_timeout_ms(group_options(options_));
   try {
     workspace_ = std::make_unique<Workspace>(Workspace::create(*device_, kernels_config_, options_, path_));
     if (options_.world > 1)
       // every bucket has the same x scale over several ranks (check_group_options): the wire's
-      ep_ = EpWorkspace::create(*device_, kernels_config_, options_, arithmetic(1).x,
+      ep_ = EpWorkspace::create(*device_, kernels_config_, group_options(options_), arithmetic(1).x,
                                 routed_rows_capacity(kernels_config_, options_));
   } catch (const DeviceError& e) {
     throw DeviceError(fmt::format("megamoe: the workspace of rank {} (max_tokens {}, world {}, {} routed rows) did not "
@@ -109,7 +91,7 @@ static std::pair<Config, KernelPath> planned_config(Config config, const Runtime
                                                    const char* what) {
   config = config_for_options(std::move(config), options);
   check_max_tokens(options);
-  check_group_options(shared_slots_config(config), options);
+  check_group_options(shared_slots_config(config), group_options(options));
   if (options.path == KernelPath::automatic && arch.empty())
     throw Error(fmt::format("megamoe: {}: RuntimeOptions.path = auto and no arch: the bytes depend on the path (the "
                             "Hopper path keeps x by routed row and its own weight layout); name the path, or the "
@@ -118,7 +100,7 @@ static std::pair<Config, KernelPath> planned_config(Config config, const Runtime
   // A named path is checked against the arch given, or the backend's default target.
   const std::string target = !arch.empty() ? std::string(arch) : options.backend == BackendKind::hip ? "gfx90a" : "sm_90a";
   const KernelPath path = choose_path(options.path, config, options.backend, target).path;
-  settle_weight_sources(config, path, options);
+  settle_weight_sources(config, path, options.fp8_resident_weights);
   return {std::move(config), path};
 }
 

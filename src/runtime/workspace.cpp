@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "codegen/kernel_specs.hpp"
-#include "codegen/tile_sizes.hpp"
+#include "config/tile_sizes.hpp"
 
 namespace megamoe {
 

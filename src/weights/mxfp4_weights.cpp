@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "codegen/path_requirements.hpp"
+#include "config/path_requirements.hpp"
 #include "formats/formats.hpp"
 #include "megamoe/errors.hpp"
 #include "megamoe/weights.hpp"
@@ -22,7 +22,7 @@ Sizes sizes(int e, int d, int i) {
 void check_dims(int experts, int model_dim, int inter_dim) {
   if (experts <= 0) throw Error(fmt::format("megamoe: weights: experts = {}, expected > 0", experts));
   // Any MXFP4 tensor splits K into blocks of kMxBlock; a kernel path whose multiple is larger
-  // runs the weights padded up to it (prepare_weights, codegen/path_requirements.hpp).
+  // runs the weights padded up to it (prepare_weights, config/path_requirements.hpp).
   for (auto [field, v] : {std::pair{"model_dim", model_dim}, std::pair{"inter_dim", inter_dim}})
     if (v <= 0 || v % kMxBlock)
       throw Error(fmt::format("megamoe: weights: {} = {}, expected a positive multiple of {} (MXFP4 blocks)", field, v,

@@ -1,5 +1,5 @@
 // Expert weights at a larger shape, padded with zeros: what a kernel path whose multiple the
-// model's dims miss runs (codegen/path_requirements.hpp, padded_model). Zero rows and columns add
+// model's dims miss runs (config/path_requirements.hpp, padded_model). Zero rows and columns add
 // nothing to either GEMM, and act(0, up) is 0 for every activation, so the model's outputs are
 // unchanged; prepare_weights and the emulating reference both pad through this.
 #pragma once

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "codegen/path_requirements.hpp"
+#include "config/path_requirements.hpp"
 
 #include "weights/fp8_resident_layout.hpp"
 #include "weights/padded_weights.hpp"
@@ -17,8 +17,8 @@
 
 namespace megamoe {
 
-void settle_weight_sources(Config& config, KernelPath path, const RuntimeOptions& options) {
-  if (path != KernelPath::hopper || !options.fp8_resident_weights)
+void settle_weight_sources(Config& config, KernelPath path, bool fp8_resident_weights) {
+  if (path != KernelPath::hopper || !fp8_resident_weights)
     for (BucketConfig& b : config.buckets) b.weights = WeightSource::mxfp4;
 }
 

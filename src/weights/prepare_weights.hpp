@@ -8,14 +8,14 @@
 
 #include "megamoe/config.hpp"
 #include "megamoe/device.hpp"
-#include "megamoe/runtime.hpp"
 #include "megamoe/weights.hpp"
 
 namespace megamoe {
 
-// Only the Hopper kernels read an fp8-resident copy, and only where the options allow it: every
-// other bucket of `config` is set to read the MXFP4 weights.
-void settle_weight_sources(Config& config, KernelPath path, const RuntimeOptions& options);
+// Only the Hopper kernels read an fp8-resident copy, and only where the runtime's options allow it
+// (RuntimeOptions::fp8_resident_weights): every other bucket of `config` is set to read the MXFP4
+// weights.
+void settle_weight_sources(Config& config, KernelPath path, bool fp8_resident_weights);
 
 // Whether a bucket up to max_tokens' bucket reads the fp8-resident copy (settle_weight_sources
 // has cleared it on other paths and where the options refuse it).

@@ -4,7 +4,7 @@
 
 #include "codegen/kernel_paths.hpp"
 #include "codegen/layer_kernels.hpp"
-#include "codegen/tile_sizes.hpp"
+#include "config/tile_sizes.hpp"
 #include "jit/kernel_builder.hpp"
 #include "megamoe/errors.hpp"
 

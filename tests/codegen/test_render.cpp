@@ -5,11 +5,11 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_paths.hpp"
-#include "codegen/path_requirements.hpp"
+#include "config/path_requirements.hpp"
 #include "codegen/layer_kernels.hpp"
-#include "codegen/tile_sizes.hpp"
+#include "config/tile_sizes.hpp"
 #include "codegen/template_library.hpp"
-#include "jit/diagnostics.hpp"
+#include "common/diagnostics.hpp"
 #include "megamoe/errors.hpp"
 #include "support/test_support.hpp"
 

@@ -13,7 +13,7 @@ using namespace megamoe;
 TEST_CASE("over several ranks every bucket needs the same combine wire and scale modes", "[ep]") {
   test::ScopedEnv no_dir("MEGAMOE_CONFIG_DIR", std::nullopt);
   Config c = load_config("generic_a8w4");
-  RuntimeOptions o;
+  GroupOptions o;
   o.world = 2, o.max_tokens = 64;
   CHECK_NOTHROW(check_group_options(c, o));
   for (BucketConfig& b : c.buckets) b.x_scale = XScale::per_row;

@@ -3,7 +3,7 @@
 
 #include "codegen/kernel_paths.hpp"
 #include "codegen/layer_kernels.hpp"
-#include "codegen/tile_sizes.hpp"
+#include "config/tile_sizes.hpp"
 #include "jit/cache_key.hpp"
 #include "jit/kernel_builder.hpp"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/diagnostics.hpp"
+#include "common/diagnostics.hpp"
 #include "megamoe/megamoe.hpp"
 #include "support/test_support.hpp"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/diagnostics.hpp"
+#include "common/diagnostics.hpp"
 
 namespace megamoe::test {
 

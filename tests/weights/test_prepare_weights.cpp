@@ -88,7 +88,7 @@ TEST_CASE("weights_bytes states what prepare_weights allocates, on every path", 
         RuntimeOptions o;
         o.max_tokens = 64, o.path = path;
         Config held = config;
-        settle_weight_sources(held, path, o);
+        settle_weight_sources(held, path, o.fp8_resident_weights);
         const auto got = prepare_weights(dev, held, path, 64, test::normal_expert_weights(3, 192, 128, 4, 0.1f, biases));
         CHECK(got->bytes() == prepared_weights_bytes(held, path, 64));
         CHECK(Runtime::weights_bytes(config, o) == got->bytes());

@@ -25,7 +25,7 @@
 #include "common/cli.hpp"
 #include "common/input_sets.hpp"
 #include "common/workload.hpp"
-#include "interface/kernel_constants.cuh"
+#include "common/kernel_limits.hpp"
 #include "megamoe/megamoe.hpp"
 
 using namespace megamoe;

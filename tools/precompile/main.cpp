@@ -14,7 +14,7 @@
 
 #include "codegen/kernel_paths.hpp"
 #include "codegen/layer_kernels.hpp"
-#include "codegen/path_requirements.hpp"
+#include "config/path_requirements.hpp"
 #include "common/cli.hpp"
 #include "jit/kernel_builder.hpp"
 #include "jit/precompile.hpp"

@@ -21,7 +21,7 @@
 
 #include "common/cli.hpp"
 #include "common/workload.hpp"
-#include "interface/kernel_constants.cuh"
+#include "common/kernel_limits.hpp"
 #include "megamoe/megamoe.hpp"
 
 using namespace megamoe;

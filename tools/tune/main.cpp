@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/cli.hpp"
-#include "interface/kernel_constants.cuh"
+#include "common/kernel_limits.hpp"
 #include "megamoe/megamoe.hpp"
 #include "tune/tuner.hpp"
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "config/bucket_check.hpp"
-#include "interface/kernel_constants.cuh"
+#include "common/kernel_limits.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe::tune {

@@ -14,10 +14,10 @@
 
 #include "codegen/layer_kernels.hpp"
 #include "common/workload.hpp"
-#include "jit/diagnostics.hpp"
+#include "common/diagnostics.hpp"
 #include "jit/precompile.hpp"
 #include "megamoe/megamoe.hpp"
-#include "interface/kernel_constants.cuh"
+#include "common/kernel_limits.hpp"
 #include "tune/group_timer.hpp"
 #include "tune/pair_timer.hpp"
 #include "weights/prepare_weights.hpp"

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_paths.hpp"
-#include "codegen/path_requirements.hpp"
+#include "config/path_requirements.hpp"
 #include "common/cli.hpp"
 #include "megamoe/config.hpp"
 #include "megamoe/runtime.hpp"

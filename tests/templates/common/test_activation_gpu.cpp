@@ -13,7 +13,7 @@
 
 #include "codegen/kernel_paths.hpp"
 #include "codegen/layer_kernels.hpp"
-#include "codegen/tile_sizes.hpp"
+#include "config/tile_sizes.hpp"
 #include "reference/activation_ref.hpp"
 #include "reference/h_flips.hpp"
 #include "support/elementwise_kernel.hpp"

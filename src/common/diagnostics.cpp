@@ -1,4 +1,4 @@
-#include "jit/diagnostics.hpp"
+#include "common/diagnostics.hpp"
 
 #include <cstdio>
 #include <cstdlib>

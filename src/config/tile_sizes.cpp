@@ -1,11 +1,11 @@
-#include "codegen/tile_sizes.hpp"
+#include "config/tile_sizes.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "codegen/path_requirements.hpp"
+#include "config/path_requirements.hpp"
 #include "formats/formats.hpp"
 #include "megamoe/errors.hpp"
 

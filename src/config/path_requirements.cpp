@@ -1,11 +1,11 @@
-#include "codegen/path_requirements.hpp"
+#include "config/path_requirements.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
-#include "codegen/tile_sizes.hpp"
+#include "config/tile_sizes.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {
