@@ -7,7 +7,7 @@
 #include "common/embedded_files.hpp"
 #include "support/test_support.hpp"
 #include "tune/tactic_space.hpp"
-#include "tune/table_json.hpp"
+#include "config/config_json.hpp"
 
 namespace megamoe::test {
 
@@ -23,7 +23,7 @@ std::string kimi_in_form(XScale x, HScale h, CombineWire wire, std::optional<Wei
   for (BucketConfig b : kimi.buckets) {
     b = tune::with_modes(kimi, b, {x, h, wire});
     if (weights) b = tune::with_weights(kimi, b, *weights);
-    patch["buckets"][std::to_string(b.bucket)] = nlohmann::json::parse(tune::entry_text(b));
+    patch["buckets"][std::to_string(b.bucket)] = nlohmann::json::parse(entry_text(b));
   }
   for (auto& [key, value] : extra.items()) patch[key] = value;
   return patch.dump();

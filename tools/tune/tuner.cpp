@@ -21,7 +21,8 @@
 #include "tune/group_timer.hpp"
 #include "tune/pair_timer.hpp"
 #include "weights/prepare_weights.hpp"
-#include "tune/table_json.hpp"
+#include "config/config_json.hpp"
+#include "tune/tactic_labels.hpp"
 #include "tune/tune_journal.hpp"
 
 namespace megamoe::tune {

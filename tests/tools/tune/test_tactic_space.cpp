@@ -9,7 +9,8 @@
 #include "interface/kernel_constants.cuh"
 #include "megamoe/errors.hpp"
 #include "tune/tactic_space.hpp"
-#include "tune/table_json.hpp"
+#include "config/config_json.hpp"
+#include "tune/tactic_labels.hpp"
 
 using namespace megamoe;
 using namespace megamoe::tune;
@@ -227,4 +228,10 @@ TEST_CASE("tokens_at_world: the most tokens a rank passes where a key is taken a
         if (t < 32768) CHECK(c.table_key(t + 1) > b);  // the most (32768: the most a call passes)
       }
   CHECK_THROWS_AS(tokens_at_world(kimi, 3, 64), Error);  // 896 experts do not split over 3 ranks
+}
+
+TEST_CASE("a bucket's knobs as the tuner labels them", "[tune]") {
+  const Config kimi = load_config("kimi_k3_a8w4");
+  CHECK_THAT(tactic_label(kimi.bucket(512)), Catch::Equals("s1 96x256 s2 96x128 mxfp4 x row h static wire bf16"));
+  CHECK_THAT(dispatch_label(kimi.bucket(512)), Catch::StartsWith("dispatch "));
 }

@@ -14,7 +14,8 @@
 #include "runtime/test_config_variants.hpp"
 #include "support/test_support.hpp"
 #include "tune/tactic_space.hpp"
-#include "tune/table_json.hpp"
+#include "config/config_json.hpp"
+#include "tune/tactic_labels.hpp"
 #include "tune/tuner.hpp"
 
 using namespace megamoe;
@@ -79,7 +80,7 @@ TEST_CASE("megamoe-tune: a small table tuned, written, checked by megamoe-run, r
   CHECK(written.model.expert_biases);
   for (const BucketConfig& b : written.buckets) {
     CHECK(tune::modes_of(b) == r.modes);
-    CHECK(tune::entry_text(b) == tune::entry_text(r.tuned.bucket(b.bucket)));
+    CHECK(entry_text(b) == entry_text(r.tuned.bucket(b.bucket)));
   }
   CHECK(std::filesystem::exists(dir.path() / "small_tuned.report.txt"));
   CHECK_THAT(all, Catch::Contains("clock: "));
@@ -101,7 +102,7 @@ TEST_CASE("megamoe-tune: a small table tuned, written, checked by megamoe-run, r
   const tune::TuneResult again = tune::run_tune(o);
   for (const tune::BucketReport& row : again.rows) CHECK(row.note == "resumed from the journal");
   for (const BucketConfig& b : again.tuned.buckets)
-    CHECK(tune::entry_text(b) == tune::entry_text(r.tuned.bucket(b.bucket)));
+    CHECK(entry_text(b) == entry_text(r.tuned.bucket(b.bucket)));
   CHECK(journal_lines() == before);
 }
 
@@ -151,5 +152,5 @@ TEST_CASE("megamoe-tune --world 2: the dispatch knobs searched on loopback ranks
   REQUIRE(again.dispatch_rows.size() == 3);
   for (int i : {1, 2}) CHECK(again.dispatch_rows[i].note == "resumed from the journal");
   for (const BucketConfig& b : again.tuned.buckets)
-    CHECK(tune::entry_text(b) == tune::entry_text(r.tuned.bucket(b.bucket)));
+    CHECK(entry_text(b) == entry_text(r.tuned.bucket(b.bucket)));
 }

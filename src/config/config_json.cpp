@@ -1,10 +1,10 @@
-#include "tune/table_json.hpp"
+#include "config/config_json.hpp"
 
 #include <map>
 
 #include <fmt/format.h>
 
-namespace megamoe::tune {
+namespace megamoe {
 
 using json = nlohmann::ordered_json;
 
@@ -69,17 +69,6 @@ json entry_json(const BucketConfig& b) {
 
 std::string entry_text(const BucketConfig& b) { return entry_json(b).dump(); }
 
-std::string tactic_label(const BucketConfig& b) {
-  return fmt::format("s1 {}x{} s2 {}x{} {} x {} h {} wire {}", b.stage1.token_tile, b.stage1.weight_tile,
-                     b.stage2.token_tile, b.stage2.weight_tile, to_string(b.weights), to_string(b.x_scale),
-                     to_string(b.h_scale), b.combine_wire == CombineWire::bf16 ? "bf16" : "fp8");
-}
-
-std::string dispatch_label(const BucketConfig& b) {
-  return fmt::format("dispatch {} stride {}{}", b.dispatch.cus, b.dispatch.stride,
-                     b.dispatch.persistent ? " persistent" : "");
-}
-
 json config_json(const Config& c, const std::string& name, const std::string& description) {
   std::map<std::string, int> count;  // the most common entry (the smallest bucket's among equals) is the default
   for (const BucketConfig& b : c.buckets) ++count[entry_text(b)];
@@ -133,4 +122,4 @@ BucketConfig entry_from_text(const Config& config, int bucket, const std::string
   return parse_config(j.dump(), "(an entry of the tuner's journal)").bucket(bucket);
 }
 
-}  // namespace megamoe::tune
+}  // namespace megamoe

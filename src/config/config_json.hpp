@@ -1,5 +1,5 @@
-// A config as the JSON that parse_config reads (docs/configs.md): the table megamoe-tune writes,
-// and a bucket entry as one line of text (the tuner's journal keys and its report's labels).
+// A config as the JSON that parse_config reads (docs/configs.md), beside the parser: the table
+// megamoe-tune writes, and a bucket entry as one line of text (the tuner's journal keys).
 #pragma once
 #include <string>
 
@@ -7,16 +7,12 @@
 
 #include "megamoe/config.hpp"
 
-namespace megamoe::tune {
+namespace megamoe {
 
 // Every field of a bucket entry, as a bucket of the schema holds them.
 nlohmann::ordered_json entry_json(const BucketConfig& b);
 // entry_json on one line: equal entries give equal text.
 std::string entry_text(const BucketConfig& b);
-// The knobs a bucket's kernels read, short: "s1 176x128 s2 160x128 mxfp4 x row h static wire bf16".
-std::string tactic_label(const BucketConfig& b);
-// The dispatch knobs, short: "dispatch 64 stride 1" (", persistent" where they are).
-std::string dispatch_label(const BucketConfig& b);
 
 // The bucket entry of `bucket` from entry_text's text, read through the schema (so a journal's
 // entry meets the contract for `config` as a config file's would).
@@ -31,4 +27,4 @@ nlohmann::ordered_json config_json(const Config& config, const std::string& name
 // bucket_defaults and a line a bucket.
 std::string config_text(const nlohmann::ordered_json& config);
 
-}  // namespace megamoe::tune
+}  // namespace megamoe
