@@ -22,6 +22,13 @@ struct ConfigError : Error {
   ConfigError(std::string message, std::string file, std::string json_path, std::string value, std::string expected);
 };
 
+// An argument that is not what a call takes: names the argument (field), what it was (value) and
+// what was expected (a checkpoint's tensor of the wrong shape for its layout, say).
+struct InputError : Error {
+  InputError(std::string field, std::string value, std::string expected);
+  std::string field, value, expected;
+};
+
 // A kernel that did not compile. The rendered source was saved at source_path.
 struct CompileError : Error {
   CompileError(std::string kernel_name, std::string key, std::vector<std::string> options,

@@ -3,7 +3,7 @@
 //   weights.hpp  MXFP4 expert weights, quantization from fp32/bf16
 //   runtime.hpp  Runtime: prepare_weights(), forward(), take_errors()
 //   device.hpp   the GPU interface of the cuda and hip backends
-//   errors.hpp   ConfigError, CompileError, DeviceError, NoGpuError
+//   errors.hpp   ConfigError, InputError, CompileError, DeviceError, NoGpuError, PeerTimeoutError
 #pragma once
 #include "megamoe/config.hpp"
 #include "megamoe/device.hpp"

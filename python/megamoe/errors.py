@@ -1,6 +1,6 @@
 """Exceptions of megamoe. The C++ library's errors arrive as the classes of the same names, with
-the C++ message and the fields each carries; InputError is raised here, before a call, for a
-tensor of the wrong shape, dtype, device or layout."""
+the C++ message and the fields each carries; InputError, for a tensor of the wrong shape, dtype,
+device or layout, is raised here before a call, or by the C++ checkpoint layouts (the same fields)."""
 
 __all__ = ["Error", "ConfigError", "CompileError", "DeviceError", "NoGpuError", "PeerTimeoutError", "DroppedRowsError",
            "InputError"]

@@ -6,7 +6,7 @@ import weakref
 
 import numpy as np
 
-from ._layouts import bias_host, to_halves
+from ._checkpoint import to_halves
 from ._tensors import describe, to_host
 from .errors import InputError
 from .runtime import CallErrors, Runtime  # noqa: F401  (CallErrors: megamoe.layer's own name, kept)
@@ -223,26 +223,18 @@ class Layer:
         if (w1_scales is None) != (w2_scales is None):
             raise InputError("w1_scales, w2_scales", "one given", "both (MXFP4) or neither (dense weights)")
         self._check_biases_given(b1, b2)
-        w1, w1_scales, w2, w2_scales, b1 = to_halves(layout, w1, w1_scales, w2, w2_scales, b1, E, D, I)
-        biases = () if b1 is None else (b1, bias_host("b2", b2, (E, D)))
+        try:
+            w1, w1_scales, w2, w2_scales, b1, b2 = to_halves(layout, w1, w1_scales, w2, w2_scales, b1, b2, E, D, I)
+        except InputError as e:
+            if ", the shape of " not in e.value:
+                raise
+            raise InputError(e.field, e.value, f"{e.expected}; the order is load_weights(w1, w2, w1_scales, "
+                             "w2_scales)") from None
+        biases = () if b1 is None else (b1, b2)
         if w1_scales is not None:
-            expected = {"w1": (E, 2 * I, D // 2), "w1_scales": (E, 2 * I, D // 32), "w2": (E, D, I // 2),
-                        "w2_scales": (E, D, I // 32)}
-            given = {"w1": w1, "w1_scales": w1_scales, "w2": w2, "w2_scales": w2_scales}
-            hosts = {name: to_host(a, name) for name, a in given.items()}
-            for name, (h, dtype) in hosts.items():
-                if tuple(h.shape) != expected[name]:
-                    _refuse_misplaced(name, tuple(h.shape), expected)
-                _check(name, h.shape, dtype, expected[name], ("uint8",))
-            args = [np.ascontiguousarray(hosts[name][0]) for name in ("w1", "w1_scales", "w2", "w2_scales")]
-            return self.runtime._runtime.load_mxfp4(E, stage, *args, *biases)
-        h1, t1 = to_host(w1, "w1")
-        h2, t2 = to_host(w2, "w2")
-        _check("w1", h1.shape, t1, (E, 2 * I, D), ("float32", "bfloat16"))
-        _check("w2", h2.shape, t2, (E, D, I), (t1,))
-        if t1 == "float32":
-            return self.runtime._runtime.load_fp32(E, stage, np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
-        return self.runtime._runtime.load_bf16(E, stage, np.ascontiguousarray(h1), np.ascontiguousarray(h2), *biases)
+            return self.runtime._runtime.load_mxfp4(E, stage, w1, w1_scales, w2, w2_scales, *biases)
+        load = self.runtime._runtime.load_fp32 if w1.dtype == np.float32 else self.runtime._runtime.load_bf16
+        return load(E, stage, w1, w2, *biases)
 
     def _check_biases_given(self, b1, b2):
         """Both biases or neither, and what the config says (before anything is copied)."""
@@ -343,16 +335,6 @@ class Layer:
         """Several ranks: dispatch, the expert GEMMs and combine as separate launches (every rank
         the same choice); the runtime's setting, for every layer of it."""
         self.runtime.set_serial(serial)
-
-
-def _refuse_misplaced(name, shape, expected):
-    """A tensor with another argument's shape: most likely the arguments' order (blocks and scales
-    swapped, or w1_scales where w2 goes): named, with the order load_weights takes."""
-    for other, want in expected.items():
-        if other != name and shape == want and list(expected.values()).count(want) == 1:
-            raise InputError(name, f"shape {list(shape)}, the shape of {other}",
-                             f"{list(expected[name])}: the order is load_weights(w1, w2, w1_scales, w2_scales), "
-                             "the packed blocks in w1 and w2 and their scales after them")
 
 
 def _warn_flushed(weights):

@@ -27,6 +27,10 @@ void register_error_translation() {
       nb::kwargs f;
       f["file"] = e.file, f["json_path"] = e.json_path, f["value"] = e.value, f["expected"] = e.expected;
       raise("ConfigError", e.what(), f);
+    } catch (const InputError& e) {  // Python's InputError writes its message from the three
+      nb::object cls = nb::module_::import_("megamoe.errors").attr("InputError");
+      nb::object error = cls(e.field, e.value, e.expected);
+      PyErr_SetObject(cls.ptr(), error.ptr());
     } catch (const CompileError& e) {
       nb::kwargs f;
       f["kernel_name"] = e.kernel_name, f["key"] = e.key, f["options"] = nb::cast(e.options);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -14,6 +15,7 @@
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "codegen/kernel_paths.hpp"
@@ -26,6 +28,7 @@
 #include "megamoe/megamoe.hpp"
 #include "tensor_info.hpp"
 #include "tune/tuner.hpp"
+#include "weights/checkpoint_arrays.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -48,6 +51,63 @@ nb::ndarray<nb::numpy, std::uint8_t> numpy_bytes(std::vector<std::uint8_t> bytes
 
 std::vector<std::uint8_t> copy_bytes(const HostBytes& a) {
   return std::vector<std::uint8_t>(a.data(), a.data() + a.size());
+}
+
+using AnyHostArray = nb::ndarray<nb::device::cpu, nb::c_contig, nb::ro>;
+
+// A numpy array of `dtype` that owns a vector's bytes.
+nb::object numpy_of(std::vector<std::uint8_t> bytes, std::vector<std::size_t> shape, nb::dlpack::dtype dtype) {
+  auto* owned = new std::vector<std::uint8_t>(std::move(bytes));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<std::uint8_t>*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy>(owned->data(), shape.size(), shape.data(), owner, nullptr, dtype));
+}
+
+nb::object numpy_floats(const std::vector<float>& v, std::vector<std::size_t> shape) {
+  if (v.empty()) return nb::none();
+  std::vector<std::uint8_t> bytes(v.size() * 4);
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return numpy_of(std::move(bytes), std::move(shape), nb::dtype<float>());
+}
+
+// A checkpoint's host arrays, (role, name, array) each, in `layout`, as the library's halves
+// (weights/checkpoint_arrays.hpp: the layouts' one copy): (w1, w1_scales, w2, w2_scales, b1, b2),
+// None where absent; dense weights keep their dtype (bf16 as its uint16 bits).
+nb::tuple checkpoint_to_halves_py(const std::string& layout, int experts, int model_dim, int inter_dim,
+                                  const std::vector<std::tuple<std::string, std::string, AnyHostArray>>& arrays) {
+  CheckpointArrays a;
+  for (const auto& [role, name, array] : arrays) {
+    HostArrayView* v = role == "w1"          ? &a.w1
+                       : role == "w1_scales" ? &a.w1_scales
+                       : role == "up"        ? &a.up
+                       : role == "up_scales" ? &a.up_scales
+                       : role == "w2"        ? &a.w2
+                       : role == "w2_scales" ? &a.w2_scales
+                       : role == "b1"        ? &a.b1
+                       : role == "up_b1"     ? &a.up_b1
+                       : role == "b2"        ? &a.b2
+                                             : nullptr;
+    if (!v) throw Error("megamoe: checkpoint_to_halves: no array role '" + role + "'");
+    v->name = name, v->data = array.data(), v->element_bytes = int(array.itemsize());
+    v->shape.assign(array.shape_ptr(), array.shape_ptr() + array.ndim());
+  }
+  for (auto [v, role] : {std::pair{&a.w1, "w1"}, {&a.w1_scales, "w1_scales"}, {&a.up, "up"}, {&a.up_scales, "up_scales"},
+                         {&a.w2, "w2"}, {&a.w2_scales, "w2_scales"}, {&a.b1, "b1"}, {&a.up_b1, "up_b1"}, {&a.b2, "b2"}})
+    if (v->name.empty()) v->name = role;
+  HalvesArrays h;
+  {
+    nb::gil_scoped_release unlocked;
+    h = checkpoint_to_halves(checkpoint_layout_from_name(layout), experts, model_dim, inter_dim, a);
+  }
+  const std::size_t E = experts, D = model_dim, I = inter_dim;
+  const nb::dlpack::dtype weights = !h.mxfp4 && h.element_bytes == 4 ? nb::dtype<float>()
+                                    : h.mxfp4                         ? nb::dtype<std::uint8_t>()
+                                                                      : nb::dtype<std::uint16_t>();
+  const std::size_t dk = h.mxfp4 ? D / 2 : D, ik = h.mxfp4 ? I / 2 : I;
+  nb::object w1 = numpy_of(std::move(h.w1), {E, 2 * I, dk}, weights);
+  nb::object w2 = numpy_of(std::move(h.w2), {E, D, ik}, weights);
+  nb::object w1s = h.mxfp4 ? numpy_of(std::move(h.w1_scales), {E, 2 * I, D / 32}, weights) : nb::none();
+  nb::object w2s = h.mxfp4 ? numpy_of(std::move(h.w2_scales), {E, D, I / 32}, weights) : nb::none();
+  return nb::make_tuple(w1, w1s, w2, w2s, numpy_floats(h.b1, {E, 2 * I}), numpy_floats(h.b2, {E, D}));
 }
 
 nb::dict config_info(const std::string& name) {
@@ -433,6 +493,8 @@ NB_MODULE(_megamoe, m) {
   m.def("version", [] { return std::string(MEGAMOE_PYTHON_VERSION); });
   m.def("tensor_info", &tensor_info, "array"_a);
   m.def("quantize_mxfp4", &quantize_mxfp4, "values"_a);
+  m.def("checkpoint_to_halves", &checkpoint_to_halves_py, "layout"_a, "experts"_a, "model_dim"_a, "inter_dim"_a,
+        "arrays"_a);
   m.def("dequantize_mxfp4", &dequantize_mxfp4, "packed"_a, "scales"_a);
   m.def("tune", &run_tuner, "config"_a, "out"_a, "start"_a, "buckets"_a, "minutes"_a, "journal"_a, "pairs"_a, "min_gain"_a,
         "fp8_resident"_a, "fp8_wire"_a, "search_modes"_a, "modes"_a, "seed"_a, "jobs"_a, "world"_a, "transport"_a, "progress"_a.none());

@@ -23,6 +23,12 @@ ConfigError::ConfigError(std::string message, std::string file_, std::string jso
       value(std::move(value_)),
       expected(std::move(expected_)) {}
 
+InputError::InputError(std::string field_, std::string value_, std::string expected_)
+    : Error(fmt::format("megamoe: {}: {}, expected {}", field_, value_, expected_)),
+      field(std::move(field_)),
+      value(std::move(value_)),
+      expected(std::move(expected_)) {}
+
 ConfigError ConfigError::not_found(std::string name, std::string looked_in) {
   std::string message = fmt::format("megamoe: no config named '{}' ({})", name, looked_in);
   return ConfigError(std::move(message), "", "", std::move(name), std::move(looked_in));

@@ -1,6 +1,5 @@
-// A checkpoint's expert tensors in the layout it names, turned into the library's
-// (Mxfp4ExpertWeights: W1 as halves): each layout's own joining function, with its pointers and
-// biases checked first.
+// A checkpoint's MXFP4 tensors in the layout it names, turned into the library's
+// (Mxfp4ExpertWeights: W1 as halves): its pointers checked, then checkpoint_to_halves.
 #include <algorithm>
 #include <array>
 #include <string>
@@ -10,6 +9,7 @@
 
 #include "megamoe/errors.hpp"
 #include "megamoe/weights.hpp"
+#include "weights/checkpoint_arrays.hpp"
 
 namespace megamoe {
 
@@ -34,23 +34,6 @@ void refuse(const char* field, const void* p, CheckpointLayout layout) {
                             field, to_string(layout)));
 }
 
-// The halves layout is the library's own: the bytes as they are.
-Mxfp4ExpertWeights copy_halves(int experts, int model_dim, int inter_dim, const CheckpointTensors& t) {
-  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, model_dim, inter_dim);
-  std::copy_n(t.w1, w.w1_packed.size(), w.w1_packed.begin());
-  std::copy_n(t.w1_scales, w.w1_scales.size(), w.w1_scales.begin());
-  std::copy_n(t.w2, w.w2_packed.size(), w.w2_packed.begin());
-  std::copy_n(t.w2_scales, w.w2_scales.size(), w.w2_scales.begin());
-  return w;
-}
-
-// Biases stored gate then up, as the library keeps them.
-void copy_biases(Mxfp4ExpertWeights& w, const CheckpointTensors& t) {
-  if (t.b1 == nullptr) return;
-  w.b1.assign(t.b1, t.b1 + std::size_t(w.experts) * 2 * w.inter_dim);
-  w.b2.assign(t.b2, t.b2 + std::size_t(w.experts) * w.model_dim);
-}
-
 }  // namespace
 
 std::string_view to_string(CheckpointLayout layout) {
@@ -63,9 +46,9 @@ CheckpointLayout checkpoint_layout_from_name(std::string_view name) {
   std::string known;
   for (auto [l, n] : kNames) {
     if (n == name) return l;
-    known += (known.empty() ? "" : ", ") + std::string(n);
+    known += fmt::format("{}'{}'", known.empty() ? "" : " or ", n);
   }
-  throw Error(fmt::format("megamoe: checkpoint layout \"{}\", expected one of {}", name, known));
+  throw InputError("layout", fmt::format("'{}'", name), known);
 }
 
 Mxfp4ExpertWeights load_checkpoint(CheckpointLayout layout, int experts, int model_dim, int inter_dim,
@@ -80,20 +63,17 @@ Mxfp4ExpertWeights load_checkpoint(CheckpointLayout layout, int experts, int mod
   const bool apart = layout == CheckpointLayout::separate_gate_up;
   for (auto [field, p] : {std::pair<const char*, const void*>{"up", t.up}, {"up_scales", t.up_scales}})
     apart ? need(field, p, layout) : refuse(field, p, layout);
-  Mxfp4ExpertWeights w;
-  switch (layout) {
-    case CheckpointLayout::halves:
-      w = copy_halves(experts, model_dim, inter_dim, t);
-      copy_biases(w, t);
-      break;
-    case CheckpointLayout::separate_gate_up:
-      w = join_gate_up(experts, model_dim, inter_dim, t.w1, t.w1_scales, t.up, t.up_scales, t.w2, t.w2_scales);
-      copy_biases(w, t);
-      break;
-    case CheckpointLayout::gpt_oss:
-      w = from_interleaved_gate_up(experts, model_dim, inter_dim, t.w1, t.w1_scales, t.b1, t.w2, t.w2_scales, t.b2);
-      break;
-  }
+  const std::int64_t E = experts, D = model_dim, I = inter_dim, rows = apart ? I : 2 * I;
+  auto view = [](const char* field, const void* p, std::vector<std::int64_t> shape, int bytes = 1) {
+    return HostArrayView{fmt::format("tensors.{}", field), p, std::move(shape), bytes};
+  };
+  CheckpointArrays a;
+  a.w1 = view("w1", t.w1, {E, rows, D / 2}), a.w1_scales = view("w1_scales", t.w1_scales, {E, rows, D / 32});
+  a.up = view("up", t.up, {E, I, D / 2}), a.up_scales = view("up_scales", t.up_scales, {E, I, D / 32});
+  a.w2 = view("w2", t.w2, {E, D, I / 2}), a.w2_scales = view("w2_scales", t.w2_scales, {E, D, I / 32});
+  a.b1 = view("b1", t.b1, {E, 2 * I}, 4), a.b2 = view("b2", t.b2, {E, D}, 4);
+  Mxfp4ExpertWeights w =
+      weights_from_halves(checkpoint_to_halves(layout, experts, model_dim, inter_dim, a), experts, model_dim, inter_dim);
   w.check();  // the biases' values
   return w;
 }

@@ -8,6 +8,7 @@
 #include "formats/formats.hpp"
 #include "megamoe/errors.hpp"
 #include "megamoe/weights.hpp"
+#include "weights/checkpoint_arrays.hpp"
 
 namespace megamoe {
 
@@ -113,19 +114,14 @@ Mxfp4ExpertWeights join_gate_up(int experts, int model_dim, int inter_dim, const
                                 const std::uint8_t* gate_scales, const std::uint8_t* up_packed,
                                 const std::uint8_t* up_scales, const std::uint8_t* w2_packed,
                                 const std::uint8_t* w2_scales) {
-  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, model_dim, inter_dim);
-  const std::size_t half_packed = std::size_t(inter_dim) * model_dim / 2, half_scales = half_packed / 16;
-  for (std::size_t e = 0; e < std::size_t(experts); ++e) {  // expert e's W1: its gate rows, then its up rows
-    std::uint8_t* p = w.w1_packed.data() + e * 2 * half_packed;
-    std::uint8_t* s = w.w1_scales.data() + e * 2 * half_scales;
-    std::copy_n(gate_packed + e * half_packed, half_packed, p);
-    std::copy_n(up_packed + e * half_packed, half_packed, p + half_packed);
-    std::copy_n(gate_scales + e * half_scales, half_scales, s);
-    std::copy_n(up_scales + e * half_scales, half_scales, s + half_scales);
-  }
-  std::copy_n(w2_packed, w.w2_packed.size(), w.w2_packed.begin());
-  std::copy_n(w2_scales, w.w2_scales.size(), w.w2_scales.begin());
-  return w;
+  check_dims(experts, model_dim, inter_dim);
+  const std::int64_t E = experts, D = model_dim, I = inter_dim;
+  CheckpointArrays a;
+  a.w1 = {"gate_packed", gate_packed, {E, I, D / 2}}, a.w1_scales = {"gate_scales", gate_scales, {E, I, D / 32}};
+  a.up = {"up_packed", up_packed, {E, I, D / 2}}, a.up_scales = {"up_scales", up_scales, {E, I, D / 32}};
+  a.w2 = {"w2_packed", w2_packed, {E, D, I / 2}}, a.w2_scales = {"w2_scales", w2_scales, {E, D, I / 32}};
+  return weights_from_halves(checkpoint_to_halves(CheckpointLayout::separate_gate_up, experts, model_dim, inter_dim, a),
+                             experts, model_dim, inter_dim);
 }
 
 Mxfp4ExpertWeights from_interleaved_gate_up(int experts, int model_dim, int inter_dim,
@@ -135,23 +131,15 @@ Mxfp4ExpertWeights from_interleaved_gate_up(int experts, int model_dim, int inte
   if ((gate_up_bias == nullptr) != (down_bias == nullptr))
     throw Error(fmt::format("megamoe: weights: {} is null and {} is given, expected both biases or neither",
                             gate_up_bias ? "down_bias" : "gate_up_bias", gate_up_bias ? "gate_up_bias" : "down_bias"));
-  Mxfp4ExpertWeights w = Mxfp4ExpertWeights::zeros(experts, model_dim, inter_dim);
-  const std::size_t E = experts, I = inter_dim, row_packed = std::size_t(model_dim) / 2, row_scales = row_packed / 16;
-  // Row 2i of an expert is gate i, row 2i+1 up i: they go to rows i and I + i.
-  for (std::size_t e = 0; e < E; ++e)
-    for (std::size_t r = 0; r < 2 * I; ++r) {
-      const std::size_t from = e * 2 * I + r, to = e * 2 * I + (r % 2) * I + r / 2;
-      std::copy_n(gate_up_packed + from * row_packed, row_packed, w.w1_packed.begin() + to * row_packed);
-      std::copy_n(gate_up_scales + from * row_scales, row_scales, w.w1_scales.begin() + to * row_scales);
-    }
-  std::copy_n(down_packed, w.w2_packed.size(), w.w2_packed.begin());
-  std::copy_n(down_scales, w.w2_scales.size(), w.w2_scales.begin());
-  if (gate_up_bias) {
-    w.b1.resize(E * 2 * I), w.b2.assign(down_bias, down_bias + E * model_dim);
-    for (std::size_t e = 0; e < E; ++e)
-      for (std::size_t r = 0; r < 2 * I; ++r) w.b1[e * 2 * I + (r % 2) * I + r / 2] = gate_up_bias[e * 2 * I + r];
-  }
-  return w;
+  check_dims(experts, model_dim, inter_dim);
+  const std::int64_t E = experts, D = model_dim, I = inter_dim;
+  CheckpointArrays a;
+  a.w1 = {"gate_up_packed", gate_up_packed, {E, 2 * I, D / 2}};
+  a.w1_scales = {"gate_up_scales", gate_up_scales, {E, 2 * I, D / 32}};
+  a.w2 = {"down_packed", down_packed, {E, D, I / 2}}, a.w2_scales = {"down_scales", down_scales, {E, D, I / 32}};
+  a.b1 = {"gate_up_bias", gate_up_bias, {E, 2 * I}, 4}, a.b2 = {"down_bias", down_bias, {E, D}, 4};
+  return weights_from_halves(checkpoint_to_halves(CheckpointLayout::gpt_oss, experts, model_dim, inter_dim, a), experts,
+                             model_dim, inter_dim);
 }
 
 Mxfp4ExpertWeights quantize_expert_weights(const float* w1, const float* w2, int experts, int model_dim,

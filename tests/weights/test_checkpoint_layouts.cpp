@@ -7,6 +7,7 @@
 
 #include "megamoe/errors.hpp"
 #include "megamoe/weights.hpp"
+#include "weights/checkpoint_arrays.hpp"
 
 using namespace megamoe;
 
@@ -118,5 +119,79 @@ TEST_CASE("checkpoint layouts by name", "[weights]") {
   for (CheckpointLayout l : {CheckpointLayout::halves, CheckpointLayout::separate_gate_up, CheckpointLayout::gpt_oss})
     CHECK(checkpoint_layout_from_name(to_string(l)) == l);
   CHECK_THROWS_WITH(checkpoint_layout_from_name("interleaved"),
-                    Catch::Contains("\"interleaved\"") && Catch::Contains("halves, separate_gate_up, gpt_oss"));
+                    Catch::Contains("'interleaved'") && Catch::Contains("'halves' or 'separate_gate_up' or 'gpt_oss'"));
+  try {
+    checkpoint_layout_from_name("gpt-oss");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.field == "layout");
+    CHECK(e.value == "'gpt-oss'");
+  }
+}
+
+// Dense weights go through the same layouts: gpt-oss's transformers parameters (x @ W, the output
+// axis interleaved) transposed and de-interleaved, gate and up apart joined; each element in place.
+TEST_CASE("checkpoint_to_halves: dense gpt_oss and separate_gate_up weights land where halves put them",
+          "[weights][layout]") {
+  const int E = 2, D = 64, I = 32;
+  auto value = [](int e, int r, int c) { return float(e * 100000 + r * 1000 + c); };  // halves' W1[e][r][c]
+  std::vector<float> gate_up(std::size_t(E) * D * 2 * I), down(std::size_t(E) * I * D), gate(E * I * D), up(E * I * D);
+  for (int e = 0; e < E; ++e)
+    for (int r = 0; r < 2 * I; ++r)
+      for (int c = 0; c < D; ++c) {
+        const int interleaved = r < I ? 2 * r : 2 * (r - I) + 1;  // gate i at 2i, up i at 2i + 1
+        gate_up[(std::size_t(e) * D + c) * 2 * I + interleaved] = value(e, r, c);
+        (r < I ? gate : up)[(std::size_t(e) * I + r % I) * D + c] = value(e, r, c);
+      }
+  for (int e = 0; e < E; ++e)
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < I; ++c) down[(std::size_t(e) * I + c) * D + r] = float(-e * 100000 - r * 1000 - c);
+  CheckpointArrays gpt;
+  gpt.w1 = {"w1", gate_up.data(), {E, D, 2 * I}, 4}, gpt.w2 = {"w2", down.data(), {E, I, D}, 4};
+  const HalvesArrays h = checkpoint_to_halves(CheckpointLayout::gpt_oss, E, D, I, gpt);
+  REQUIRE(!h.mxfp4);
+  REQUIRE(h.element_bytes == 4);
+  std::vector<float> w1(h.w1.size() / 4), w2(h.w2.size() / 4);
+  std::memcpy(w1.data(), h.w1.data(), h.w1.size()), std::memcpy(w2.data(), h.w2.data(), h.w2.size());
+  for (int e = 0; e < E; ++e)
+    for (int r = 0; r < 2 * I; ++r)
+      for (int c = 0; c < D; ++c) REQUIRE(w1[(std::size_t(e) * 2 * I + r) * D + c] == value(e, r, c));
+  for (int e = 0; e < E; ++e)
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < I; ++c) REQUIRE(w2[(std::size_t(e) * D + r) * I + c] == float(-e * 100000 - r * 1000 - c));
+  CheckpointArrays apart;
+  apart.w1 = {"gate", gate.data(), {E, I, D}, 4}, apart.up = {"up", up.data(), {E, I, D}, 4};
+  apart.w2 = {"w2", w2.data(), {E, D, I}, 4};
+  CHECK(checkpoint_to_halves(CheckpointLayout::separate_gate_up, E, D, I, apart).w1 == h.w1);
+}
+
+TEST_CASE("checkpoint_to_halves names the array, its shape and the layout's", "[weights][layout]") {
+  const int E = 2, D = 64, I = 32;
+  std::vector<std::uint8_t> bytes(std::size_t(E) * 2 * I * D);
+  auto error = [&](CheckpointLayout layout, const CheckpointArrays& a) {
+    try {
+      checkpoint_to_halves(layout, E, D, I, a);
+    } catch (const InputError& e) {
+      return e;
+    }
+    FAIL("no InputError");
+    return InputError("", "", "");
+  };
+  CheckpointArrays a;  // MXFP4 as gpt-oss ships it, with W1's blocks 8 wide
+  a.w1 = {"w1", bytes.data(), {E, 2 * I, D / 32, 8}}, a.w1_scales = {"w1_scales", bytes.data(), {E, 2 * I, D / 32}};
+  a.w2 = {"w2", bytes.data(), {E, D, I / 2}}, a.w2_scales = {"w2_scales", bytes.data(), {E, D, I / 32}};
+  InputError e = error(CheckpointLayout::gpt_oss, a);
+  CHECK(e.field == "w1");
+  CHECK(e.value == "shape [2, 64, 2, 8]");
+  CHECK(e.expected == "[2, 64, 2, 16] (gate_up_proj_blocks) or [2, 64, 32] with layout='gpt_oss'");
+  a.w1.shape = {E, 2 * I, D / 2};
+  std::swap(a.w1.shape, a.w1_scales.shape);  // blocks and scales swapped
+  e = error(CheckpointLayout::halves, a);
+  CHECK(e.field == "w1");
+  CHECK(e.value == "shape [2, 64, 2], the shape of w1_scales");
+  std::swap(a.w1.shape, a.w1_scales.shape);
+  a.up = {"up", bytes.data(), {E, I, D / 2}};
+  e = error(CheckpointLayout::halves, a);
+  CHECK(e.field == "up");
+  CHECK_THAT(e.expected, Catch::Contains("only separate_gate_up stores up apart"));
 }
