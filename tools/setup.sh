@@ -2,7 +2,7 @@
 # Installs what megamoe builds with (where missing) and builds it into build/: every target, or
 # only the ninja targets named (tools/main.sh builds its two tools, not the test suites).
 # Debian packages: cmake, ninja, python3 (a test checks a generated header), fmt, nlohmann-json,
-# Catch2, xxHash, and HIP's headers and hipRTC for the hip backend. The CUDA toolkit is expected at /usr/local/cuda.
+# Catch2, xxHash, CLI11 (the tools' flags), and HIP's headers and hipRTC for the hip backend. The CUDA toolkit is expected at /usr/local/cuda.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +14,7 @@ command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
 [ -f /usr/include/catch2/catch.hpp ] || need+=(catch2)
 [ -f /usr/include/xxhash.h ] || need+=(libxxhash-dev)
+[ -f /usr/include/CLI/CLI.hpp ] || need+=(libcli11-dev)
 [ -f /usr/include/hip/hiprtc.h ] || need+=(libamdhip64-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"

@@ -15,7 +15,6 @@
 
 #include <fmt/format.h>
 
-#include "common/cli.hpp"
 #include "common/workload.hpp"
 #include "ep/dispatch_plan.hpp"
 #include "megamoe/megamoe.hpp"
@@ -33,7 +32,7 @@ Config variant(const std::string& name) {
 }
 
 // Kimi-K3 cut so that each of `world` ranks holds `per_rank` experts (the suites' per-rank work).
-Config kimi(int world, int per_rank = 112) { return cli::load_for_world("kimi_k3_a8w4", world, per_rank); }
+Config kimi(int world, int per_rank = 112) { return workload::load_for_world("kimi_k3_a8w4", world, per_rank); }
 
 // Every expert of a group of a shape, at least the model's: made once per process for the most
 // experts asked so far (Kimi-K3's 896 are 16 GB). Each expert is drawn from the seed and its
@@ -219,7 +218,7 @@ TEST_CASE("EP loopback: every activation, the fp8 wire, the checked build, fp8-r
                      V{variant("kimi_fp8wire"), KernelPath::automatic}, V{variant("kimi_checked"), KernelPath::automatic},
                      V{variant("kimi_fp8res"), KernelPath::automatic}, V{variant("kimi_w256"), KernelPath::automatic},
                      V{kimi(2), KernelPath::portable}, V{kimi(2), KernelPath::tensor_core},
-                     V{cli::load_for_world("generic_a8w4", 2, 32), KernelPath::automatic}}) {
+                     V{workload::load_for_world("generic_a8w4", 2, 32), KernelPath::automatic}}) {
     LoopbackGroup g(v.config, 2, 512, v.path);
     for (std::int64_t t : {8, 300}) {
       auto in = g.inputs(same(2, t), "uniform", rng);

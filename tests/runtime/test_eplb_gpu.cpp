@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "common/cli.hpp"
 #include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
 #include "runtime/slot_group.hpp"
@@ -27,7 +26,7 @@ TEST_CASE("EPLB on loopback ranks: redundant slots of hot experts, physical ids 
     Config config;
     int world, redundant;
   };
-  for (const Case& c : {Case{cli::load_for_world("kimi_k3_a8w4", 4, 28), 4, 16},  // 112 experts, 128 slots
+  for (const Case& c : {Case{workload::load_for_world("kimi_k3_a8w4", 4, 28), 4, 16},  // 112 experts, 128 slots
                         Case{load_config("gpt_oss_20b_a8w4"), 4, 8}}) {          // 32 experts and biases, 40 slots
     std::mt19937_64 rng(31);
     SlotGroup g(c.config, c.world, 512, c.redundant);
@@ -67,7 +66,7 @@ TEST_CASE("Expert weights replaced in place: mid-burst with no host sync, captur
           "captured before; every call against the weights it ran with",
           "[gpu][ep][eplb][graph]") {
   std::mt19937_64 rng(32);
-  const Config config = cli::load_for_world("kimi_k3_a8w4", 2, 16);  // 32 experts, 16 a rank
+  const Config config = workload::load_for_world("kimi_k3_a8w4", 2, 16);  // 32 experts, 16 a rank
   SlotGroup g(config, 2, 128, 0);
   const ModelShape& m = g.model();
   const int E = m.experts;

@@ -13,7 +13,6 @@
 
 #include <fmt/format.h>
 
-#include "common/cli.hpp"
 #include "common/workload.hpp"
 #include "formats/formats.hpp"
 #include "reference/moe_reference.hpp"
@@ -32,7 +31,7 @@ Config variant(const std::string& name) {
 }
 
 // Kimi-K3 as one rank of EP8 holds it: 112 of its 896 experts, the per-rank work.
-Config kimi() { return cli::load_for_world("kimi_k3_a8w4", 1, 112); }
+Config kimi() { return workload::load_for_world("kimi_k3_a8w4", 1, 112); }
 
 // Weights are generated once per shape (Kimi-K3's are 2 GB).
 const Mxfp4ExpertWeights& weights_for(const ModelShape& m) {
@@ -307,7 +306,7 @@ TEST_CASE("gpt-oss-20b and a rank's share of gpt-oss-120b (gpt_oss_*_a8w4)", "[g
   const std::vector<Case> sizes = {{1}, {8}, {128}, {512}, {.tokens = 1024, .inputs = InputKind::outliers},
                                    {.tokens = 8192, .inputs = InputKind::massive}};
   run_cases(load_config("gpt_oss_20b_a8w4"), sizes);
-  run_cases(cli::load_for_world("gpt_oss_120b_a8w4", 1, 32), sizes);
+  run_cases(workload::load_for_world("gpt_oss_120b_a8w4", 1, 32), sizes);
 }
 
 TEST_CASE("weights without the biases the config names, or with biases it does not, are refused", "[gpu][biases]") {

@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "common/cli.hpp"
 #include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
 #include "runtime/layer_outputs.hpp"
@@ -33,7 +32,7 @@ TEST_CASE("several layers share one runtime: chained in one captured graph, each
   constexpr std::int64_t kTokens = 96;
   RuntimeOptions o;
   o.max_tokens = 256;
-  auto rt = Runtime::create(cli::load_for_world("qwen3_235b_a8w4", 1, 16), o);
+  auto rt = Runtime::create(workload::load_for_world("qwen3_235b_a8w4", 1, 16), o);
   const Config& cfg = rt->config();
   const ModelShape& m = cfg.model;
   Device& dev = rt->device();
@@ -91,13 +90,13 @@ TEST_CASE("several layers share one runtime: chained in one captured graph, each
   for (const auto& w : layers) weights += w->bytes();
   RuntimeOptions planned = o;
   planned.path = rt->path();
-  CHECK(weights == kLayers * Runtime::weights_bytes(cli::load_for_world("qwen3_235b_a8w4", 1, 16), planned));
+  CHECK(weights == kLayers * Runtime::weights_bytes(workload::load_for_world("qwen3_235b_a8w4", 1, 16), planned));
   dev.destroy_graph(g);
   dev.destroy_stream(s);
 }
 
 TEST_CASE("EP loopback: one group serves two layers' calls back to back", "[gpu][layers][ep]") {
-  test::SlotGroup group(cli::load_for_world("qwen3_235b_a8w4", 2, 16), 2, 128);
+  test::SlotGroup group(workload::load_for_world("qwen3_235b_a8w4", 2, 16), 2, 128);
   const ModelShape& m = group.model();
   const std::vector<int> slots = test::iota(m.experts);
   ModelShape whole = m;  // random_weights draws experts_per_rank experts: a pool holds every expert of the group

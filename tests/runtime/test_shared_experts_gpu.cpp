@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "common/cli.hpp"
 #include "common/workload.hpp"
 #include "megamoe/megamoe.hpp"
 #include "runtime/slot_group.hpp"
@@ -71,7 +70,7 @@ TEST_CASE("Shared experts over loopback ranks: with redundant slots under zipf r
           "serial path, and a shared expert replaced in place",
           "[gpu][ep][shared]") {
   std::mt19937_64 rng(43);
-  const Config config = with_shared_experts(cli::load_for_world("kimi_k3_a8w4", 4, 28), 1);  // 112 experts + 1 shared
+  const Config config = with_shared_experts(workload::load_for_world("kimi_k3_a8w4", 4, 28), 1);  // 112 experts + 1 shared
   for (int redundant : {0, 16}) {
     SlotGroup g(config, 4, 512, redundant);
     const ModelShape& m = g.model();

@@ -18,14 +18,20 @@ int workspace(const std::string& args, std::string& out) {
 TEST_CASE("megamoe-workspace --help and usage errors", "[cli][workspace]") {
   std::string out;
   CHECK(workspace("--help", out) == 0);
-  CHECK_THAT(out, Catch::Contains("usage: megamoe-workspace --config NAME"));
+  CHECK_THAT(out, Catch::Contains("Usage: megamoe-workspace [OPTIONS]"));
+  CHECK_THAT(out, Catch::Contains("--config NAME") && Catch::Contains("--node-size N") && Catch::Contains("Exit status"));
   CHECK(workspace("", out) == 2);
   CHECK_THAT(out, Catch::Contains("give --config NAME or --table"));
   CHECK(workspace("--config kimi_k3_a8w4 --table", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--config excludes --table"));
   CHECK(workspace("--config kimi_k3_a8w4 --world x", out) == 2);
+  CHECK_THAT(out, Catch::Contains("megamoe-workspace: --world: expects 1..32, got 'x'"));
   CHECK(workspace("--config kimi_k3_a8w4 --path fast", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--path: expects auto, portable, tensor_core or hopper, got 'fast'"));
   CHECK(workspace("--config kimi_k3_a8w4 --layers 0", out) == 2);
-  CHECK_THAT(out, Catch::Contains("--layers 0: expected 1 or more"));
+  CHECK_THAT(out, Catch::Contains("--layers: expects a count of at least 1, got '0'"));
+  CHECK(workspace("--config kimi_k3_a8w4 --bogus", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--bogus"));
   CHECK(workspace("--config kimi_k3_a8w4 --world 3", out) == 1);
   CHECK_THAT(out, Catch::Contains("model.experts = 896 is not a multiple of world = 3"));
 }

@@ -33,45 +33,23 @@ using namespace megamoe;
 namespace {
 
 constexpr const char* kTool = "megamoe-bench";
-const char* kUsage = R"(usage: megamoe-bench --world W --config NAME [--bs LIST] [--path auto|portable|tensor_core|hopper]
-                     [--against CONFIG] [--crossover] [--transport loopback|peer] [--reps N] [--seed S]
-                     [--json FILE] [--experts-per-rank N] [--shared-experts N]
-
---world 1: times the layer of a config on GPU 0 (bs x topk routed rows over the model's experts,
-or --experts-per-rank's, uniform routing) and prints per batch size the Stage1, Stage2,
-single-call and total (burst) times, the floor max(weight bytes of the experts touched / copy
-bandwidth, FLOPs / fp8 rate) with both ceilings measured sustained in the same run, and
-time / floor. --against CONFIG also times the same model with CONFIG's bucket table (tiles,
-dispatch blocks, combine wire: with_buckets_of), side by side with it on the same inputs (the
-two totals' graph replays in turn, so that the clock's drift under the power limit falls on
-both), and prints both totals and their ratio (against / config: above 1, the config is faster).
---crossover (Hopper path) also times the config's table with every bucket's weights mxfp4 and
-with every bucket's fp8_resident, side by side on the same inputs, and names the crossover: the batch size from which fp8_resident is the faster at every
-size measured.
---world W > 1: the W ranks of an expert-parallel group in this process (--transport loopback,
-the default: every rank on GPU 0; peer: rank r on GPU r), bs tokens a rank, uniform routing over
-every rank's experts: per batch size the fused and the serial call's time (the slowest rank's)
-and their ratio, measured side by side, and the floor (the slowest rank's, at the ceilings
-measured in the same run) with fused / floor; before them the latency of a flag from rank 0 to
-rank 1 (half a round trip; on loopback between two blocks of one GPU) and, over peer, the copy
-rate from GPU 0 to GPU 1.
-  --config C   built-in config name, or a path ending in .json
-  --bs LIST    default 1,8,32,64,128,256,512,1024,2048,4096,8192
-  --reps N     timed repetitions per measurement (default 20); medians are reported
-  --seed S     weights, routing and input seed (default 123); a size's inputs come from it and
-               the size alone
-  --json FILE  also write the results as JSON
-  --experts-per-rank N  each rank holds N experts: the model cut to N x W experts in all (one
-               rank's share of a wider group; Kimi-K3 with 112 at --world 1 is a rank of EP8,
-               the per-rank work of docs/perf-notes.md)
-  --shared-experts N  (--world 1) the model with N shared experts in the call (the table's
-               times and floor), against the same layer without them followed by a separate
-               dense FFN of the N shared experts (the same kernels, every token to all N,
-               tiles of the same rows per expert) on the same stream, side by side on the
-               same inputs: separate_ms and separate / fused (above 1, the fused call is
-               faster). The separate path's sum of its two outputs is not timed.
-Exit status: 0 on success, 1 on error, 2 on bad usage, 3 when no GPU is present.
-)";
+constexpr const char* kDescription =
+    "--world 1: times the layer of a config on GPU 0 (bs x topk routed rows over the model's experts, or "
+    "--experts-per-rank's, uniform routing) and prints per batch size the Stage1, Stage2, single-call and total "
+    "(burst) times, the floor max(weight bytes of the experts touched / copy bandwidth, FLOPs / fp8 rate) with "
+    "both ceilings measured sustained in the same run, and time / floor. --against CONFIG also times the same "
+    "model with CONFIG's bucket table (tiles, dispatch blocks, combine wire: with_buckets_of), side by side with "
+    "it on the same inputs (the two totals' graph replays in turn, so that the clock's drift under the power limit "
+    "falls on both), and prints both totals and their ratio (against / config: above 1, the config is faster). "
+    "--crossover (Hopper path) also times the config's table with every bucket's weights mxfp4 and with every "
+    "bucket's fp8_resident, side by side on the same inputs, and names the crossover: the batch size from which "
+    "fp8_resident is the faster at every size measured.\n"
+    "--world W > 1: the W ranks of an expert-parallel group in this process (--transport loopback: every rank on "
+    "GPU 0; peer: rank r on GPU r), bs tokens a rank, uniform routing over every rank's experts: per batch size "
+    "the fused and the serial call's time (the slowest rank's) and their ratio, measured side by side, and the "
+    "floor (the slowest rank's, at the ceilings measured in the same run) with fused / floor; before them the "
+    "latency of a flag from rank 0 to rank 1 (half a round trip; on loopback between two blocks of one GPU) and, "
+    "over peer, the copy rate from GPU 0 to GPU 1.";
 
 struct Row {
   std::int64_t bs = 0;
@@ -324,7 +302,7 @@ int run_world1(const Options& o) {
   options.max_tokens = int(*std::max_element(o.sizes.begin(), o.sizes.end()));
   options.path = o.path;
   // --against: the same model with another bucket table (checked before any GPU is opened).
-  const Config loaded = cli::load_for_world(o.config_name, 1, o.experts_per_rank);
+  const Config loaded = workload::load_for_world(o.config_name, 1, o.experts_per_rank);
   const Config config = o.shared ? with_shared_experts(loaded, o.shared) : loaded;
   const std::optional<Config> against =
       o.against_name.empty() ? std::nullopt
@@ -413,54 +391,56 @@ int run_world1(const Options& o) {
   return 0;
 }
 
+void add_flags(CLI::App& app, Options& o) {
+  app.add_option("--world", o.world, "1: the layer on GPU 0; more: the ranks of a group in this process")
+      ->type_name("W")->required()->check(cli::in_range(1, kMaxWorld));
+  app.add_option("--config", o.config_name, "built-in config name, or a path ending in .json")
+      ->type_name("C")->required();
+  cli::add_int_list(app, "--bs", o.sizes, "comma-separated token counts", 1);
+  cli::add_path(app, o.path);
+  app.add_option("--reps", o.reps, "timed repetitions per measurement; medians are reported")
+      ->type_name("N")->check(cli::at_least(3));
+  app.add_option("--seed", o.seed, "weights, routing and input seed; a size's inputs come from it and the size alone")
+      ->type_name("S");
+  app.add_option("--json", o.json_path, "also write the results as JSON")->type_name("FILE");
+  app.add_option("--against", o.against_name, "(--world 1) the same model with CONFIG's bucket table, side by side")
+      ->type_name("CONFIG");
+  app.add_flag("--crossover", o.crossover, "(--world 1, Hopper path) the table with mxfp4 and with fp8_resident weights");
+  app.add_option("--experts-per-rank", o.experts_per_rank,
+                 "each rank holds N experts: the model cut to N x W experts in all (one rank's share of a wider "
+                 "group; Kimi-K3 with 112 at --world 1 is a rank of EP8, the per-rank work of docs/perf-notes.md)")
+      ->type_name("N")->check(cli::at_least(1));
+  app.add_option("--shared-experts", o.shared,
+                 "(--world 1) the model with N shared experts in the call (the table's times and floor), against "
+                 "the same layer without them followed by a separate dense FFN of the N shared experts (the same "
+                 "kernels, every token to all N, tiles of the same rows per expert) on the same stream, side by "
+                 "side on the same inputs: separate_ms and separate / fused (above 1, the fused call is faster). "
+                 "The separate path's sum of its two outputs is not timed.")
+      ->type_name("N")->check(cli::at_least(1));
+  app.add_option_function<std::string>(
+         "--transport", [&o](const std::string& t) { o.transport = transport_from_name(t); },
+         "--world W > 1: loopback (every rank on GPU 0) or peer (rank r on GPU r)")
+      ->type_name("T")->check(cli::one_of({"loopback", "peer"}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);  // loopback ranks' streams on queues of their own (docs/ep.md)
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
-    if (s == "-h" || s == "--help") {
-      fmt::print("{}", kUsage);
-      return 0;
-    } else if (s == "--world") o.world = int(cli::parse_int(kTool, s, value()));
-    else if (s == "--config") o.config_name = value();
-    else if (s == "--bs") o.sizes = cli::parse_int_list(kTool, s, value());
-    else if (s == "--path") o.path = cli::parse_path(kTool, value());
-    else if (s == "--reps") o.reps = int(cli::parse_int(kTool, s, value()));
-    else if (s == "--seed") o.seed = std::uint64_t(cli::parse_int(kTool, s, value()));
-    else if (s == "--json") o.json_path = value();
-    else if (s == "--against") o.against_name = value();
-    else if (s == "--crossover") o.crossover = true;
-    else if (s == "--shared-experts") {
-      o.shared = int(cli::parse_int(kTool, s, value()));
-      if (o.shared < 1) cli::usage_error(kTool, "--shared-experts expects a count of at least 1");
-    }
-    else if (s == "--experts-per-rank") {
-      o.experts_per_rank = int(cli::parse_int(kTool, s, value()));
-      if (o.experts_per_rank < 1) cli::usage_error(kTool, "--experts-per-rank expects a count of at least 1");
-    }
-    else if (s == "--transport") {
-      const std::string t = value();
-      if (t != "loopback" && t != "peer") cli::usage_error(kTool, "--transport expects loopback or peer, got '" + t + "'");
-      o.transport = transport_from_name(t);
-    }
-    else cli::usage_error(kTool, "unknown argument '" + s + "'");
-  }
-  if (o.config_name.empty()) cli::usage_error(kTool, "--config NAME is required");
-  if (o.world < 1 || o.world > kMaxWorld) cli::usage_error(kTool, fmt::format("--world expects 1..{}", int(kMaxWorld)));
-  if (o.reps < 3) cli::usage_error(kTool, "--reps must be at least 3");
+  CLI::App app;
+  cli::describe(app, kTool, kDescription, "Exit status: 0 on success, 1 on error, 2 on bad usage, 3 when no GPU is present.");
+  add_flags(app, o);
+  cli::parse(app, argc, argv);
   if (!o.against_name.empty() && o.world != 1) cli::usage_error(kTool, "--against is for --world 1");
   if (o.crossover && o.world != 1) cli::usage_error(kTool, "--crossover is for --world 1");
   if (o.shared && o.world != 1) cli::usage_error(kTool, "--shared-experts is for --world 1");
-  if (o.sizes.empty() || *std::min_element(o.sizes.begin(), o.sizes.end()) < 1)
-    cli::usage_error(kTool, "--bs needs sizes of at least 1");
+  if (o.sizes.empty()) cli::usage_error(kTool, "--bs needs sizes of at least 1");
 
   return cli::run_reporting_errors([&] {
     if (o.world > 1)
       return bench::run_group_bench(
-          {cli::load_for_world(o.config_name, o.world, o.experts_per_rank), o.json_path, o.path, o.transport, o.world,
+          {workload::load_for_world(o.config_name, o.world, o.experts_per_rank), o.json_path, o.path, o.transport, o.world,
            o.reps, o.seed, o.sizes});
     return run_world1(o);
   });

@@ -1,7 +1,9 @@
 #include "common/cli.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -9,8 +11,59 @@
 
 namespace megamoe::cli {
 
-void usage_error(const char* tool, const std::string& message) {
-  fmt::print(stderr, "{}: {}\n(see --help)\n", tool, message);
+namespace {
+
+// `text` with its lines broken at spaces to at most `width` columns.
+std::string wrapped(const std::string& text, std::size_t width) {
+  std::string out, line;
+  auto flush = [&] { out += (out.empty() ? "" : "\n") + line, line.clear(); };
+  for (std::size_t i = 0; i <= text.size();) {
+    const std::size_t end = std::min(text.find_first_of(" \n", i), text.size());
+    const std::string word = text.substr(i, end - i);
+    if (!line.empty() && line.size() + 1 + word.size() > width) flush();
+    line += (line.empty() ? "" : " ") + word;
+    if (end < text.size() && text[end] == '\n') flush();
+    i = end + 1;
+  }
+  if (!line.empty()) flush();
+  return out;
+}
+
+// CLI11's help with the descriptions wrapped to a terminal's width.
+class WrappingFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_desc(const CLI::Option* opt) const override { return wrapped(opt->get_description(), 72); }
+  std::string make_description(const CLI::App* app) const override {
+    return wrapped(app->get_description(), 100) + "\n";
+  }
+  std::string make_footer(const CLI::App* app) const override { return "\n" + wrapped(app->get_footer(), 100) + "\n"; }
+};
+
+}  // namespace
+
+void describe(CLI::App& app, const std::string& tool, const std::string& description, const std::string& exits) {
+  app.name(tool);
+  app.description(description);
+  app.footer(exits);
+  auto formatter = std::make_shared<WrappingFormatter>();
+  formatter->column_width(28);
+  app.formatter(formatter);
+  app.option_defaults()->always_capture_default();
+}
+
+void parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    fmt::print("{}", app.help());
+    std::exit(0);
+  } catch (const CLI::ParseError& e) {
+    usage_error(app.get_name(), e.what());
+  }
+}
+
+void usage_error(const std::string& tool, const std::string& message) {
+  fmt::print(stderr, "{}: {}\n(see {} --help)\n", tool, message, tool);
   std::exit(2);
 }
 
@@ -26,61 +79,86 @@ int run_reporting_errors(const std::function<int()>& body) {
   }
 }
 
-std::string next_value(const char* tool, int argc, char** argv, int& i) {
-  if (i + 1 >= argc) usage_error(tool, std::string(argv[i]) + " needs a value");
-  return argv[++i];
-}
-
-std::int64_t parse_int(const char* tool, const std::string& flag, const std::string& value) {
+namespace {
+// The integer a value spells wholly, or false.
+bool whole_integer(const std::string& s, std::int64_t& v) {
   try {
     std::size_t used = 0;
-    std::int64_t n = std::stoll(value, &used);
-    if (used == value.size()) return n;
+    v = std::stoll(s, &used);
+    return used == s.size();
   } catch (...) {
-  }
-  usage_error(tool, fmt::format("{} expects an integer, got '{}'", flag, value));
-}
-
-double parse_number(const char* tool, const std::string& flag, const std::string& value, double lo, double hi,
-                    const std::string& expected) {
-  try {
-    std::size_t used = 0;
-    const double x = std::stod(value, &used);
-    if (used == value.size() && std::isfinite(x) && x >= lo && x <= hi) return x;
-  } catch (...) {
-  }
-  usage_error(tool, fmt::format("{} expects {}, got '{}'", flag, expected, value));
-}
-
-KernelPath parse_path(const char* tool, const std::string& value) {
-  try {
-    return path_from_name(value);
-  } catch (const Error&) {
-    usage_error(tool, fmt::format("--path expects auto, portable, tensor_core or hopper, got '{}'", value));
+    return false;
   }
 }
+}  // namespace
 
-std::vector<std::int64_t> parse_int_list(const char* tool, const std::string& flag, const std::string& value) {
-  std::vector<std::int64_t> v;
-  for (std::size_t pos = 0;;) {
-    std::size_t end = value.find(',', pos);
-    std::string item = value.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    std::size_t used = 0;
-    try {
-      v.push_back(std::stoll(item, &used));
-    } catch (...) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v.back() < 0)
-      usage_error(tool, fmt::format("{} expects comma-separated non-negative integers, got '{}'", flag, value));
-    if (end == std::string::npos) return v;
-    pos = end + 1;
-  }
+CLI::Validator at_least(std::int64_t lo, const std::string& what) {
+  return CLI::Validator(
+      [lo, what](std::string& s) -> std::string {
+        std::int64_t v = 0;
+        if (whole_integer(s, v) && v >= lo) return "";
+        return fmt::format("expects {} of at least {}, got '{}'", what, lo, s);
+      },
+      fmt::format(">={}", lo));
 }
 
-Config load_for_world(const std::string& name_or_path, int world, int experts_per_rank) {
-  Config c = load_config(name_or_path);
-  return experts_per_rank > 0 ? with_experts(std::move(c), experts_per_rank * world) : c;
+CLI::Validator in_range(std::int64_t lo, std::int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        std::int64_t v = 0;
+        if (whole_integer(s, v) && v >= lo && v <= hi) return "";
+        return fmt::format("expects {}..{}, got '{}'", lo, hi, s);
+      },
+      fmt::format("{}..{}", lo, hi));
+}
+
+CLI::Validator finite(double lo, double hi, const std::string& what) {
+  return CLI::Validator(
+      [lo, hi, what](std::string& s) -> std::string {
+        try {
+          std::size_t used = 0;
+          const double x = std::stod(s, &used);
+          if (used == s.size() && std::isfinite(x) && x >= lo && x <= hi) return "";
+        } catch (...) {
+        }
+        return fmt::format("expects {}, got '{}'", what, s);
+      },
+      "");
+}
+
+std::string either(const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+CLI::Validator one_of(std::vector<std::string> names) {
+  const std::string words = either(names);
+  return CLI::Validator(
+      [names, words](std::string& s) -> std::string {
+        for (const std::string& n : names)
+          if (s == n) return "";
+        return fmt::format("expects {}, got '{}'", words, s);
+      },
+      "");
+}
+
+CLI::Option* add_path(CLI::App& app, KernelPath& path) {
+  return app
+      .add_option_function<std::string>(
+          "--path", [&path](const std::string& name) { path = path_from_name(name); },
+          "the expert-GEMM kernels: auto (default), portable, tensor_core or hopper")
+      ->type_name("P")
+      ->check(one_of({"auto", "portable", "tensor_core", "hopper"}));
+}
+
+CLI::Option* add_int_list(CLI::App& app, const std::string& flag, std::vector<std::int64_t>& values,
+                          const std::string& help, std::int64_t lo) {
+  return app.add_option(flag, values, help)
+      ->delimiter(',')
+      ->type_name("LIST")
+      ->check(at_least(lo, "integers"));
 }
 
 }  // namespace megamoe::cli

@@ -1,36 +1,44 @@
-// Command-line helpers shared by the tools: usage errors (exit status 2) and their arguments.
+// The tools' command lines: each tool's flags are one CLI11 table (its --help is generated from
+// it), parsed here with the same exits and words everywhere: --help exits 0, a bad flag or value
+// exits 2 with "TOOL: MESSAGE" on stderr. The validators below word the values' errors alike.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "megamoe/config.hpp"
 
 namespace megamoe::cli {
 
-[[noreturn]] void usage_error(const char* tool, const std::string& message);
+// A tool's flag table: CLI11's App named `tool`, `description` over the flags, `exits` (what its
+// exit statuses mean) under them.
+void describe(CLI::App& app, const std::string& tool, const std::string& description, const std::string& exits);
+
+// Parses argv against the table (exits 0 after --help, 2 on a usage error).
+void parse(CLI::App& app, int argc, char** argv);
+
+// A usage error found after parsing (a rule across flags): "TOOL: MESSAGE" and exit status 2.
+[[noreturn]] void usage_error(const std::string& tool, const std::string& message);
 
 // A tool's work after its arguments: body's status, or, for an exception, its message on stderr
 // and 3 for NoGpuError (no GPU present), 1 for any other.
 int run_reporting_errors(const std::function<int()>& body);
 
-// The argument after argv[i] (i moves to it), or a usage error naming the flag.
-std::string next_value(const char* tool, int argc, char** argv, int& i);
+// Values, in one set of words: "expects a count of at least 1, got 0".
+CLI::Validator at_least(std::int64_t lo, const std::string& what = "a count");
+CLI::Validator in_range(std::int64_t lo, std::int64_t hi);
+CLI::Validator finite(double lo, double hi, const std::string& what);
+// One of `names`: "expects a, b or c, got 'x'".
+CLI::Validator one_of(std::vector<std::string> names);
+std::string either(const std::vector<std::string>& names);  // "a, b or c"
 
-std::int64_t parse_int(const char* tool, const std::string& flag, const std::string& value);
-// A finite number in [lo, hi], or a usage error naming the flag, the value and `expected`.
-double parse_number(const char* tool, const std::string& flag, const std::string& value, double lo, double hi,
-                    const std::string& expected);
-// "auto", "portable" or "tensor_core".
-KernelPath parse_path(const char* tool, const std::string& value);
-
-// A config by name or path for `world` ranks; with experts_per_rank > 0, the model cut to
-// experts_per_rank x world experts (with_experts): one rank's share of a wider group, such as
-// Kimi-K3's 112 experts of EP8 at world 1.
-Config load_for_world(const std::string& name_or_path, int world, int experts_per_rank);
-
-// Comma-separated non-negative integers.
-std::vector<std::int64_t> parse_int_list(const char* tool, const std::string& flag, const std::string& value);
+// --path P: the expert-GEMM kernels (auto, portable, tensor_core, hopper), into `path`.
+CLI::Option* add_path(CLI::App& app, KernelPath& path);
+// A comma-separated list of integers each at least `lo` (--bs 1,8,128).
+CLI::Option* add_int_list(CLI::App& app, const std::string& flag, std::vector<std::int64_t>& values,
+                          const std::string& help, std::int64_t lo);
 
 }  // namespace megamoe::cli

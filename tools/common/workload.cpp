@@ -465,4 +465,10 @@ CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const
   return check_group(config, w, w.experts, {RankOutput{&x, &r, &y, massive}}, max_tokens, rng, arithmetic, shared)[0];
 }
 
+Config load_for_world(const std::string& name_or_path, int world, int experts_per_rank) {
+  Config c = load_config(name_or_path);
+  return experts_per_rank > 0 ? with_experts(std::move(c), experts_per_rank * world) : c;
+}
+
+
 }  // namespace megamoe::workload

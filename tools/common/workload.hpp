@@ -164,4 +164,10 @@ CheckResult check_layer(const Config& config, const Mxfp4ExpertWeights& w, const
                         std::mt19937_64& rng, PathArithmetic arithmetic,
                         const std::vector<std::int64_t>* massive = nullptr, const Mxfp4ExpertWeights* shared = nullptr);
 
+// A config by name or path for `world` ranks; with experts_per_rank > 0, the model cut to
+// experts_per_rank x world experts (with_experts): one rank's share of a wider group, such as
+// Kimi-K3's 112 experts of EP8 at world 1.
+Config load_for_world(const std::string& name_or_path, int world, int experts_per_rank);
+
+
 }  // namespace megamoe::workload

@@ -28,76 +28,19 @@ using namespace megamoe;
 
 namespace {
 
-const char* kUsage = R"(usage: megamoe-run --config NAME [--bs LIST] [--route KIND | --routing-file F] [--seed S]
-                   [--inputs normal|outliers|massive] [--check] [--ref-tokens N] [--save-routing F] [--path P]
-                   [--world W [--transport loopback|peer|ipc|nvshmem] [--devices LIST] [--node-size N] [--serial] [--taper]]
-                   [--experts-per-rank N] [--capacity R] [--redundant-experts N]
-                   [--shared-experts N [--shared-scale F]]
-
-Runs the MoE layer of a config with fresh random bf16 inputs and random MXFP4 weights, the
-output poisoned (NaN) before each call: on GPU 0 (world 1: every expert local), or as the W ranks
-of an expert-parallel group (each rank its own tokens, experts and weights). Each size: a
-warm-up call, the call checked (launched as an engine's, each kernel free to start while the
-one before it ends), and a call with events between the stages, for the stage times, which must
-give the same bits.
-  --config NAME     built-in config name, or a path ending in .json
-  --bs LIST         comma-separated token counts per rank (default 1,8,128,1024,8192)
-  --route KIND      uniform (default), single, sparse, holes, bad, ramp, one_rank (every slot
-                    to rank 0's experts), zipf (expert e drawn with weight 1 / (e + 1): skewed)
-  --routing-file F  replay a routing (ids and weights) from a file; its token count is the size
-                    (world 1)
-  --save-routing F  write the routing of the last size to F (world 1; replay it with --routing-file)
-  --inputs KIND     x drawn as normal (default: N(0, 1)), outliers (heavy tails and a few
-                    channels 30x) or massive (outliers, and one token in 64 with one channel
-                    1000x or 10000x; with --check each such token's relL2 is printed too)
-  --seed S          random seed (default 123): the weights come from it (over several ranks each
-                    expert from it and its global id), each call's inputs from it, the rank, the
-                    call's size and how many calls of that size came before
-  --check           compare with the CPU references: relL2 against the exact (dequantized
-                    weights, fp32) one must be <= 0.06; against the one that emulates the path's
-                    quantizers and sums, <= 1e-3 over the call and <= 5e-3 for every token
-                    (with an fp8 combine wire: 2.5e-3 and 2e-2); over several ranks the worst rank
-  --ref-tokens N    references over at most N random tokens of a call (default 256: all of
-                    a call up to bucket 256, as docs/contract.md's relL2 is over the whole output)
-  --path P          expert-GEMM kernels: auto (default), portable, tensor_core, hopper
-  --world W         ranks of the group (default 1, at most 16); each holds model.experts / W experts
-  --experts-per-rank N
-                    each rank holds N experts: the model cut to N x W experts in all (one rank's
-                    share of a wider group; Kimi-K3 with 112 is a rank of EP8)
-  --capacity R      routed_rows_capacity: routed rows a rank holds (default 0: the worst case,
-                    W x tokens x topk); rows past it are dropped, counted and printed, and the
-                    size FAILs (their tokens' outputs lack them)
-  --redundant-experts N
-                    N expert slots beyond the model's (EPLB): the W ranks hold model.experts + N
-                    slots; the hottest experts of a first sample of the routing get the extra
-                    replicas, the slots are shuffled over the ranks, each route goes to one of
-                    its expert's replicas, and --check compares with the references over the
-                    logical experts
-  --shared-experts N
-                    N shared experts (default: the config's model.shared_experts): every token
-                    goes through them beside its routed experts, in the same launches; each
-                    rank holds them (random, of the routed experts' shape) and --check's
-                    references add them
-  --shared-scale F  the shared experts' weight in every token's sum (default 1)
-  --transport T     loopback (default: every rank on GPU 0), peer (rank r on GPU r, one process),
-                    ipc (a process of this tool per rank, rank r on GPU r), nvshmem (as ipc, the
-                    group on NVSHMEM: docs/ep.md, "Over nodes: NVSHMEM")
-  --devices LIST    peer, ipc and nvshmem: rank r on GPU LIST[r] (W entries; default 0,1,...,W-1).
-                    With ipc or nvshmem, ranks may share a GPU (0,0: two processes on GPU 0, which
-                    then runs one process's kernels at a time, slices of time each: slow, for checking)
-  --node-size N     nvshmem: N consecutive ranks a node (0, the default: one node); a token's
-                    row goes to another node once, by NVSHMEM's puts, and is forwarded and
-                    summed there (1 or 2: the put path on one GPU too); --check follows the sums
-  --serial          the serial path: dispatch, the expert GEMMs and combine as separate launches
-  --taper           rank r gets bs x (W - r) / W tokens instead of bs (unequal token counts)
-Exit status: 0 on success, 1 on a failed check or error, 2 on bad usage, 3 when no GPU is present.
-)";
-
 constexpr const char* kTool = "megamoe-run";
 [[noreturn]] void usage_error(const std::string& msg) { cli::usage_error(kTool, msg); }
 
+constexpr const char* kDescription =
+    "Runs the MoE layer of a config with fresh random bf16 inputs and random MXFP4 weights, the output poisoned "
+    "(NaN) before each call: on GPU 0 (world 1: every expert local), or as the W ranks of an expert-parallel group "
+    "(each rank its own tokens, experts and weights). Each size: a warm-up call, the call checked (launched as an "
+    "engine's, each kernel free to start while the one before it ends), and a call with events between the "
+    "stages, for the stage times, which must give the same bits.";
+
 struct Args {
-  std::string config, route = "uniform", routing_file, save_routing, bootstrap;
+  std::string config, route = "uniform", routing_file, save_routing, bootstrap, inputs_name = "normal";
+  std::string transport_name = "loopback";
   workload::InputKind inputs = workload::InputKind::normal;
   KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 128, 1024, 8192};
@@ -116,84 +59,116 @@ struct Args {
   Transport transport = Transport::loopback;
 };
 
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
-    auto list = [&](const std::string& v) { return cli::parse_int_list(kTool, s, v); };
-    if (s == "-h" || s == "--help") {
-      fmt::print("{}", kUsage);
-      std::exit(0);
-    } else if (s == "--config") a.config = value();
-    else if (s == "--bs") a.sizes = list(value());
-    else if (s == "--route") a.route = value();
-    else if (s == "--inputs") {
-      const std::string k = value();
-      try {
-        a.inputs = workload::parse_input_kind(k);
-      } catch (const Error&) {
-        usage_error("--inputs expects normal, outliers or massive, got '" + k + "'");
-      }
-    }
-    else if (s == "--routing-file") a.routing_file = value();
-    else if (s == "--save-routing") a.save_routing = value();
-    else if (s == "--seed") a.seed = std::uint64_t(list(value()).at(0));
-    else if (s == "--ref-tokens") a.ref_tokens = std::size_t(list(value()).at(0));
-    else if (s == "--check") a.check = true;
-    else if (s == "--path") a.path = cli::parse_path(kTool, value());
-    else if (s == "--world") a.world = int(cli::parse_int(kTool, s, value()));
-    else if (s == "--experts-per-rank") {
-      a.experts_per_rank = int(cli::parse_int(kTool, s, value()));
-      if (a.experts_per_rank < 1) usage_error("--experts-per-rank expects a count of at least 1");
-    }
-    else if (s == "--transport") {
-      const std::string t = value();
-      if (t != "loopback" && t != "peer" && t != "ipc" && t != "nvshmem")
-        usage_error("--transport expects loopback, peer, ipc or nvshmem, got '" + t + "'");
-      a.transport = transport_from_name(t);
-    } else if (s == "--devices") {
-      for (std::int64_t d : list(value())) a.devices.push_back(int(d));
-    } else if (s == "--node-size") a.node_size = int(cli::parse_int(kTool, s, value()));
-    else if (s == "--serial") a.serial = true;
-    else if (s == "--taper") a.taper = true;
-    else if (s == "--ipc-rank") a.rank = int(cli::parse_int(kTool, s, value()));  // internal: a child of ipc
-    else if (s == "--capacity") a.capacity = cli::parse_int(kTool, s, value());
-    else if (s == "--redundant-experts") a.redundant = int(cli::parse_int(kTool, s, value()));
-    else if (s == "--shared-experts") {
-      a.shared = int(cli::parse_int(kTool, s, value()));
-      if (a.shared < 0) usage_error(fmt::format("--shared-experts expects a count of at least 0, got {}", a.shared));
-    } else if (s == "--shared-scale") {
-      const std::string v = value();
-      char* end = nullptr;
-      a.shared_scale = std::strtof(v.c_str(), &end);
-      if (v.empty() || *end || !std::isfinite(a.shared_scale))
-        usage_error("--shared-scale expects a finite number, got '" + v + "'");
-      a.shared_scale_given = true;
-    }
-    else if (s == "--ipc-bootstrap") a.bootstrap = value();                       // internal
-    else usage_error("unknown argument '" + s + "'");
-  }
-  if (a.config.empty()) usage_error("--config NAME is required");
-  if (a.shared_scale_given && a.shared <= 0) usage_error("--shared-scale is for --shared-experts N with N > 0");
+// The inputs' flags: the config, the sizes, the routing, x, the seed, the check.
+void add_input_flags(CLI::App& app, Args& a) {
+  app.add_option("--config", a.config, "built-in config name, or a path ending in .json")->type_name("NAME")->required();
+  cli::add_int_list(app, "--bs", a.sizes, "comma-separated token counts per rank", 0);
+  std::vector<std::string> kinds = workload::routing_kinds();
+  app.add_option("--route", a.route,
+                 "uniform, single, sparse, holes, bad, ramp, one_rank (every slot to rank 0's experts), zipf "
+                 "(expert e drawn with weight 1 / (e + 1): skewed)")
+      ->type_name("KIND")->check(cli::one_of(kinds));
+  app.add_option("--routing-file", a.routing_file,
+                 "replay a routing (ids and weights) from a file; its token count is the size (world 1)")
+      ->type_name("F");
+  app.add_option("--save-routing", a.save_routing,
+                 "write the routing of the last size to F (world 1; replay it with --routing-file)")
+      ->type_name("F");
+  app.add_option("--inputs", a.inputs_name,
+                 "x drawn as normal (N(0, 1)), outliers (heavy tails and a few channels 30x) or massive (outliers, "
+                 "and one token in 64 with one channel 1000x or 10000x; with --check each such token's relL2 is "
+                 "printed too)")
+      ->type_name("KIND")->check(cli::one_of({"normal", "outliers", "massive"}));
+  app.add_option("--seed", a.seed,
+                 "random seed: the weights come from it (over several ranks each expert from it and its global id), "
+                 "each call's inputs from it, the rank, the call's size and how many calls of that size came before")
+      ->type_name("S")->check(cli::at_least(0, "an integer"));
+  app.add_flag("--check", a.check,
+               "compare with the CPU references: relL2 against the exact (dequantized weights, fp32) one must be <= "
+               "0.06; against the one that emulates the path's quantizers and sums, <= 1e-3 over the call and <= "
+               "5e-3 for every token (with an fp8 combine wire: 2.5e-3 and 2e-2); over several ranks the worst rank");
+  app.add_option("--ref-tokens", a.ref_tokens,
+                 "references over at most N random tokens of a call (all of a call up to bucket 256, as "
+                 "docs/contract.md's relL2 is over the whole output)")
+      ->type_name("N")->check(cli::at_least(1));
+  cli::add_path(app, a.path);
+}
+
+// The group's flags: its world, transport, GPUs, nodes, capacity, slots and shared experts.
+void add_group_flags(CLI::App& app, Args& a) {
+  app.add_option("--world", a.world, "ranks of the group; each holds model.experts / W experts")
+      ->type_name("W")->check(cli::in_range(1, kMaxWorld));
+  app.add_option("--experts-per-rank", a.experts_per_rank,
+                 "each rank holds N experts: the model cut to N x W experts in all (one rank's share of a wider "
+                 "group; Kimi-K3 with 112 is a rank of EP8)")
+      ->type_name("N")->check(cli::at_least(1));
+  app.add_option("--capacity", a.capacity,
+                 "routed_rows_capacity: routed rows a rank holds (0: the worst case, W x tokens x topk); rows past "
+                 "it are dropped, counted and printed, and the size FAILs (their tokens' outputs lack them)")
+      ->type_name("R")->check(cli::at_least(0, "a count of rows"));
+  app.add_option("--redundant-experts", a.redundant,
+                 "N expert slots beyond the model's (EPLB): the W ranks hold model.experts + N slots; the hottest "
+                 "experts of a first sample of the routing get the extra replicas, the slots are shuffled over the "
+                 "ranks, each route goes to one of its expert's replicas, and --check compares with the references "
+                 "over the logical experts")
+      ->type_name("N")->check(cli::at_least(0));
+  app.add_option("--shared-experts", a.shared,
+                                "N shared experts (default: the config's model.shared_experts): every token goes "
+                                "through them beside its routed experts, in the same launches; each rank holds them "
+                                "(random, of the routed experts' shape) and --check's references add them")
+      ->type_name("N")->check(cli::at_least(0));
+  app.add_option_function<float>(
+         "--shared-scale", [&a](float v) { a.shared_scale = v, a.shared_scale_given = true; },
+         "the shared experts' weight in every token's sum (default 1)")
+      ->type_name("F")->check(cli::finite(-1e30, 1e30, "a finite number"));
+  app.add_option("--transport", a.transport_name,
+                 "loopback (every rank on GPU 0), peer (rank r on GPU r, one process), ipc (a process of this tool "
+                 "per rank, rank r on GPU r), nvshmem (as ipc, the group on NVSHMEM: docs/ep.md, \"Over nodes: "
+                 "NVSHMEM\")")
+      ->type_name("T")->check(cli::one_of({"loopback", "peer", "ipc", "nvshmem"}));
+  app.add_option("--devices", a.devices,
+                 "peer, ipc and nvshmem: rank r on GPU LIST[r] (W entries; default 0,1,...,W-1). With ipc or nvshmem, "
+                 "ranks may share a GPU (0,0: two processes on GPU 0, which then runs one process's kernels at a "
+                 "time, slices of time each: slow, for checking)")
+      ->delimiter(',')->type_name("LIST")->check(cli::at_least(0, "GPU ordinals"));
+  app.add_option("--node-size", a.node_size,
+                 "nvshmem: N consecutive ranks a node (0: one node); a token's row goes to another node once, by "
+                 "NVSHMEM's puts, and is forwarded and summed there (1 or 2: the put path on one GPU too); --check "
+                 "follows the sums")
+      ->type_name("N")->check(cli::at_least(0));
+  app.add_flag("--serial", a.serial, "the serial path: dispatch, the expert GEMMs and combine as separate launches");
+  app.add_flag("--taper", a.taper, "rank r gets bs x (W - r) / W tokens instead of bs (unequal token counts)");
+  app.add_option("--ipc-rank", a.rank)->group("");  // internal: a child process of ipc or nvshmem
+  app.add_option("--ipc-bootstrap", a.bootstrap)->group("");
+}
+
+// The rules across flags, once every flag is read.
+void check_rules(Args& a) {
+  a.inputs = workload::parse_input_kind(a.inputs_name);
+  a.transport = transport_from_name(a.transport_name);
   if (a.sizes.empty()) usage_error("--bs needs at least one size");
-  if (a.capacity < 0) usage_error(fmt::format("--capacity expects a count of rows of at least 0, got {}", a.capacity));
-  if (a.redundant < 0) usage_error(fmt::format("--redundant-experts expects a count of at least 0, got {}", a.redundant));
-  if (a.world < 1 || a.world > kMaxWorld) usage_error(fmt::format("--world expects 1..{}", int(kMaxWorld)));
   if (!a.devices.empty()) {
     if (a.transport == Transport::loopback) usage_error("--devices is for --transport peer, ipc or nvshmem");
     if (int(a.devices.size()) != a.world)
       usage_error(fmt::format("--devices has {} entries, expected --world = {}", a.devices.size(), a.world));
-    if (std::any_of(a.devices.begin(), a.devices.end(), [](int d) { return d < 0; }))
-      usage_error("--devices expects GPU ordinals >= 0");
   }
   if (a.node_size != 0 && a.transport != Transport::nvshmem) usage_error("--node-size is for --transport nvshmem");
-  if (a.node_size < 0 || (a.node_size > 0 && a.world % a.node_size))
+  if (a.node_size > 0 && a.world % a.node_size)
     usage_error(fmt::format("--node-size expects 0 or a divisor of --world = {}, got {}", a.world, a.node_size));
+  if (a.shared_scale_given && a.shared <= 0) usage_error("--shared-scale is for --shared-experts N with N > 0");
   if (a.world > 1 && (!a.routing_file.empty() || !a.save_routing.empty()))
     usage_error("--routing-file and --save-routing are for --world 1");
-  const auto& kinds = workload::routing_kinds();
-  if (std::find(kinds.begin(), kinds.end(), a.route) == kinds.end()) usage_error("unknown routing '" + a.route + "'");
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  CLI::App app;
+  cli::describe(app, kTool, kDescription,
+                "Exit status: 0 on success, 1 on a failed check or error, 2 on bad usage, 3 when no GPU is present.");
+  add_input_flags(app, a);
+  add_group_flags(app, a);
+  cli::parse(app, argc, argv);
+  check_rules(a);
   return a;
 }
 
@@ -453,7 +428,7 @@ int main(int argc, char** argv) {
     args.sizes = sizes;
     RuntimeOptions options = options_for(a, *std::max_element(sizes.begin(), sizes.end()));
     std::vector<std::unique_ptr<Runtime>> owned;
-    Config config = cli::load_for_world(a.config, a.world, a.experts_per_rank);
+    Config config = workload::load_for_world(a.config, a.world, a.experts_per_rank);
     if (a.shared >= 0) config = with_shared_experts(std::move(config), a.shared, a.shared_scale);
     if (a.rank >= 0) {  // a rank of --transport ipc or nvshmem
       options.rank = a.rank, options.device = a.devices.empty() ? a.rank : a.devices[std::size_t(a.rank)];

@@ -9,6 +9,8 @@
 #include "codegen/kernel_paths.hpp"
 #include "config/path_requirements.hpp"
 #include "common/cli.hpp"
+#include "common/workload.hpp"
+#include "common/kernel_limits.hpp"
 #include "megamoe/config.hpp"
 #include "megamoe/runtime.hpp"
 
@@ -16,80 +18,58 @@ using namespace megamoe;
 
 namespace {
 
-const char* kUsage = R"(usage: megamoe-workspace --config NAME [options]
-       megamoe-workspace --table [--max-tokens T] [--arch ARCH]
-
-Prints the device memory one rank of the layer takes, as Runtime::workspace_bytes
-and Runtime::weights_bytes state it before creation (no GPU needed): the layer's
-buffers, and over several ranks the symmetric region and the rank's plan of a call;
-then one layer's expert weights on the rank, and the total of a model whose MoE
-layers share the runtime (one workspace, a set of weights a layer).
-
-  --config NAME           built-in config name, or a path ending in .json
-  --world N               ranks in the group (default 1)
-  --max-tokens T          the most tokens a call passes (default 8192)
-  --capacity R            routed_rows_capacity: rows a rank holds (default 0: the worst case,
-                          world x max_tokens x topk)
-  --experts-per-rank E    the model cut to E x world experts (one rank's share of a wider group)
-  --shared-experts S      the model with S shared experts in the call (default: the config's)
-  --path P                auto (default), portable, tensor_core or hopper
-  --arch ARCH             the GPU `auto` resolves for (default sm_90a)
-  --no-fp8-resident       RuntimeOptions::fp8_resident_weights = false
-  --layers L              the model's MoE layers sharing the runtime (default 1)
-  --transport T           with --world > 1: nvshmem over nodes (--node-size) adds its relay,
-                          staging areas and outbox (docs/ep.md, "Over nodes: NVSHMEM"); the
-                          others, and nvshmem on one node, take the same
-  --node-size N           with --transport nvshmem: the ranks of a node (a divisor of --world;
-                          default 0: the whole group on one node)
-  --table                 every built-in model at worlds 1, 2, 4 and 8 where they divide its
-                          experts: the routed rows and bytes at the worst case, and at a
-                          capacity of twice the mean (2 x max_tokens x topk)
-  -h, --help              this text
-Exit status: 0, 1 for options the runtime would refuse (the message names them), 2 on bad usage.
-)";
-
 constexpr const char* kTool = "megamoe-workspace";
 
 struct Args {
-  std::string config, path = "auto", arch = "sm_90a";
+  std::string config, arch = "sm_90a", transport = "loopback";
+  KernelPath path = KernelPath::automatic;
   int world = 1, max_tokens = 8192, experts_per_rank = 0, shared = -1, layers = 1, node_size = 0;
   long long capacity = 0;
-  bool table = false, fp8_resident = true, nvshmem = false;
+  bool table = false, no_fp8_resident = false;
+  bool nvshmem() const { return transport == "nvshmem"; }
 };
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto value = [&] { return cli::next_value(kTool, argc, argv, i); };
-    auto number = [&] { return cli::parse_int(kTool, s, value()); };
-    if (s == "-h" || s == "--help") {
-      fmt::print("{}", kUsage);
-      std::exit(0);
-    } else if (s == "--config") a.config = value();
-    else if (s == "--world") a.world = int(number());
-    else if (s == "--max-tokens") a.max_tokens = int(number());
-    else if (s == "--capacity") a.capacity = number();
-    else if (s == "--experts-per-rank") a.experts_per_rank = int(number());
-    else if (s == "--shared-experts") a.shared = int(number());
-    else if (s == "--path") a.path = value();
-    else if (s == "--arch") a.arch = value();
-    else if (s == "--no-fp8-resident") a.fp8_resident = false;
-    else if (s == "--layers") a.layers = int(number());
-    else if (s == "--transport") {
-      const std::string t = value();
-      if (t != "loopback" && t != "peer" && t != "ipc" && t != "nvshmem")
-        cli::usage_error(kTool, "--transport expects loopback, peer, ipc or nvshmem, got '" + t + "'");
-      a.nvshmem = t == "nvshmem";
-    }
-    else if (s == "--node-size") a.node_size = int(number());
-    else if (s == "--table") a.table = true;
-    else cli::usage_error(kTool, "unknown argument " + s);
-  }
+  CLI::App app;
+  cli::describe(app, kTool,
+                "Prints the device memory one rank of the layer takes, as Runtime::workspace_bytes and "
+                "Runtime::weights_bytes state it before creation (no GPU needed): the layer's buffers, and over "
+                "several ranks the symmetric region and the rank's plan of a call; then one layer's expert weights "
+                "on the rank, and the total of a model whose MoE layers share the runtime (one workspace, a set of "
+                "weights a layer).",
+                "Exit status: 0, 1 for options the runtime would refuse (the message names them), 2 on bad usage.");
+  auto* config = app.add_option("--config", a.config, "built-in config name, or a path ending in .json")->type_name("NAME");
+  app.add_option("--world", a.world, "ranks in the group")->type_name("N")->check(cli::in_range(1, kMaxWorld));
+  app.add_option("--max-tokens", a.max_tokens, "the most tokens a call passes")->type_name("T")->check(cli::at_least(1));
+  app.add_option("--capacity", a.capacity,
+                 "routed_rows_capacity: rows a rank holds (0: the worst case, world x max_tokens x topk)")
+      ->type_name("R")->check(cli::at_least(0, "a count of rows"));
+  app.add_option("--experts-per-rank", a.experts_per_rank,
+                 "the model cut to E x world experts (one rank's share of a wider group; 0: the config's)")
+      ->type_name("E")->check(cli::at_least(0));
+  app.add_option("--shared-experts", a.shared, "the model with S shared experts in the call (-1: the config's)")
+      ->type_name("S")->check(cli::at_least(-1));
+  cli::add_path(app, a.path);
+  app.add_option("--arch", a.arch, "the GPU `auto` resolves for")->type_name("ARCH");
+  app.add_flag("--no-fp8-resident", a.no_fp8_resident, "RuntimeOptions::fp8_resident_weights = false");
+  app.add_option("--layers", a.layers, "the model's MoE layers sharing the runtime")->type_name("L")->check(cli::at_least(1));
+  app.add_option("--transport", a.transport,
+                 "with --world > 1: nvshmem over nodes (--node-size) adds its relay, staging areas and outbox "
+                 "(docs/ep.md, \"Over nodes: NVSHMEM\"); the others, and nvshmem on one node, take the same")
+      ->type_name("T")->check(cli::one_of({"loopback", "peer", "ipc", "nvshmem"}));
+  app.add_option("--node-size", a.node_size,
+                 "with --transport nvshmem: the ranks of a node (a divisor of --world; 0: the whole group on one node)")
+      ->type_name("N")->check(cli::at_least(0));
+  auto* table = app.add_flag("--table", a.table,
+                             "every built-in model at worlds 1, 2, 4 and 8 where they divide its experts: the routed "
+                             "rows and bytes at the worst case, and at a capacity of twice the mean "
+                             "(2 x max_tokens x topk)");
+  config->excludes(table);
+  cli::parse(app, argc, argv);
   if (a.table == !a.config.empty()) cli::usage_error(kTool, "give --config NAME or --table");
-  if (a.layers < 1) cli::usage_error(kTool, "--layers " + std::to_string(a.layers) + ": expected 1 or more");
-  if (a.node_size != 0 && !a.nvshmem) cli::usage_error(kTool, "--node-size is for --transport nvshmem");
-  if (a.node_size < 0 || (a.node_size > 0 && a.world % a.node_size))
+  if (a.node_size != 0 && !a.nvshmem()) cli::usage_error(kTool, "--node-size is for --transport nvshmem");
+  if (a.node_size > 0 && a.world % a.node_size)
     cli::usage_error(kTool, fmt::format("--node-size expects 0 or a divisor of --world = {}, got {}", a.world,
                                         a.node_size));
   return a;
@@ -100,13 +80,13 @@ std::string gib(std::size_t bytes) { return fmt::format("{:.2f} GiB", double(byt
 void print_one(const Args& a) {
   RuntimeOptions o;
   o.world = a.world, o.max_tokens = a.max_tokens, o.routed_rows_capacity = a.capacity;
-  o.path = cli::parse_path(kTool, a.path), o.fp8_resident_weights = a.fp8_resident;
-  if (a.nvshmem) o.transport = Transport::nvshmem, o.node_size = a.node_size;
-  Config config = cli::load_for_world(a.config, a.world, a.experts_per_rank);
+  o.path = a.path, o.fp8_resident_weights = !a.no_fp8_resident;
+  if (a.nvshmem()) o.transport = Transport::nvshmem, o.node_size = a.node_size;
+  Config config = workload::load_for_world(a.config, a.world, a.experts_per_rank);
   if (a.shared >= 0) config = with_shared_experts(std::move(config), a.shared);
   const WorkspaceBytes b = Runtime::workspace_bytes(config, o, a.arch);
   fmt::print("config {}, world {}, max_tokens {}, path {} ({}), {} routed rows a rank{}\n", config.name, a.world,
-             a.max_tokens, a.path, a.arch, b.routed_rows, a.capacity > 0 || a.world == 1 ? "" : " (the worst case)");
+             a.max_tokens, a.path == KernelPath::automatic ? "auto" : to_string(a.path), a.arch, b.routed_rows, a.capacity > 0 || a.world == 1 ? "" : " (the worst case)");
   const KernelPath path = resolve_path(o.path, config, BackendKind::cuda, a.arch);
   if (const std::string padded = padding_note(path, config); !padded.empty()) fmt::print("  {}\n", padded);
   fmt::print("  layer            {:>15} bytes  {}\n", b.layer, gib(b.layer));
