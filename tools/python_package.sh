@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Python package and installs it, with what its tests need (numpy, pytest; matplotlib
-# for tools/bench/plot.py's test; nanobind and scikit-build-core to build), into the virtual
+# for tools/bench/plot.py's test; lizard for the functions' size check; nanobind and scikit-build-core to build), into the virtual
 # environment build/venv: `pip install .` from
 # the repository root, its CMake build kept in build/python so that a second run is quick.
 # Needs the C++ build's dependencies (tools/setup.sh); installs python3-venv and python3-dev
@@ -21,7 +21,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 [ -x build/venv/bin/python ] || python3 -m venv build/venv
 py=build/venv/bin/python
-$py -m pip install -q --disable-pip-version-check numpy pytest matplotlib "nanobind>=2.0" "scikit-build-core>=0.10"
+$py -m pip install -q --disable-pip-version-check numpy pytest matplotlib lizard "nanobind>=2.0" "scikit-build-core>=0.10"
 echo "python: building and installing the package (pip install ., CMake build in build/python)"
 start=$(date +%s)
 $py -m pip install -q --disable-pip-version-check --no-build-isolation -C build-dir=build/python .

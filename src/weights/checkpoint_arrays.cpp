@@ -195,6 +195,38 @@ void take_biases(CheckpointLayout layout, std::int64_t E, std::int64_t D, std::i
   out.b2 = floats_of(bytes_of(a.b2));
 }
 
+// The weights' bytes in the library's layout, the arrays' shapes checked already.
+void join_weights(CheckpointLayout layout, std::int64_t E, std::int64_t D, std::int64_t I, const CheckpointArrays& a,
+                  HalvesArrays& out) {
+  const std::size_t n = std::size_t(out.element_bytes);
+  const std::size_t w1_row = out.mxfp4 ? std::size_t(D) / 2 : std::size_t(D) * n, scale_row = std::size_t(D) / 32;
+  switch (layout) {
+    case CheckpointLayout::halves:
+      out.w1 = bytes_of(a.w1);
+      if (out.mxfp4) out.w1_scales = bytes_of(a.w1_scales);
+      break;
+    case CheckpointLayout::separate_gate_up:
+      out.w1 = join_rows(a.w1.data, a.up.data, std::size_t(E), std::size_t(I), w1_row);
+      if (out.mxfp4) out.w1_scales = join_rows(a.w1_scales.data, a.up_scales.data, std::size_t(E), std::size_t(I), scale_row);
+      break;
+    case CheckpointLayout::gpt_oss:
+      if (out.mxfp4) {
+        out.w1 = deinterleave_rows(static_cast<const std::uint8_t*>(a.w1.data), std::size_t(E), std::size_t(I), w1_row);
+        out.w1_scales = deinterleave_rows(static_cast<const std::uint8_t*>(a.w1_scales.data), std::size_t(E),
+                                          std::size_t(I), scale_row);
+      } else {  // x @ W: [E][D][2I] to rows [E][2I][D], then gate and up apart
+        const std::vector<std::uint8_t> rows = transpose_experts(a.w1.data, std::size_t(E), std::size_t(D), 2 * std::size_t(I), n);
+        out.w1 = deinterleave_rows(rows.data(), std::size_t(E), std::size_t(I), w1_row);
+      }
+      break;
+  }
+  if (layout == CheckpointLayout::gpt_oss && !out.mxfp4)
+    out.w2 = transpose_experts(a.w2.data, std::size_t(E), std::size_t(I), std::size_t(D), n);
+  else
+    out.w2 = bytes_of(a.w2);
+  if (out.mxfp4) out.w2_scales = bytes_of(a.w2_scales);
+}
+
 }  // namespace
 
 HalvesArrays checkpoint_to_halves(CheckpointLayout layout, int experts, int model_dim, int inter_dim,
@@ -238,33 +270,7 @@ HalvesArrays checkpoint_to_halves(CheckpointLayout layout, int experts, int mode
   }
   take_biases(layout, E, D, I, a, out);
 
-  const std::size_t n = std::size_t(out.element_bytes);
-  const std::size_t w1_row = out.mxfp4 ? std::size_t(D) / 2 : std::size_t(D) * n, scale_row = std::size_t(D) / 32;
-  switch (layout) {
-    case CheckpointLayout::halves:
-      out.w1 = bytes_of(a.w1);
-      if (out.mxfp4) out.w1_scales = bytes_of(a.w1_scales);
-      break;
-    case CheckpointLayout::separate_gate_up:
-      out.w1 = join_rows(a.w1.data, a.up.data, std::size_t(E), std::size_t(I), w1_row);
-      if (out.mxfp4) out.w1_scales = join_rows(a.w1_scales.data, a.up_scales.data, std::size_t(E), std::size_t(I), scale_row);
-      break;
-    case CheckpointLayout::gpt_oss:
-      if (out.mxfp4) {
-        out.w1 = deinterleave_rows(static_cast<const std::uint8_t*>(a.w1.data), std::size_t(E), std::size_t(I), w1_row);
-        out.w1_scales = deinterleave_rows(static_cast<const std::uint8_t*>(a.w1_scales.data), std::size_t(E),
-                                          std::size_t(I), scale_row);
-      } else {  // x @ W: [E][D][2I] to rows [E][2I][D], then gate and up apart
-        const std::vector<std::uint8_t> rows = transpose_experts(a.w1.data, std::size_t(E), std::size_t(D), 2 * std::size_t(I), n);
-        out.w1 = deinterleave_rows(rows.data(), std::size_t(E), std::size_t(I), w1_row);
-      }
-      break;
-  }
-  if (layout == CheckpointLayout::gpt_oss && !out.mxfp4)
-    out.w2 = transpose_experts(a.w2.data, std::size_t(E), std::size_t(I), std::size_t(D), n);
-  else
-    out.w2 = bytes_of(a.w2);
-  if (out.mxfp4) out.w2_scales = bytes_of(a.w2_scales);
+  join_weights(layout, E, D, I, a, out);
   return out;
 }
 

@@ -219,21 +219,78 @@ const std::vector<std::string>& routing_kinds() {
   return kinds;
 }
 
+namespace {
+
+// `count` distinct experts of [0, pool) in ids[0, count), the rest of the token's topk slots empty.
+void distinct_then_empty(int* ids, int count, int pool, int topk, std::mt19937_64& rng) {
+  distinct_experts(ids, count, pool, rng);
+  for (int k = count; k < topk; ++k) ids[k] = -1;
+}
+
+// ramp: expert e takes 2e + 1 rows, dealt to the tokens in turn (slot k of every token, then k + 1).
+Routing ramp_routing(Routing r, int experts, std::mt19937_64& rng) {
+  for (std::int64_t t = 0; t < r.tokens; ++t) softmax_weights(r.weights, t * r.topk, r.topk, rng);
+  std::fill(r.ids.begin(), r.ids.end(), -1);
+  std::int64_t i = 0;
+  for (int e = 0; e < experts; ++e)
+    for (int n = 0; n < 2 * e + 1 && i < r.tokens * r.topk; ++n, ++i) r.ids[(i % r.tokens) * r.topk + i / r.tokens] = e;
+  return r;
+}
+
+// One token's ids as `kind` draws them (every kind but ramp).
+void draw_ids(const std::string& kind, int* ids, int topk, int experts, int experts_per_rank,
+              std::discrete_distribution<int>& zipf, std::mt19937_64& rng) {
+  const int k_distinct = std::min(topk, experts);
+  if (kind == "uniform" || kind == "holes" || kind == "bad") {
+    distinct_then_empty(ids, k_distinct, experts, topk, rng);
+  } else if (kind == "one_rank") {
+    const int pool = experts_per_rank > 0 ? std::min(experts_per_rank, experts) : experts;
+    distinct_then_empty(ids, std::min(topk, pool), pool, topk, rng);
+  } else if (kind == "zipf") {
+    for (int k = 0; k < k_distinct; ++k) {
+      int e = zipf(rng);
+      while (std::find(ids, ids + k, e) != ids + k) e = zipf(rng);
+      ids[k] = e;
+    }
+    for (int k = k_distinct; k < topk; ++k) ids[k] = -1;
+  } else if (kind == "single") {
+    std::fill(ids, ids + topk, 0);
+  } else if (kind == "sparse") {
+    const int pool = std::min(experts, topk + 4);
+    distinct_then_empty(ids, std::min(topk, pool), pool, topk, rng);
+  } else {
+    std::string known;
+    for (auto& k : routing_kinds()) known += (known.empty() ? "" : ", ") + k;
+    throw Error(fmt::format("megamoe: unknown routing '{}' (known: {})", kind, known));
+  }
+}
+
+// holes: slots (or whole tokens) emptied; bad: ids out of range planted (counted in the return).
+long long spoil_ids(const std::string& kind, int* ids, int topk, int experts, std::mt19937_64& rng) {
+  long long planted = 0;
+  if (kind == "holes") {
+    bool empty_token = rng() % 16 == 0;
+    for (int k = 0; k < topk; ++k)
+      if (empty_token || rng() % 10 < 3) ids[k] = -1;
+  }
+  if (kind == "bad")
+    for (int k = 0; k < topk; ++k)
+      if (rng() % 50 == 0) {
+        ids[k] = rng() % 2 ? experts + int(rng() % 1000) : -2 - int(rng() % 1000);
+        ++planted;
+      }
+  return planted;
+}
+
+}  // namespace
+
 Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int experts, std::mt19937_64& rng,
                      int experts_per_rank) {
   Routing r;
   r.tokens = tokens, r.topk = topk;
   r.ids.assign(std::size_t(tokens) * topk, 0);
   r.weights.assign(std::size_t(tokens) * topk, 0.f);
-  const int k_distinct = std::min(topk, experts);
-  if (kind == "ramp") {  // expert e takes 2e + 1 rows, dealt to the tokens in turn (slot k of every token, then k + 1)
-    for (std::int64_t t = 0; t < tokens; ++t) softmax_weights(r.weights, t * topk, topk, rng);
-    std::fill(r.ids.begin(), r.ids.end(), -1);
-    std::int64_t i = 0;
-    for (int e = 0; e < experts; ++e)
-      for (int n = 0; n < 2 * e + 1 && i < tokens * topk; ++n, ++i) r.ids[(i % tokens) * topk + i / tokens] = e;
-    return r;
-  }
+  if (kind == "ramp") return ramp_routing(std::move(r), experts, rng);
   std::discrete_distribution<int> zipf;
   if (kind == "zipf") {
     std::vector<double> p(experts);
@@ -243,42 +300,8 @@ Routing make_routing(const std::string& kind, std::int64_t tokens, int topk, int
   for (std::int64_t t = 0; t < tokens; ++t) {
     int* ids = r.ids.data() + t * topk;
     softmax_weights(r.weights, t * topk, topk, rng);
-    if (kind == "uniform" || kind == "holes" || kind == "bad") {
-      distinct_experts(ids, k_distinct, experts, rng);
-      for (int k = k_distinct; k < topk; ++k) ids[k] = -1;
-    } else if (kind == "one_rank") {
-      const int pool = experts_per_rank > 0 ? std::min(experts_per_rank, experts) : experts;
-      distinct_experts(ids, std::min(topk, pool), pool, rng);
-      for (int k = std::min(topk, pool); k < topk; ++k) ids[k] = -1;
-    } else if (kind == "zipf") {
-      for (int k = 0; k < k_distinct; ++k) {
-        int e = zipf(rng);
-        while (std::find(ids, ids + k, e) != ids + k) e = zipf(rng);
-        ids[k] = e;
-      }
-      for (int k = k_distinct; k < topk; ++k) ids[k] = -1;
-    } else if (kind == "single") {
-      std::fill(ids, ids + topk, 0);
-    } else if (kind == "sparse") {
-      int pool = std::min(experts, topk + 4);
-      distinct_experts(ids, std::min(topk, pool), pool, rng);
-      for (int k = std::min(topk, pool); k < topk; ++k) ids[k] = -1;
-    } else {
-      std::string known;
-      for (auto& k : routing_kinds()) known += (known.empty() ? "" : ", ") + k;
-      throw Error(fmt::format("megamoe: unknown routing '{}' (known: {})", kind, known));
-    }
-    if (kind == "holes") {
-      bool empty_token = rng() % 16 == 0;
-      for (int k = 0; k < topk; ++k)
-        if (empty_token || rng() % 10 < 3) ids[k] = -1;
-    }
-    if (kind == "bad")
-      for (int k = 0; k < topk; ++k)
-        if (rng() % 50 == 0) {
-          ids[k] = rng() % 2 ? experts + int(rng() % 1000) : -2 - int(rng() % 1000);
-          ++r.planted_bad_ids;
-        }
+    draw_ids(kind, ids, topk, experts, experts_per_rank, zipf, rng);
+    r.planted_bad_ids += spoil_ids(kind, ids, topk, experts, rng);
   }
   return r;
 }

@@ -188,155 +188,202 @@ struct RankCall {
   DeviceBuffer d_x, d_y, d_ids, d_w;
 };
 
-// Runs every size on `ranks` (this process's ranks of the group: all of them, or one with ipc)
-// and prints a row per size; returns the number of failed sizes.
-int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeights& all_weights,
-              const Mxfp4ExpertWeights& shared, const workload::Routing* replay) {
-  Runtime& first = *ranks[0];
-  const Config& cfg = first.config();
-  const ModelShape& m = cfg.model;
-  const int world = first.world(), experts = m.logical_experts;  // the routings' and the references'
-  const bool nodes = over_nodes(a);
-  // Each slot's logical expert: itself, or with redundant slots the placement an engine's EPLB
-  // would make from a first look at the load (the same on every rank: from the seed alone).
+// Each slot's logical expert: itself, or with redundant slots the placement an engine's EPLB
+// would make from a first look at the load (the same on every rank: from the seed alone).
+std::vector<int> slot_placement(const Args& a, const ModelShape& m) {
   std::vector<int> placement(m.experts);
   std::iota(placement.begin(), placement.end(), 0);
   if (m.experts > m.logical_experts) {
     std::mt19937_64 rng = workload::inputs_rng(a.seed + 11, 4096, 0);
-    const workload::Routing sample = workload::make_routing(a.route, 4096, m.topk, experts, rng, m.experts_per_rank);
-    placement = workload::eplb_placement(experts, m.experts, workload::expert_load(sample, experts), rng);
+    const workload::Routing sample =
+        workload::make_routing(a.route, 4096, m.topk, m.logical_experts, rng, m.experts_per_rank);
+    placement =
+        workload::eplb_placement(m.logical_experts, m.experts, workload::expert_load(sample, m.logical_experts), rng);
   }
+  return placement;
+}
+
+// Every rank's call of size bs (draw: how many calls of that size came before), uploaded.
+RankCall make_call(const Args& a, Runtime& rt, std::int64_t bs, int draw, const std::vector<int>& placement,
+                   const workload::Routing* replay) {
+  const ModelShape& m = rt.config().model;
+  const int r = rt.rank(), world = rt.world(), experts = m.logical_experts;
+  RankCall c;
+  c.tokens = a.taper ? bs * (world - r) / world : bs;
+  std::mt19937_64 rng = workload::inputs_rng(a.seed + 1000003ull * r, c.tokens, draw);
+  c.routing = replay ? *replay : workload::make_routing(a.route, c.tokens, m.topk, experts, rng, m.experts_per_rank);
+  workload::Inputs in = workload::random_inputs(a.inputs, c.tokens, m.model_dim, rng);
+  c.x = std::move(in.x);
+  c.massive = std::move(in.massive_tokens);
+  Device& dev = rt.device();
+  const std::size_t xy = std::max<std::size_t>(16, c.x.size() * 2);
+  c.d_x = DeviceBuffer(dev, xy), c.d_y = DeviceBuffer(dev, xy);
+  c.d_ids = DeviceBuffer(dev, std::max<std::size_t>(4, c.routing.ids.size() * 4));
+  c.d_w = DeviceBuffer(dev, std::max<std::size_t>(4, c.routing.weights.size() * 4));
+  dev.copy_to_device(c.d_x.get(), c.x.data(), c.x.size() * 2);
+  const workload::Routing slots = workload::to_physical(c.routing, placement, experts, rng);
+  dev.copy_to_device(c.d_ids.get(), slots.ids.data(), slots.ids.size() * 4);
+  if (over_nodes(a))  // the node serving each slot (its physical expert's rank's node)
+    for (int id : slots.ids)
+      c.slot_nodes.push_back(id >= 0 && id < m.experts ? id / m.experts_per_rank / a.node_size : -1);
+  dev.copy_to_device(c.d_w.get(), c.routing.weights.data(), c.routing.weights.size() * 4);
+  return c;
+}
+
+// This process's ranks with their weights and streams, and one size's calls.
+struct RankSet {
+  std::vector<Runtime*> ranks;
   std::vector<std::unique_ptr<PreparedWeights>> prepared;
+  std::vector<StreamHandle> streams;
+  std::vector<RankCall> calls;
+
+  // profile: events between the stages (the stage times); without, the launches are an engine's
+  // (each kernel may start while the one before it ends).
+  void call_all(bool profile) {
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      RankCall& c = calls[i];
+      ranks[i]->set_profile(profile);
+      ranks[i]->device().fill_bytes(c.d_y.get(), 0xFF, c.d_y.bytes());  // NaN poison
+      ranks[i]->forward(*prepared[i], c.d_x.get(), static_cast<int*>(c.d_ids.get()), static_cast<float*>(c.d_w.get()),
+                        c.d_y.get(), c.tokens, streams[i]);
+    }
+    for (std::size_t i = 0; i < ranks.size(); ++i) ranks[i]->device().synchronize(streams[i]);
+  }
+  std::vector<std::vector<std::uint16_t>> read_outputs() const {
+    std::vector<std::vector<std::uint16_t>> out(ranks.size());
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      out[i].resize(calls[i].x.size());
+      ranks[i]->device().copy_to_host(out[i].data(), calls[i].d_y.get(), out[i].size() * 2);
+    }
+    return out;
+  }
+};
+
+// A size's row: the worst rank's stage times and relL2, what was checked, the verdict's parts.
+struct SizeRow {
+  StageTimes t;
+  workload::CheckResult worst;
+  std::size_t checked = 0;
+  bool ok = true, subset = false;
+  std::string notes;
+};
+
+// The stage times (the slowest rank's) and what the kernels counted (bad ids: three calls).
+void take_times_and_errors(RankSet& g, SizeRow& row) {
+  for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+    Runtime& rt = *g.ranks[i];
+    StageTimes ti = rt.last_stage_times();
+    StageTimes& t = row.t;
+    t.route_ms = std::max(t.route_ms, ti.route_ms), t.quantize_ms = std::max(t.quantize_ms, ti.quantize_ms);
+    t.stage1_ms = std::max(t.stage1_ms, ti.stage1_ms), t.stage2_ms = std::max(t.stage2_ms, ti.stage2_ms);
+    t.combine_ms = std::max(t.combine_ms, ti.combine_ms), t.total_ms = std::max(t.total_ms, ti.total_ms);
+    CallErrors errors = rt.take_errors();
+    row.ok = row.ok && errors.bad_ids == 3LL * g.calls[i].routing.planted_bad_ids && errors.bounds_violations == 0 &&
+             errors.dropped_rows == 0;
+    if (errors.any())
+      row.notes += fmt::format("  rank {}: kernels reported {} bad ids (first at slot {}), {} bounds violations, {} "
+                               "dropped rows\n",
+                               rt.rank(), errors.bad_ids, errors.first_bad_slot, errors.bounds_violations,
+                               errors.dropped_rows);
+  }
+}
+
+// The references' verdicts, the worst rank's numbers, and a note per fact worth a line.
+void take_checks(const RankSet& g, const std::vector<workload::CheckResult>& results, SizeRow& row) {
+  bool flips_noted = false;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const workload::CheckResult& res = results[i];
+    if (g.calls[i].tokens == 0) continue;
+    row.ok = row.ok && res.pass();
+    if (res.unwritten)
+      row.notes += fmt::format("  rank {}: {} output elements were never written\n", g.ranks[i]->rank(), res.unwritten);
+    row.worst.rel_l2_exact = std::max(row.worst.rel_l2_exact, res.rel_l2_exact);
+    row.worst.rel_l2_emulated = std::max(row.worst.rel_l2_emulated, res.rel_l2_emulated);
+    row.worst.worst_token_emulated = std::max(row.worst.worst_token_emulated, res.worst_token_emulated);
+    row.checked += res.checked_tokens;
+    row.subset = row.subset || res.subset;
+    if (!flips_noted && res.h_near_boundary)  // one count for the group's check
+      row.notes += fmt::format("  {} h values the activations' error can round either way (allowed one step each)\n",
+                               res.h_near_boundary);
+    flips_noted = true;
+    for (const workload::TokenCheck& tc : res.massive)
+      row.notes += fmt::format("  {}massive token {}: relL2 against the exact reference {:.3e}, the emulating one {:.3e}\n",
+                               g.ranks[0]->world() > 1 ? fmt::format("rank {}: ", g.ranks[i]->rank()) : "", tc.token,
+                               tc.rel_l2_exact, tc.rel_l2_emulated);
+  }
+}
+
+void print_row(const Args& a, const RankSet& g, std::int64_t bs, const SizeRow& row) {
+  const Runtime& first = *g.ranks[0];
+  const std::string verdict = a.check ? (row.ok ? "PASS" : "FAIL") : (row.ok ? "ran" : "FAIL");
+  if (first.world() > 1 && g.ranks.size() == 1) fmt::print("rank {}: ", first.rank());  // one process of ipc
+  const StageTimes& t = row.t;
+  fmt::print("{:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>10.1f} {:>9.1f} {:>10.3e} {:>10.3e} {:>10.3e} {:>7} {:>6}\n",
+             bs, first.config().bucket_for_tokens(bs).bucket, t.route_ms * 1e3, t.quantize_ms * 1e3, t.stage1_ms * 1e3,
+             t.stage2_ms * 1e3, t.combine_ms * 1e3, t.total_ms * 1e3, row.worst.rel_l2_exact, row.worst.rel_l2_emulated,
+             row.worst.worst_token_emulated, fmt::format("{}{}", row.checked, row.subset ? "*" : ""), verdict);
+  fmt::print("{}", row.notes);
+  std::fflush(stdout);  // a row as soon as it is known, also into a pipe (a run cut short keeps its rows)
+}
+
+// One size on the group: a warm-up call, the call checked, a call with events that must give the
+// same bits; then its row. Returns whether it passed.
+bool run_size(const Args& a, RankSet& g, std::int64_t bs, int draw, const std::vector<int>& placement,
+              const Mxfp4ExpertWeights& all_weights, const Mxfp4ExpertWeights& shared, const workload::Routing* replay) {
+  Runtime& first = *g.ranks[0];
+  g.calls.clear();
+  for (Runtime* rt : g.ranks) g.calls.push_back(make_call(a, *rt, bs, draw, placement, replay));
+  g.call_all(false);  // warm-up
+  g.call_all(false);  // the call checked
+  const std::vector<std::vector<std::uint16_t>> ys = g.read_outputs();
+  g.call_all(true);  // the call timed: the same bits
+  SizeRow row;
+  row.ok = g.read_outputs() == ys;
+  if (!row.ok) row.notes = "  the timed call's outputs differ from the checked call's on the same inputs\n";
+  take_times_and_errors(g, row);
+  const bool nodes = over_nodes(a);
+  std::vector<workload::RankOutput> outputs;
+  for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+    RankCall& c = g.calls[i];
+    outputs.push_back({&c.x, &c.routing, &ys[i], &c.massive, nodes ? g.ranks[i]->rank() / a.node_size : 0,
+                       nodes ? &c.slot_nodes : nullptr});
+  }
+  std::mt19937_64 rng = workload::inputs_rng(a.seed + 7, bs, draw);
+  if (a.check)
+    take_checks(g,
+                workload::check_group(first.config(), all_weights, first.config().model.logical_experts, outputs,
+                                      a.ref_tokens, rng, first.arithmetic(bs), &shared),
+                row);
+  print_row(a, g, bs, row);
+  if (!a.save_routing.empty()) workload::write_routing(g.calls[0].routing, a.save_routing);
+  return row.ok;
+}
+
+// Runs every size on `ranks` (this process's ranks of the group: all of them, or one with ipc)
+// and prints a row per size; returns the number of failed sizes.
+int run_sizes(const Args& a, std::vector<Runtime*> ranks, const Mxfp4ExpertWeights& all_weights,
+              const Mxfp4ExpertWeights& shared, const workload::Routing* replay) {
+  const ModelShape& m = ranks[0]->config().model;
+  const std::vector<int> placement = slot_placement(a, m);
+  RankSet g;
+  g.ranks = ranks;
   for (Runtime* rt : ranks) {
     Mxfp4ExpertWeights held =
         gather_experts(all_weights, std::vector<int>(placement.begin() + rt->rank() * m.experts_per_rank,
                                                      placement.begin() + (rt->rank() + 1) * m.experts_per_rank));
-    prepared.push_back(rt->prepare_weights(m.shared_experts ? append_experts(held, shared) : held));
+    g.prepared.push_back(rt->prepare_weights(m.shared_experts ? append_experts(held, shared) : held));
+    g.streams.push_back(rt->device().create_stream());
   }
-  if (prepared[0]->resident_bytes)
+  if (g.prepared[0]->resident_bytes)
     fmt::print("fp8-resident copy of the weights: {:.2f} GB a rank (buckets with weights fp8_resident)\n",
-               prepared[0]->resident_bytes / 1e9);
-  std::vector<StreamHandle> streams;
-  for (Runtime* rt : ranks) streams.push_back(rt->device().create_stream());
+               g.prepared[0]->resident_bytes / 1e9);
   fmt::print("{:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>10} {:>10} {:>7} {:>6}\n", "tokens", "bucket",
              "route_us", "quant_us", "stage1_us", "stage2_us", "combine_us", "total_us", "relL2_ref", "relL2_emu",
              "worst_tok", "checked", "result");
   int failures = 0;
   std::map<std::int64_t, int> draws;  // a size listed again gets fresh inputs
-  for (std::int64_t bs : a.sizes) {
-    const int draw = draws[bs]++;
-    std::vector<RankCall> calls(ranks.size());
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      Runtime& rt = *ranks[i];
-      const int r = rt.rank();
-      RankCall& c = calls[i];
-      c.tokens = a.taper ? bs * (world - r) / world : bs;
-      std::mt19937_64 rng = workload::inputs_rng(a.seed + 1000003ull * r, c.tokens, draw);
-      c.routing = replay ? *replay : workload::make_routing(a.route, c.tokens, m.topk, experts, rng, m.experts_per_rank);
-      workload::Inputs in = workload::random_inputs(a.inputs, c.tokens, m.model_dim, rng);
-      c.x = std::move(in.x);
-      c.massive = std::move(in.massive_tokens);
-      Device& dev = rt.device();
-      const std::size_t xy = std::max<std::size_t>(16, c.x.size() * 2);
-      c.d_x = DeviceBuffer(dev, xy), c.d_y = DeviceBuffer(dev, xy);
-      c.d_ids = DeviceBuffer(dev, std::max<std::size_t>(4, c.routing.ids.size() * 4));
-      c.d_w = DeviceBuffer(dev, std::max<std::size_t>(4, c.routing.weights.size() * 4));
-      dev.copy_to_device(c.d_x.get(), c.x.data(), c.x.size() * 2);
-      const workload::Routing slots = workload::to_physical(c.routing, placement, experts, rng);
-      dev.copy_to_device(c.d_ids.get(), slots.ids.data(), slots.ids.size() * 4);
-      if (nodes)  // the node serving each slot (its physical expert's rank's node)
-        for (int id : slots.ids)
-          c.slot_nodes.push_back(id >= 0 && id < m.experts ? id / m.experts_per_rank / a.node_size : -1);
-      dev.copy_to_device(c.d_w.get(), c.routing.weights.data(), c.routing.weights.size() * 4);
-    }
-    // profile: events between the stages (the stage times); without, the launches are an
-    // engine's (each kernel may start while the one before it ends).
-    auto call_all = [&](bool profile) {
-      for (std::size_t i = 0; i < ranks.size(); ++i) {
-        RankCall& c = calls[i];
-        ranks[i]->set_profile(profile);
-        ranks[i]->device().fill_bytes(c.d_y.get(), 0xFF, c.d_y.bytes());  // NaN poison
-        ranks[i]->forward(*prepared[i], c.d_x.get(), static_cast<int*>(c.d_ids.get()), static_cast<float*>(c.d_w.get()),
-                          c.d_y.get(), c.tokens, streams[i]);
-      }
-      for (std::size_t i = 0; i < ranks.size(); ++i) ranks[i]->device().synchronize(streams[i]);
-    };
-    auto read_outputs = [&] {
-      std::vector<std::vector<std::uint16_t>> out(ranks.size());
-      for (std::size_t i = 0; i < ranks.size(); ++i) {
-        out[i].resize(calls[i].x.size());
-        ranks[i]->device().copy_to_host(out[i].data(), calls[i].d_y.get(), out[i].size() * 2);
-      }
-      return out;
-    };
-    call_all(false);  // warm-up
-    call_all(false);  // the call checked
-    const std::vector<std::vector<std::uint16_t>> ys = read_outputs();
-    call_all(true);  // the call timed: the same bits
-    const bool same_bits = read_outputs() == ys;
-    // The worst rank's numbers: the largest relL2 and stage times.
-    StageTimes t;
-    workload::CheckResult worst;
-    std::size_t checked = 0;
-    bool ok = same_bits, subset = false;
-    std::string notes = same_bits ? "" : "  the timed call's outputs differ from the checked call's on the same inputs\n";
-    std::vector<workload::RankOutput> outputs;
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      Runtime& rt = *ranks[i];
-      RankCall& c = calls[i];
-      StageTimes ti = rt.last_stage_times();
-      t.route_ms = std::max(t.route_ms, ti.route_ms), t.quantize_ms = std::max(t.quantize_ms, ti.quantize_ms);
-      t.stage1_ms = std::max(t.stage1_ms, ti.stage1_ms), t.stage2_ms = std::max(t.stage2_ms, ti.stage2_ms);
-      t.combine_ms = std::max(t.combine_ms, ti.combine_ms), t.total_ms = std::max(t.total_ms, ti.total_ms);
-      CallErrors errors = rt.take_errors();
-      ok = ok && errors.bad_ids == 3LL * c.routing.planted_bad_ids && errors.bounds_violations == 0 &&
-           errors.dropped_rows == 0;  // three calls
-      if (errors.any())
-        notes += fmt::format("  rank {}: kernels reported {} bad ids (first at slot {}), {} bounds violations, {} dropped "
-                             "rows\n",
-                             rt.rank(), errors.bad_ids, errors.first_bad_slot, errors.bounds_violations,
-                             errors.dropped_rows);
-      outputs.push_back({&c.x, &c.routing, &ys[i], &c.massive, nodes ? rt.rank() / a.node_size : 0,
-                         nodes ? &c.slot_nodes : nullptr});
-    }
-    std::mt19937_64 rng = workload::inputs_rng(a.seed + 7, bs, draw);
-    const std::vector<workload::CheckResult> results =
-        a.check ? workload::check_group(cfg, all_weights, experts, outputs, a.ref_tokens, rng, first.arithmetic(bs),
-                                      &shared)
-                : std::vector<workload::CheckResult>{};
-    bool flips_noted = false;
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      const workload::CheckResult& res = results[i];
-      if (calls[i].tokens == 0) continue;
-      ok = ok && res.pass();
-      if (res.unwritten)
-        notes += fmt::format("  rank {}: {} output elements were never written\n", ranks[i]->rank(), res.unwritten);
-      worst.rel_l2_exact = std::max(worst.rel_l2_exact, res.rel_l2_exact);
-      worst.rel_l2_emulated = std::max(worst.rel_l2_emulated, res.rel_l2_emulated);
-      worst.worst_token_emulated = std::max(worst.worst_token_emulated, res.worst_token_emulated);
-      checked += res.checked_tokens;
-      subset = subset || res.subset;
-      if (!flips_noted && res.h_near_boundary)  // one count for the group's check
-        notes += fmt::format("  {} h values the activations' error can round either way (allowed one step each)\n",
-                             res.h_near_boundary);
-      flips_noted = true;
-      for (const workload::TokenCheck& tc : res.massive)
-        notes += fmt::format("  {}massive token {}: relL2 against the exact reference {:.3e}, the emulating one {:.3e}\n",
-                             world > 1 ? fmt::format("rank {}: ", ranks[i]->rank()) : "", tc.token, tc.rel_l2_exact,
-                             tc.rel_l2_emulated);
-    }
-    const std::string verdict = a.check ? (ok ? "PASS" : "FAIL") : (ok ? "ran" : "FAIL");
-    failures += !ok;
-    if (world > 1 && ranks.size() == 1) fmt::print("rank {}: ", first.rank());  // one process of ipc
-    fmt::print("{:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>10.1f} {:>9.1f} {:>10.3e} {:>10.3e} {:>10.3e} {:>7} {:>6}\n",
-               bs, cfg.bucket_for_tokens(bs).bucket, t.route_ms * 1e3, t.quantize_ms * 1e3, t.stage1_ms * 1e3,
-               t.stage2_ms * 1e3, t.combine_ms * 1e3, t.total_ms * 1e3, worst.rel_l2_exact, worst.rel_l2_emulated,
-               worst.worst_token_emulated, fmt::format("{}{}", checked, subset ? "*" : ""), verdict);
-    fmt::print("{}", notes);
-    std::fflush(stdout);  // a row as soon as it is known, also into a pipe (a run cut short keeps its rows)
-    if (!a.save_routing.empty()) workload::write_routing(calls[0].routing, a.save_routing);
-  }
-  for (std::size_t i = 0; i < ranks.size(); ++i) ranks[i]->device().destroy_stream(streams[i]);
+  for (std::int64_t bs : a.sizes) failures += !run_size(a, g, bs, draws[bs]++, placement, all_weights, shared, replay);
+  for (std::size_t i = 0; i < ranks.size(); ++i) ranks[i]->device().destroy_stream(g.streams[i]);
   return failures;
 }
 

@@ -433,6 +433,336 @@ std::vector<BucketConfig> tile_phase_entries(const Config& per_rank, const Confi
   return entries;
 }
 
+// A search's fixed facts, settled before any GPU is touched: the options checked, the model,
+// the starting table, the buckets, and what is timed (the model at the table's keys).
+struct Plan {
+  const TuneOptions& o;
+  std::function<void(const std::string&)> print;
+  std::string name, start_name;
+  Config model, start, per_rank;
+  std::vector<int> buckets;
+  Modes start_modes;
+  bool search_modes = false;  // x and h, and the wire
+  Clock::time_point t0;
+
+  const BucketConfig& entry_at(int b) const { return start.buckets[bucket_index(b)]; }
+};
+
+void check_options(const TuneOptions& o) {
+  if (o.pairs < 3) throw Error(fmt::format("megamoe-tune: pairs = {}, expected at least 3", o.pairs));
+  if (!(o.min_gain >= 0 && o.min_gain < 0.5))
+    throw Error(fmt::format("megamoe-tune: min_gain = {}, expected 0 to 0.5", o.min_gain));
+  if (o.world < 1 || o.world > kMaxWorld)
+    throw Error(fmt::format("megamoe-tune: world = {}, expected 1..{}", o.world, int(kMaxWorld)));
+  if (o.world > 1 && o.transport == Transport::ipc)
+    throw Error("megamoe-tune: transport ipc: the search runs the group's ranks in its own process (loopback or peer)");
+}
+
+// The starting table on the model, keyed as the model keys its table (--from: another config's,
+// the knobs not searched the model's own).
+void take_start(Plan& p) {
+  p.start = p.model;
+  p.start_name = p.model.name;
+  if (!p.o.start.empty()) {
+    const Config other = load_config(p.o.start);
+    p.start.buckets = with_buckets_of(p.model, other).buckets;  // refuses a table the model cannot take
+    p.start_name = other.name;
+    for (int i = 0; i < kBucketCount; ++i)
+      p.start.buckets[i].dispatch = p.model.buckets[i].dispatch,
+      p.start.buckets[i].bounds_check = p.model.buckets[i].bounds_check;
+  }
+  for (const BucketConfig& b : p.start.buckets)
+    if (!allowed(p.start, b))
+      throw Error(fmt::format("megamoe-tune: the starting table's bucket {} breaks the shape contract for {}", b.bucket,
+                              p.model.name));
+}
+
+std::vector<int> bucket_list(const std::vector<int>& asked) {
+  std::vector<int> buckets = asked;
+  if (buckets.empty())
+    for (int b = 1; b <= 8192; b *= 2) buckets.push_back(b);
+  std::sort(buckets.begin(), buckets.end());
+  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
+  for (int b : buckets)
+    if (b < kMinBucket || b > kMaxBucket || (b & (b - 1)))
+      throw Error(fmt::format("megamoe-tune: bucket {}: expected a power of two from {} to {}", b, kMinBucket,
+                              kMaxBucket));
+  return buckets;
+}
+
+Plan make_plan(const TuneOptions& o, Clock::time_point t0) {
+  Plan p{o, o.print ? o.print : [](const std::string& s) { fmt::print("{}\n", s), std::fflush(stdout); }};
+  p.t0 = t0;
+  p.name = tuned_name(o.out);
+  check_options(o);
+  p.model = load_config(o.config);
+  if (o.world > 1) config_for_world(p.model, o.world);  // refuses a world that does not divide the experts
+  take_start(p);
+  p.buckets = bucket_list(o.buckets);
+  // Timed at world 1 on the experts a rank holds where the keys count: bucket b is then b tokens.
+  p.per_rank = p.start.keys_experts_per_rank == p.model.model.experts ? p.start
+                                                                       : with_experts(p.start, p.start.keys_experts_per_rank);
+  p.start_modes = modes_of(p.entry_at(p.buckets.front()));
+  if (o.modes) {
+    BucketConfig probe = with_modes(p.per_rank, p.entry_at(p.buckets.front()), *o.modes);
+    std::string why;
+    if (!allowed(p.per_rank, probe, &why))
+      throw Error(fmt::format("megamoe-tune: modes {} do not suit {}: {}", to_string(*o.modes), p.model.name, why));
+  }
+  p.search_modes = !o.modes && (o.space.modes || o.space.fp8_wire);
+  return p;
+}
+
+// No GPU: what a run would compile, for o.arch.
+TuneResult compile_only(const Plan& p) {
+  const TuneOptions& o = p.o;
+  p.print(fmt::format("megamoe-tune --compile-only: {} from {}'s table for {}; buckets {}", p.model.name, p.start_name,
+                      o.arch, fmt::join(p.buckets, ",")));
+  TuneResult res;
+  auto add = [&](std::pair<int, double> c) { res.kernels_compiled += c.first, res.compile_seconds += c.second; };
+  if (p.search_modes)
+    add(compile_ahead(p.per_rank, mode_phase_entries(p.per_rank, p.start, p.buckets, p.start_modes, o.space), o.arch,
+                      o.threads, "modes", p.print));
+  add(compile_ahead(p.per_rank, tile_phase_entries(p.per_rank, p.start, p.buckets, o.modes.value_or(p.start_modes), o.space),
+                    o.arch, o.threads, "tiles", p.print));
+  if (o.world > 1) {  // a rank's kernels for the starting table's keys (the tuned tiles are known only on the GPU)
+    std::vector<BucketConfig> entries;
+    for (const BucketConfig& e : p.start.buckets)
+      if (e.bucket <= p.buckets.back()) entries.push_back(with_modes(p.per_rank, e, o.modes.value_or(p.start_modes)));
+    add(compile_ahead(p.start, entries, o.arch, o.threads, fmt::format("world {}", o.world), p.print, o.world));
+  }
+  res.seconds = seconds_since(p.t0);
+  p.print(fmt::format("compiled {} kernels in {:.0f} s", res.kernels_compiled, res.seconds));
+  return res;
+}
+
+// The journal's header: everything a resumed run must share with the one it resumes.
+json journal_header(const Plan& p, const std::string& device) {
+  const TuneOptions& o = p.o;
+  std::vector<std::string> start_entries;
+  for (const BucketConfig& b : p.start.buckets) start_entries.push_back(entry_text(b));
+  const nlohmann::ordered_json model_json = config_json(p.model, p.model.name, "");
+  return {{"journal", "megamoe-tune/1"},
+          {"config", p.model.name},
+          {"model", json::parse(model_json["model"].dump())},
+          {"activation", json::parse(model_json["activation"].dump())},
+          {"start", start_entries},
+          {"device", device},
+          {"buckets", p.buckets},
+          {"space", {{"fp8_resident", o.space.fp8_resident}, {"fp8_wire", o.space.fp8_wire}, {"modes", o.space.modes}}},
+          {"pairs", o.pairs},
+          {"min_gain", o.min_gain},
+          {"modes", o.modes ? json(to_string(*o.modes)) : json(nullptr)},
+          {"seed", o.seed},
+          {"world", o.world},
+          {"transport", to_string(o.transport)}};
+}
+
+// The search on one GPU: the modes, every bucket's tiles and weight source, the report's times.
+class GpuSearch {
+ public:
+  GpuSearch(const Plan& p, Bench& bench, TuneJournal& journal)
+      : p_(p), o_(p.o), dev_(bench.device()), journal_(journal),
+        search_(p.o, p.per_rank, bench, journal, p.t0) {}
+
+  PairTimer& timer_for(int b) {  // a bucket's input sets, made once
+    auto& t = timers_[b];
+    if (!t) t = std::make_unique<PairTimer>(dev_, p_.per_rank.model, b, o_.seed);
+    return *t;
+  }
+  void release_timers() { timers_.clear(); }
+
+  // The card's sustained clock, on the largest bucket's entry under `modes`.
+  void settle(const Modes* modes, int rounds, int seconds, const std::string& what) {
+    const int b = p_.buckets.back();
+    PairTimer& timer = timer_for(b);
+    Side s = search_.side(timer, modes ? with_modes(p_.per_rank, p_.entry_at(b), *modes) : p_.entry_at(b));
+    std::string how;
+    timer.settle(s.calls, rounds, seconds, &how);
+    p_.print(what + how);
+  }
+
+  // 1. The table-wide modes: as asked, from the journal, or each candidate timed beside the start.
+  Modes choose_modes(const std::vector<Modes>& mode_list) {
+    Modes modes = o_.modes.value_or(p_.start_modes);
+    if (!p_.search_modes) {
+      p_.print(fmt::format("modes: {} for every bucket ({})", to_string(modes), o_.modes ? "as asked" : "the start's"));
+      return modes;
+    }
+    if (auto m = journal_.modes()) {
+      for (const Modes& c : mode_list)
+        for (const Modes& w : wire_candidates(c, o_.space))
+          if (to_string(w) == *m) modes = w;
+      p_.print(fmt::format("modes: {} (from the journal)", to_string(modes)));
+      return modes;
+    }
+    modes = best_modes(mode_list, p_.start_modes);
+    modes = best_modes(wire_candidates(modes, o_.space), modes);
+    journal_.set_modes(to_string(modes));
+    p_.print(fmt::format("modes: {} for every bucket", to_string(modes)));
+    return modes;
+  }
+
+  // 3. One bucket's search from its slot of `tuned`, which it leaves holding the winner.
+  BucketReport search_bucket(int b, BucketConfig& slot, bool& cut_short) {
+    const auto tb = Clock::now();
+    BucketReport r;
+    r.bucket = b;
+    r.rows_per_expert = mean_rows_per_expert(p_.per_rank, b);
+    r.start_tactic = tactic_label(p_.entry_at(b));
+    if (auto done = journal_.bucket(b)) {
+      slot = entry_from_text(p_.per_rank, b, done->entry);
+      p_.print(fmt::format("bucket {:>5}: {} (resumed from the journal)", b, tactic_label(slot)));
+      return report_from_json(done->report);
+    }
+    if (search_.out_of_time()) {
+      cut_short = true;
+      r.tuned_tactic = tactic_label(slot);
+      r.note = "not searched: the --minutes bound was reached";
+      p_.print(fmt::format("bucket {:>5}: {} (not searched: the --minutes bound was reached)", b, tactic_label(slot)));
+      return r;
+    }
+    PairTimer& timer = timer_for(b);
+    Descent d{timer, search_.side(timer, slot), r};
+    timer.warm(d.inc.calls, 0.3);
+    descend(d, Knob::stage1);
+    descend(d, Knob::stage2);
+    if (descend(d, Knob::weights)) descend(d, Knob::stage1), descend(d, Knob::stage2);
+    cut_short |= d.cut;
+    slot = d.inc.entry;
+    r.tuned_tactic = tactic_label(slot);
+    time_start_beside(d, b, slot);
+    if (d.cut) r.note = "searched in part: the --minutes bound was reached (a later run with the journal goes on)";
+    else journal_.add_bucket(b, {entry_text(slot), report_json(r)});  // a bucket cut short is searched again on resume
+    p_.print(fmt::format("bucket {:>5}: {}: {:.4f} ms, the start's {:.4f} ms ({:.3f}x); {} timed, {} pruned, {:.1f} s",
+                         b, r.tuned_tactic, r.tuned_ms, r.start_ms, r.start_ms / r.tuned_ms, r.timed, r.pruned,
+                         seconds_since(tb)));
+    return r;
+  }
+
+ private:
+  struct Timed {
+    BucketConfig entry;
+    double ms;
+  };
+  // A bucket's coordinate search: the incumbent, every candidate's median in its own pair.
+  struct Descent {
+    PairTimer& timer;
+    Side inc;
+    BucketReport& r;
+    std::vector<Timed> timed;
+    bool cut = false;  // the --minutes bound stopped this bucket's search
+  };
+
+  // Each candidate of knob k beside the incumbent; the best by --min-gain replaces it (true then).
+  bool descend(Descent& d, Knob k) {
+    std::vector<Pruned> pruned;
+    const std::vector<BucketConfig> list = candidates(p_.per_rank, d.inc.entry, k, o_.space, &pruned);
+    d.r.pruned += int(pruned.size());
+    const BucketConfig* best = nullptr;
+    double best_ratio = 1 - o_.min_gain;
+    for (const BucketConfig& c : list) {
+      if ((d.cut = search_.out_of_time())) break;
+      const PairTimes t = search_.pair(d.timer, d.inc, c);
+      ++d.r.timed;
+      d.timed.push_back({c, t.candidate_ms});
+      if (t.ratio < best_ratio) best = &c, best_ratio = t.ratio;
+    }
+    if (!best) return false;
+    const BucketConfig next = *best;
+    d.inc.calls = CapturedCalls();  // the graph before the runtime it launches into
+    d.inc = search_.side(d.timer, next);
+    return true;
+  }
+
+  // The starting entry beside the tuned one (the same entry: one time for both), and the runner-up.
+  void time_start_beside(Descent& d, int b, const BucketConfig& tuned) {
+    BucketReport& r = d.r;
+    const BucketConfig& first = p_.entry_at(b);
+    if (entry_text(first) == entry_text(tuned)) {
+      r.start_ms = r.tuned_ms = d.timer.time_pair(d.inc.calls, d.inc.calls, o_.pairs).incumbent_ms;
+    } else {
+      const PairTimes t = search_.pair(d.timer, d.inc, first);
+      r.tuned_ms = t.incumbent_ms, r.start_ms = t.candidate_ms;
+    }
+    for (const Timed& t : d.timed)
+      if (entry_text(t.entry) != entry_text(tuned) && (r.runner_up_ms == 0 || t.ms < r.runner_up_ms))
+        r.runner_up_ms = t.ms, r.runner_up_tactic = tactic_label(t.entry);
+  }
+
+  // Each candidate beside `base` at every bucket: the geometric mean of candidate / base.
+  double mode_score(const Modes& base, const Modes& cand) {
+    std::vector<double> r;
+    for (int b : p_.buckets) {
+      PairTimer& timer = timer_for(b);
+      const Side inc = search_.side(timer, with_modes(p_.per_rank, p_.entry_at(b), base));
+      r.push_back(search_.pair(timer, inc, with_modes(p_.per_rank, p_.entry_at(b), cand)).ratio);
+    }
+    const double g = geometric_mean(r);
+    p_.print(fmt::format("modes {}: {:.3f} of {}'s time (geometric mean over {} buckets, {:.3f} to {:.3f})",
+                         to_string(cand), g, to_string(base), r.size(), *std::min_element(r.begin(), r.end()),
+                         *std::max_element(r.begin(), r.end())));
+    return g;
+  }
+
+  Modes best_modes(const std::vector<Modes>& list, const Modes& base) {
+    Modes best = base;
+    double best_g = 1 - o_.min_gain;
+    for (const Modes& m : list)
+      if (!(m == base))
+        if (const double g = mode_score(base, m); g < best_g) best = m, best_g = g;
+    return best;
+  }
+
+  const Plan& p_;
+  const TuneOptions& o_;
+  Device& dev_;
+  TuneJournal& journal_;
+  Search search_;
+  std::map<int, std::unique_ptr<PairTimer>> timers_;
+};
+
+// 16384 and 32768 (no bench times them) take 8192's entry where it was timed and they were not:
+// their rows per expert are wider still, and the search's tiles there are already the widest.
+bool fill_above_8192(const Plan& p, Config& tuned) {
+  const bool above_from_8192 = p.buckets.back() == 8192;
+  for (BucketConfig& e : tuned.buckets)
+    if (above_from_8192 && e.bucket > 8192) {
+      const int keep = e.bucket;
+      e = tuned.buckets[bucket_index(8192)];
+      e.bucket = keep;
+    }
+  return above_from_8192;
+}
+
+// The config, written by rename and read back, and its report beside it.
+void write_tuned(const Plan& p, const Config& tuned, const Modes& modes, const std::string& device_name,
+                 bool above_from_8192, const std::string& journal_path, TuneResult& res) {
+  const TuneOptions& o = p.o;
+  const std::string description = fmt::format(
+      "{} (model: {}). Bucket table tuned by megamoe-tune on {} on {}, from {}'s table: buckets {} timed; modes {} "
+      "for every bucket; {}{}.",
+      p.name, p.model.name, device_name, today(), p.start_name, fmt::join(p.buckets, ","), to_string(modes),
+      o.world > 1 ? fmt::format("dispatch knobs searched over {} ranks ({})", o.world, to_string(o.transport))
+                  : "dispatch as the start's (not searched: world 1)",
+      above_from_8192 ? "; buckets 16384 and 32768 take 8192's entry (not timed)" : "");
+  Config written = p.model;
+  written.buckets = tuned.buckets;
+  const std::string text = config_text(config_json(written, p.name, description));
+  if (const auto dir = std::filesystem::path(o.out).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
+  res.tuned = parse_config(text, o.out);  // what the file will hold, read as load_config reads it
+  const std::string tmp = o.out + ".tmp";
+  if (!(std::ofstream(tmp) << text)) throw Error(fmt::format("megamoe-tune: cannot write {}", tmp));
+  std::filesystem::rename(tmp, o.out);  // whole or not at all
+  res.seconds = seconds_since(p.t0);
+  res.report = report_text(res, p.model.name, p.start_name, device_name, o.world, o.transport);
+  const std::string report_path = (std::filesystem::path(o.out).parent_path() / (p.name + ".report.txt")).string();
+  if (!(std::ofstream(report_path) << res.report))
+    throw Error(fmt::format("megamoe-tune: wrote {}, but cannot write its report {}", o.out, report_path));
+  p.print(res.report);
+  p.print(fmt::format("wrote {} and {}; journal {}", o.out, report_path, journal_path));
+}
+
 }  // namespace
 
 std::string tuned_name(const std::string& out_path) {
@@ -446,302 +776,61 @@ std::string tuned_name(const std::string& out_path) {
 }
 
 TuneResult run_tune(const TuneOptions& o) {
-  const auto t0 = Clock::now();
-  auto print = o.print ? o.print : [](const std::string& s) { fmt::print("{}\n", s), std::fflush(stdout); };
-  const std::string name = tuned_name(o.out);
-  if (o.pairs < 3) throw Error(fmt::format("megamoe-tune: pairs = {}, expected at least 3", o.pairs));
-  if (!(o.min_gain >= 0 && o.min_gain < 0.5))
-    throw Error(fmt::format("megamoe-tune: min_gain = {}, expected 0 to 0.5", o.min_gain));
-  if (o.world < 1 || o.world > kMaxWorld)
-    throw Error(fmt::format("megamoe-tune: world = {}, expected 1..{}", o.world, int(kMaxWorld)));
-  if (o.world > 1 && o.transport == Transport::ipc)
-    throw Error("megamoe-tune: transport ipc: the search runs the group's ranks in its own process (loopback or peer)");
-  const Config model = load_config(o.config);
-  if (o.world > 1) config_for_world(model, o.world);  // refuses a world that does not divide the experts
-  Config start = model;  // the starting table on the model, keyed as the model keys its table
-  std::string start_name = model.name;
-  if (!o.start.empty()) {
-    const Config other = load_config(o.start);
-    start.buckets = with_buckets_of(model, other).buckets;  // refuses a table the model cannot take
-    start_name = other.name;
-    for (int i = 0; i < kBucketCount; ++i)  // not searched: the model's own
-      start.buckets[i].dispatch = model.buckets[i].dispatch, start.buckets[i].bounds_check = model.buckets[i].bounds_check;
-  }
-  for (const BucketConfig& b : start.buckets)
-    if (!allowed(start, b)) throw Error(fmt::format("megamoe-tune: the starting table's bucket {} breaks the shape "
-                                                    "contract for {}", b.bucket, model.name));
-  std::vector<int> buckets = o.buckets;
-  if (buckets.empty())
-    for (int b = 1; b <= 8192; b *= 2) buckets.push_back(b);
-  std::sort(buckets.begin(), buckets.end());
-  buckets.erase(std::unique(buckets.begin(), buckets.end()), buckets.end());
-  for (int b : buckets)
-    if (b < kMinBucket || b > kMaxBucket || (b & (b - 1)))
-      throw Error(fmt::format("megamoe-tune: bucket {}: expected a power of two from {} to {}", b, kMinBucket,
-                              kMaxBucket));
-  // Timed at world 1 on the experts a rank holds where the keys count: bucket b is then b tokens.
-  const Config per_rank = start.keys_experts_per_rank == model.model.experts
-                              ? start
-                              : with_experts(start, start.keys_experts_per_rank);
-  WarnOnce warn_once(print);
+  const Plan p = make_plan(o, Clock::now());
+  WarnOnce warn_once(p.print);
+  if (o.compile_only) return compile_only(p);
 
-  auto entry_at = [&](int b) { return start.buckets[bucket_index(b)]; };
-  const Modes start_modes = modes_of(entry_at(buckets.front()));
-  if (o.modes) {
-    BucketConfig probe = with_modes(per_rank, entry_at(buckets.front()), *o.modes);
-    std::string why;
-    if (!allowed(per_rank, probe, &why))
-      throw Error(fmt::format("megamoe-tune: modes {} do not suit {}: {}", to_string(*o.modes), model.name, why));
-  }
-  const bool search_modes = !o.modes && (o.space.modes || o.space.fp8_wire);  // x and h, and the wire
-
-  if (o.compile_only) {  // no GPU: what a run would compile, for o.arch
-    print(fmt::format("megamoe-tune --compile-only: {} from {}'s table for {}; buckets {}", model.name, start_name,
-                      o.arch, fmt::join(buckets, ",")));
-    TuneResult res;
-    auto add = [&](std::pair<int, double> c) { res.kernels_compiled += c.first, res.compile_seconds += c.second; };
-    if (search_modes) add(compile_ahead(per_rank, mode_phase_entries(per_rank, start, buckets, start_modes, o.space),
-                                        o.arch, o.threads, "modes", print));
-    add(compile_ahead(per_rank, tile_phase_entries(per_rank, start, buckets, o.modes.value_or(start_modes), o.space),
-                      o.arch, o.threads, "tiles", print));
-    if (o.world > 1) {  // a rank's kernels for the starting table's keys (the tuned tiles are known only on the GPU)
-      std::vector<BucketConfig> entries;
-      for (const BucketConfig& e : start.buckets)
-        if (e.bucket <= buckets.back()) entries.push_back(with_modes(per_rank, e, o.modes.value_or(start_modes)));
-      add(compile_ahead(start, entries, o.arch, o.threads, fmt::format("world {}", o.world), print, o.world));
-    }
-    res.seconds = seconds_since(t0);
-    print(fmt::format("compiled {} kernels in {:.0f} s", res.kernels_compiled, res.seconds));
-    return res;
-  }
-
-  auto bench = std::make_unique<Bench>(per_rank, o.space, buckets.back(), o.seed);
+  auto bench = std::make_unique<Bench>(p.per_rank, o.space, p.buckets.back(), o.seed);
   Device& dev = bench->device();
   const std::string arch = dev.arch(), device_name = dev.name();
-  print(fmt::format("megamoe-tune: {} ({} experts a rank at the table's keys, {} / {}, top-{}) from {}'s table on {}, "
-                    "Hopper path; buckets {}",
-                    model.name, per_rank.model.experts, model.model.model_dim, model.model.inter_dim,
-                    model.model.topk, start_name, dev.name(), fmt::join(buckets, ",")));
-
+  p.print(fmt::format("megamoe-tune: {} ({} experts a rank at the table's keys, {} / {}, top-{}) from {}'s table on {}, "
+                      "Hopper path; buckets {}",
+                      p.model.name, p.per_rank.model.experts, p.model.model.model_dim, p.model.model.inter_dim,
+                      p.model.model.topk, p.start_name, device_name, fmt::join(p.buckets, ",")));
   const std::string journal_path =
-      o.journal.empty() ? (std::filesystem::path(o.out).parent_path() / (name + ".journal.jsonl")).string() : o.journal;
-  std::vector<std::string> start_entries;
-  for (const BucketConfig& b : start.buckets) start_entries.push_back(entry_text(b));
-  const nlohmann::ordered_json model_json = config_json(model, model.name, "");
-  const json header = {{"journal", "megamoe-tune/1"},
-                       {"config", model.name},
-                       {"model", json::parse(model_json["model"].dump())},
-                       {"activation", json::parse(model_json["activation"].dump())},
-                       {"start", start_entries},
-                       {"device", dev.name()},
-                       {"buckets", buckets},
-                       {"space", {{"fp8_resident", o.space.fp8_resident}, {"fp8_wire", o.space.fp8_wire},
-                                  {"modes", o.space.modes}}},
-                       {"pairs", o.pairs},
-                       {"min_gain", o.min_gain},
-                       {"modes", o.modes ? json(to_string(*o.modes)) : json(nullptr)},
-                       {"seed", o.seed},
-                       {"world", o.world},
-                       {"transport", to_string(o.transport)}};
-  TuneJournal journal(journal_path, header);
+      o.journal.empty() ? (std::filesystem::path(o.out).parent_path() / (p.name + ".journal.jsonl")).string() : o.journal;
+  TuneJournal journal(journal_path, journal_header(p, device_name));
   if (journal.resumed_pairs())
-    print(fmt::format("journal {}: resuming ({} pairs timed, {} buckets done)", journal_path, journal.resumed_pairs(),
-                      journal.resumed_buckets()));
-  Search search(o, per_rank, *bench, journal, t0);
+    p.print(fmt::format("journal {}: resuming ({} pairs timed, {} buckets done)", journal_path, journal.resumed_pairs(),
+                        journal.resumed_buckets()));
+  GpuSearch search(p, *bench, journal);
   TuneResult res;
-  std::map<int, std::unique_ptr<PairTimer>> timers;  // a bucket's input sets, made once
-  auto timer_for = [&](int b) -> PairTimer& {
-    auto& t = timers[b];
-    if (!t) t = std::make_unique<PairTimer>(dev, per_rank.model, b, o.seed);
-    return *t;
-  };
 
   // 1. The table-wide modes.
   std::vector<std::string> modes_pruned;
-  const std::vector<Modes> mode_list = mode_candidates(per_rank, start_modes, o.space, &modes_pruned);
-  if (search_modes) {
-    for (const std::string& p : modes_pruned) print("pruned: " + p);
-    auto [n, s] = compile_ahead(per_rank, mode_phase_entries(per_rank, start, buckets, start_modes, o.space), arch,
-                                o.threads, "modes", print);
+  const std::vector<Modes> mode_list = mode_candidates(p.per_rank, p.start_modes, o.space, &modes_pruned);
+  if (p.search_modes) {
+    for (const std::string& pruned : modes_pruned) p.print("pruned: " + pruned);
+    auto [n, s] = compile_ahead(p.per_rank, mode_phase_entries(p.per_rank, p.start, p.buckets, p.start_modes, o.space),
+                                arch, o.threads, "modes", p.print);
     res.kernels_compiled += n, res.compile_seconds += s;
   }
-  {  // the sustained clock, on the largest bucket's starting entry
-    PairTimer& timer = timer_for(buckets.back());
-    Side s = search.side(timer, entry_at(buckets.back()));
-    std::string how;
-    timer.settle(s.calls, 3, 30, &how);
-    print("clock: " + how);
-  }
-  Modes modes = o.modes.value_or(start_modes);
-  if (!search_modes) {
-    print(fmt::format("modes: {} for every bucket ({})", to_string(modes), o.modes ? "as asked" : "the start's"));
-  } else if (auto m = journal.modes()) {
-    for (const Modes& c : mode_list)
-      for (const Modes& w : wire_candidates(c, o.space))
-        if (to_string(w) == *m) modes = w;
-    print(fmt::format("modes: {} (from the journal)", to_string(modes)));
-  } else {
-    // Each candidate beside `base` at every bucket: the geometric mean of candidate / base.
-    auto score = [&](const Modes& base, const Modes& cand) {
-      std::vector<double> r;
-      for (int b : buckets) {
-        PairTimer& timer = timer_for(b);
-        const Side inc = search.side(timer, with_modes(per_rank, entry_at(b), base));
-        r.push_back(search.pair(timer, inc, with_modes(per_rank, entry_at(b), cand)).ratio);
-      }
-      const double g = geometric_mean(r);
-      print(fmt::format("modes {}: {:.3f} of {}'s time (geometric mean over {} buckets, {:.3f} to {:.3f})",
-                        to_string(cand), g, to_string(base), r.size(), *std::min_element(r.begin(), r.end()),
-                        *std::max_element(r.begin(), r.end())));
-      return g;
-    };
-    auto best_of = [&](const std::vector<Modes>& list, const Modes& base) {
-      Modes best = base;
-      double best_g = 1 - o.min_gain;
-      for (const Modes& m : list)
-        if (!(m == base))
-          if (const double g = score(base, m); g < best_g) best = m, best_g = g;
-      return best;
-    };
-    modes = best_of(mode_list, start_modes);
-    modes = best_of(wire_candidates(modes, o.space), modes);
-    journal.set_modes(to_string(modes));
-    print(fmt::format("modes: {} for every bucket", to_string(modes)));
-  }
+  search.settle(nullptr, 3, 30, "clock: ");
+  const Modes modes = search.choose_modes(mode_list);
   res.modes = modes;
 
   // 2. Every bucket's candidates compiled ahead: both weight sources' tiles.
   {
-    auto [n, s] = compile_ahead(per_rank, tile_phase_entries(per_rank, start, buckets, modes, o.space), arch,
-                                o.threads, "tiles", print);
+    auto [n, s] = compile_ahead(p.per_rank, tile_phase_entries(p.per_rank, p.start, p.buckets, modes, o.space), arch,
+                                o.threads, "tiles", p.print);
     res.kernels_compiled += n, res.compile_seconds += s;
   }
-  if (res.compile_seconds > 5) {  // the card idled through the compiles: its sustained clock again
-    PairTimer& timer = timer_for(buckets.back());
-    Side s = search.side(timer, with_modes(per_rank, entry_at(buckets.back()), modes));
-    std::string how;
-    timer.settle(s.calls, 1, 15, &how);
-    print("clock after compiling: " + how);
-  }
+  if (res.compile_seconds > 5) search.settle(&modes, 1, 15, "clock after compiling: ");  // the card idled
 
   // 3. Each bucket's search.
-  Config tuned = start;
-  for (BucketConfig& e : tuned.buckets) e = with_modes(per_rank, e, modes);
-  for (int b : buckets) {
-    const auto tb = Clock::now();
-    BucketReport r;
-    r.bucket = b;
-    r.rows_per_expert = mean_rows_per_expert(per_rank, b);
-    r.start_tactic = tactic_label(entry_at(b));
-    BucketConfig& slot = tuned.buckets[bucket_index(b)];
-    if (auto done = journal.bucket(b)) {
-      slot = entry_from_text(per_rank, b, done->entry);
-      res.rows.push_back(report_from_json(done->report));
-      print(fmt::format("bucket {:>5}: {} (resumed from the journal)", b, tactic_label(slot)));
-      continue;
-    }
-    if (search.out_of_time()) {
-      res.cut_short = true;
-      r.tuned_tactic = tactic_label(slot);
-      r.note = "not searched: the --minutes bound was reached";
-      res.rows.push_back(r);
-      print(fmt::format("bucket {:>5}: {} (not searched: the --minutes bound was reached)", b, tactic_label(slot)));
-      continue;
-    }
-    PairTimer& timer = timer_for(b);
-    Side inc = search.side(timer, slot);
-    timer.warm(inc.calls, 0.3);
-    struct Timed {
-      BucketConfig entry;
-      double ms;
-    };
-    std::vector<Timed> timed;  // every candidate's median in its own pair
-    bool cut = false;          // the --minutes bound stopped this bucket's search
-    auto descend = [&](Knob k) {
-      std::vector<Pruned> pruned;
-      const std::vector<BucketConfig> list = candidates(per_rank, inc.entry, k, o.space, &pruned);
-      r.pruned += int(pruned.size());
-      const BucketConfig* best = nullptr;
-      double best_ratio = 1 - o.min_gain;
-      for (const BucketConfig& c : list) {
-        if ((cut = search.out_of_time())) break;
-        const PairTimes t = search.pair(timer, inc, c);
-        ++r.timed;
-        timed.push_back({c, t.candidate_ms});
-        if (t.ratio < best_ratio) best = &c, best_ratio = t.ratio;
-      }
-      if (best) {
-        const BucketConfig next = *best;
-        inc.calls = CapturedCalls();  // the graph before the runtime it launches into
-        inc = search.side(timer, next);
-      }
-      return best != nullptr;
-    };
-    descend(Knob::stage1);
-    descend(Knob::stage2);
-    if (descend(Knob::weights)) descend(Knob::stage1), descend(Knob::stage2);
-    res.cut_short |= cut;
-    slot = inc.entry;
-    r.tuned_tactic = tactic_label(slot);
-    // The starting entry beside the tuned one (the same entry: one time for both).
-    const BucketConfig& first = entry_at(b);
-    if (entry_text(first) == entry_text(slot)) {
-      r.start_ms = r.tuned_ms = timer.time_pair(inc.calls, inc.calls, o.pairs).incumbent_ms;
-    } else {
-      const PairTimes t = search.pair(timer, inc, first);
-      r.tuned_ms = t.incumbent_ms, r.start_ms = t.candidate_ms;
-    }
-    for (const Timed& t : timed)
-      if (entry_text(t.entry) != entry_text(slot) && (r.runner_up_ms == 0 || t.ms < r.runner_up_ms))
-        r.runner_up_ms = t.ms, r.runner_up_tactic = tactic_label(t.entry);
-    if (cut) r.note = "searched in part: the --minutes bound was reached (a later run with the journal goes on)";
-    else journal.add_bucket(b, {entry_text(slot), report_json(r)});  // a bucket cut short is searched again on resume
-    print(fmt::format("bucket {:>5}: {}: {:.4f} ms, the start's {:.4f} ms ({:.3f}x); {} timed, {} pruned, {:.1f} s", b,
-                      r.tuned_tactic, r.tuned_ms, r.start_ms, r.start_ms / r.tuned_ms, r.timed, r.pruned,
-                      seconds_since(tb)));
-    res.rows.push_back(r);
-  }
+  Config tuned = p.start;
+  for (BucketConfig& e : tuned.buckets) e = with_modes(p.per_rank, e, modes);
+  for (int b : p.buckets) res.rows.push_back(search.search_bucket(b, tuned.buckets[bucket_index(b)], res.cut_short));
+
   // 4. Over several ranks, the dispatch knobs, on groups of ranks (the world-1 bench freed first).
   if (o.world > 1) {
-    timers.clear();
+    search.release_timers();
     bench.reset();
-    DispatchSearch(o, model, journal, t0, print).run(tuned, buckets, arch, res);
+    DispatchSearch(o, p.model, journal, p.t0, p.print).run(tuned, p.buckets, arch, res);
   }
-
-  // 16384 and 32768 (no bench times them) take 8192's entry where it was timed and they were not:
-  // their rows per expert are wider still, and the search's tiles there are already the widest.
-  const bool above_from_8192 = buckets.back() == 8192;
-  for (BucketConfig& e : tuned.buckets)
-    if (above_from_8192 && e.bucket > 8192) {
-      const int keep = e.bucket;
-      e = tuned.buckets[bucket_index(8192)];
-      e.bucket = keep;
-    }
-
-  // 4. The config, written by rename and read back.
-  tuned.name = name;
-  const std::string description = fmt::format(
-      "{} (model: {}). Bucket table tuned by megamoe-tune on {} on {}, from {}'s table: buckets {} timed; modes {} "
-      "for every bucket; {}{}.",
-      name, model.name, device_name, today(), start_name, fmt::join(buckets, ","), to_string(modes),
-      o.world > 1 ? fmt::format("dispatch knobs searched over {} ranks ({})", o.world, to_string(o.transport))
-                  : "dispatch as the start's (not searched: world 1)",
-      above_from_8192 ? "; buckets 16384 and 32768 take 8192's entry (not timed)" : "");
-  Config written = model;
-  written.buckets = tuned.buckets;
-  const std::string text = config_text(config_json(written, name, description));
-  if (const auto dir = std::filesystem::path(o.out).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
-  res.tuned = parse_config(text, o.out);  // what the file will hold, read as load_config reads it
-  const std::string tmp = o.out + ".tmp";
-  if (!(std::ofstream(tmp) << text)) throw Error(fmt::format("megamoe-tune: cannot write {}", tmp));
-  std::filesystem::rename(tmp, o.out);  // whole or not at all
-  res.seconds = seconds_since(t0);
-  res.report = report_text(res, model.name, start_name, device_name, o.world, o.transport);
-  const std::string report_path = (std::filesystem::path(o.out).parent_path() / (name + ".report.txt")).string();
-  if (!(std::ofstream(report_path) << res.report))
-    throw Error(fmt::format("megamoe-tune: wrote {}, but cannot write its report {}", o.out, report_path));
-  print(res.report);
-  print(fmt::format("wrote {} and {}; journal {}", o.out, report_path, journal_path));
+  const bool above_from_8192 = fill_above_8192(p, tuned);
+  tuned.name = p.name;
+  write_tuned(p, tuned, modes, device_name, above_from_8192, journal_path, res);
   return res;
 }
 
