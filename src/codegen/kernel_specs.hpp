@@ -32,12 +32,12 @@ TypedSpec<CombineArgs> combine_spec(CombineWire wire);
 TypedSpec<QuantizeRowsArgs> quantize_rows_spec(int block = 32);
 
 // --- portable (kernel_specs_portable.cpp) ---
-TypedSpec<Stage1PortableArgs> stage1_portable_spec(const Activation& act, int bm, bool bounds_check);
-TypedSpec<Stage2PortableArgs> stage2_portable_spec(int bm, CombineWire wire, bool bounds_check);
+TypedSpec<Stage1Args> stage1_portable_spec(const Activation& act, int bm, bool bounds_check);
+TypedSpec<Stage2Args> stage2_portable_spec(int bm, CombineWire wire, bool bounds_check);
 
 // --- tensor_core (kernel_specs_tensor_core.cpp) ---
-TypedSpec<Stage1TensorCoreArgs> stage1_tensor_core_spec(const Activation& act, int bm, int model_dim, bool bounds_check);
-TypedSpec<Stage2TensorCoreArgs> stage2_tensor_core_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
+TypedSpec<Stage1Args> stage1_tensor_core_spec(const Activation& act, int bm, int model_dim, bool bounds_check);
+TypedSpec<Stage2Args> stage2_tensor_core_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 
 // --- hopper (kernel_specs_hopper.cpp) ---
 // x quantized once per token into the routed layout: quantize_rows' place on this path; x_block
@@ -74,11 +74,11 @@ TypedSpec<Args> with_nvshmem(TypedSpec<Args> spec) {
 }
 // Not a layer kernel: megamoe-bench's flag latency between two ranks (ep/flag_pingpong.cuh).
 TypedSpec<FlagPingPongArgs> flag_pingpong_spec();
-TypedSpec<Stage1PortableEpArgs> stage1_portable_ep_spec(const Activation& act, int bm, bool bounds_check);
-TypedSpec<Stage2PortableEpArgs> stage2_portable_ep_spec(int bm, CombineWire wire, bool bounds_check);
-TypedSpec<Stage1TensorCoreEpArgs> stage1_tensor_core_ep_spec(const Activation& act, int bm, int model_dim,
+TypedSpec<Stage1EpArgs> stage1_portable_ep_spec(const Activation& act, int bm, bool bounds_check);
+TypedSpec<Stage2EpArgs> stage2_portable_ep_spec(int bm, CombineWire wire, bool bounds_check);
+TypedSpec<Stage1EpArgs> stage1_tensor_core_ep_spec(const Activation& act, int bm, int model_dim,
                                                              bool bounds_check);
-TypedSpec<Stage2TensorCoreEpArgs> stage2_tensor_core_ep_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
+TypedSpec<Stage2EpArgs> stage2_tensor_core_ep_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check);
 TypedSpec<Stage1HopperEpArgs> stage1_hopper_ep_spec(const Activation& act, int bm, const HopperScales& scales,
                                                      bool bounds_check, WeightSource weights = WeightSource::mxfp4,
                                                      int groups = 1);

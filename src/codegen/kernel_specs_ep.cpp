@@ -75,23 +75,23 @@ TypedSpec<FlagPingPongArgs> flag_pingpong_spec() {
   return s;
 }
 
-TypedSpec<Stage1PortableEpArgs> stage1_portable_ep_spec(const Activation& act, int bm, bool bounds_check) {
-  return ep_stage_spec<Stage1PortableEpArgs>(stage1_portable_spec(act, bm, bounds_check), "ep/portable_ep.cuh");
+TypedSpec<Stage1EpArgs> stage1_portable_ep_spec(const Activation& act, int bm, bool bounds_check) {
+  return ep_stage_spec<Stage1EpArgs>(stage1_portable_spec(act, bm, bounds_check), "ep/portable_ep.cuh");
 }
 
-TypedSpec<Stage2PortableEpArgs> stage2_portable_ep_spec(int bm, CombineWire wire, bool bounds_check) {
-  return ep_stage_spec<Stage2PortableEpArgs>(stage2_portable_spec(bm, wire, bounds_check), "ep/portable_ep.cuh");
+TypedSpec<Stage2EpArgs> stage2_portable_ep_spec(int bm, CombineWire wire, bool bounds_check) {
+  return ep_stage_spec<Stage2EpArgs>(stage2_portable_spec(bm, wire, bounds_check), "ep/portable_ep.cuh");
 }
 
-TypedSpec<Stage1TensorCoreEpArgs> stage1_tensor_core_ep_spec(const Activation& act, int bm, int model_dim,
+TypedSpec<Stage1EpArgs> stage1_tensor_core_ep_spec(const Activation& act, int bm, int model_dim,
                                                              bool bounds_check) {
-  return ep_stage_spec<Stage1TensorCoreEpArgs>(stage1_tensor_core_spec(act, bm, model_dim, bounds_check),
+  return ep_stage_spec<Stage1EpArgs>(stage1_tensor_core_spec(act, bm, model_dim, bounds_check),
                                                "ep/tensor_core_ep.cuh");
 }
 
-TypedSpec<Stage2TensorCoreEpArgs> stage2_tensor_core_ep_spec(int bm, int inter_dim, CombineWire wire,
+TypedSpec<Stage2EpArgs> stage2_tensor_core_ep_spec(int bm, int inter_dim, CombineWire wire,
                                                              bool bounds_check) {
-  return ep_stage_spec<Stage2TensorCoreEpArgs>(stage2_tensor_core_spec(bm, inter_dim, wire, bounds_check),
+  return ep_stage_spec<Stage2EpArgs>(stage2_tensor_core_spec(bm, inter_dim, wire, bounds_check),
                                                "ep/tensor_core_ep.cuh");
 }
 

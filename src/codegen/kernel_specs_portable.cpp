@@ -5,9 +5,9 @@
 
 namespace megamoe {
 
-TypedSpec<Stage1PortableArgs> stage1_portable_spec(const Activation& act, int bm, bool bounds_check) {
+TypedSpec<Stage1Args> stage1_portable_spec(const Activation& act, int bm, bool bounds_check) {
   ActivationCode a = activation_code(act);
-  TypedSpec<Stage1PortableArgs> s;
+  TypedSpec<Stage1Args> s;
   s.family = "stage1_portable";
   s.name_parts = {a.tag, fmt::format("bm{}", bm), fmt::format("bw{}", kPortableBw), bounds_tag(bounds_check)};
   s.includes = {"moe/stage1_portable.cuh"};
@@ -18,8 +18,8 @@ TypedSpec<Stage1PortableArgs> stage1_portable_spec(const Activation& act, int bm
   return s;
 }
 
-TypedSpec<Stage2PortableArgs> stage2_portable_spec(int bm, CombineWire wire, bool bounds_check) {
-  TypedSpec<Stage2PortableArgs> s;
+TypedSpec<Stage2Args> stage2_portable_spec(int bm, CombineWire wire, bool bounds_check) {
+  TypedSpec<Stage2Args> s;
   s.family = "stage2_portable";
   s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kPortableBw), wire_tag(wire), bounds_tag(bounds_check)};
   s.includes = {"moe/stage2_portable.cuh"};

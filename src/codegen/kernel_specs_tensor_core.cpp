@@ -7,10 +7,10 @@
 
 namespace megamoe {
 
-TypedSpec<Stage1TensorCoreArgs> stage1_tensor_core_spec(const Activation& act, int bm, int model_dim,
+TypedSpec<Stage1Args> stage1_tensor_core_spec(const Activation& act, int bm, int model_dim,
                                                         bool bounds_check) {
   ActivationCode a = activation_code(act);
-  TypedSpec<Stage1TensorCoreArgs> s;
+  TypedSpec<Stage1Args> s;
   s.family = "stage1_tensor_core";
   s.name_parts = {a.tag, fmt::format("bm{}", bm), fmt::format("bw{}", kWeightRowsPerBlock),
                   fmt::format("s{}", tensor_core_stages(bm)), bounds_tag(bounds_check)};
@@ -23,8 +23,8 @@ TypedSpec<Stage1TensorCoreArgs> stage1_tensor_core_spec(const Activation& act, i
   return s;
 }
 
-TypedSpec<Stage2TensorCoreArgs> stage2_tensor_core_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check) {
-  TypedSpec<Stage2TensorCoreArgs> s;
+TypedSpec<Stage2Args> stage2_tensor_core_spec(int bm, int inter_dim, CombineWire wire, bool bounds_check) {
+  TypedSpec<Stage2Args> s;
   s.family = "stage2_tensor_core";
   s.name_parts = {fmt::format("bm{}", bm), fmt::format("bw{}", kWeightRowsPerBlock),
                   fmt::format("s{}", tensor_core_stages(bm)), wire_tag(wire), bounds_tag(bounds_check)};

@@ -12,14 +12,14 @@ namespace megamoe {
 
 struct PortableKernels {
   TypedSpec<QuantizeRowsArgs> quantize;
-  TypedSpec<Stage1PortableArgs> stage1;
-  TypedSpec<Stage2PortableArgs> stage2;
+  TypedSpec<Stage1Args> stage1;
+  TypedSpec<Stage2Args> stage2;
 };
 
 struct TensorCoreKernels {
   TypedSpec<QuantizeRowsArgs> quantize;
-  TypedSpec<Stage1TensorCoreArgs> stage1;
-  TypedSpec<Stage2TensorCoreArgs> stage2;
+  TypedSpec<Stage1Args> stage1;
+  TypedSpec<Stage2Args> stage2;
 };
 
 struct HopperKernels {
@@ -48,14 +48,14 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket, Ker
 // around them (Stage1 runs the dispatch), combine_ep; and the serial path's dispatch_ep and
 // single-GPU Stage1, launched in their place.
 struct PortableEpKernels {
-  TypedSpec<Stage1PortableEpArgs> stage1;
-  TypedSpec<Stage2PortableEpArgs> stage2;
-  TypedSpec<Stage1PortableArgs> stage1_serial;
+  TypedSpec<Stage1EpArgs> stage1;
+  TypedSpec<Stage2EpArgs> stage2;
+  TypedSpec<Stage1Args> stage1_serial;
 };
 struct TensorCoreEpKernels {
-  TypedSpec<Stage1TensorCoreEpArgs> stage1;
-  TypedSpec<Stage2TensorCoreEpArgs> stage2;
-  TypedSpec<Stage1TensorCoreArgs> stage1_serial;
+  TypedSpec<Stage1EpArgs> stage1;
+  TypedSpec<Stage2EpArgs> stage2;
+  TypedSpec<Stage1Args> stage1_serial;
 };
 struct HopperEpKernels {
   TypedSpec<Stage1HopperEpArgs> stage1;

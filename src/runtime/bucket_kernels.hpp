@@ -29,14 +29,14 @@ struct Kernel : LoadedKernel {};
 
 struct PortableLoaded {
   Kernel<QuantizeRowsArgs> quantize;
-  Kernel<Stage1PortableArgs> stage1;
-  Kernel<Stage2PortableArgs> stage2;
+  Kernel<Stage1Args> stage1;
+  Kernel<Stage2Args> stage2;
 };
 
 struct TensorCoreLoaded {
   Kernel<QuantizeRowsArgs> quantize;
-  Kernel<Stage1TensorCoreArgs> stage1;
-  Kernel<Stage2TensorCoreArgs> stage2;
+  Kernel<Stage1Args> stage1;
+  Kernel<Stage2Args> stage2;
 };
 
 struct HopperLoaded {
@@ -63,14 +63,14 @@ std::unique_ptr<BucketKernels> load_bucket_kernels(Device& device, KernelBuilder
 // grid barrier, the dispatch's senders and receivers, Stage1's tiles and the dispatch) launch no
 // more blocks than can be resident at once: resident_* hold those numbers.
 struct PortableEpLoaded {
-  Kernel<Stage1PortableEpArgs> stage1;
-  Kernel<Stage2PortableEpArgs> stage2;
-  Kernel<Stage1PortableArgs> stage1_serial;
+  Kernel<Stage1EpArgs> stage1;
+  Kernel<Stage2EpArgs> stage2;
+  Kernel<Stage1Args> stage1_serial;
 };
 struct TensorCoreEpLoaded {
-  Kernel<Stage1TensorCoreEpArgs> stage1;
-  Kernel<Stage2TensorCoreEpArgs> stage2;
-  Kernel<Stage1TensorCoreArgs> stage1_serial;
+  Kernel<Stage1EpArgs> stage1;
+  Kernel<Stage2EpArgs> stage2;
+  Kernel<Stage1Args> stage1_serial;
 };
 struct HopperEpLoaded {
   Kernel<Stage1HopperEpArgs> stage1;

@@ -115,11 +115,11 @@ void launch_ep_call(const EpCall& c) {
       [&](const auto& path) {
         using L = std::decay_t<decltype(path)>;
         if constexpr (std::is_same_v<L, PortableEpLoaded>)
-          launch_stages<L, Stage1PortableEpArgs, Stage2PortableEpArgs, Stage1PortableArgs, Stage2PortableArgs>(
+          launch_stages<L, Stage1EpArgs, Stage2EpArgs, Stage1Args, Stage2Args>(
               c, path, m.inter_dim / kPortableBw, m.model_dim / kPortableBw, false,
               [](const EpCall& cc, auto& s1, auto& s2) { by_row_args(cc, KernelPath::portable, s1, s2); });
         else if constexpr (std::is_same_v<L, TensorCoreEpLoaded>)
-          launch_stages<L, Stage1TensorCoreEpArgs, Stage2TensorCoreEpArgs, Stage1TensorCoreArgs, Stage2TensorCoreArgs>(
+          launch_stages<L, Stage1EpArgs, Stage2EpArgs, Stage1Args, Stage2Args>(
               c, path, 2 * m.inter_dim / rows_per_block, m.model_dim / rows_per_block, false,
               [](const EpCall& cc, auto& s1, auto& s2) { by_row_args(cc, KernelPath::tensor_core, s1, s2); });
         else

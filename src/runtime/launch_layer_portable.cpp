@@ -7,8 +7,8 @@ void launch_stages_portable(const LayerCall& c, const PortableLoaded& k) {
   const ModelShape& m = c.model;
   launch_quantize_rows(c, k.quantize);
   c.mark(StageMark::quantized);
-  Stage1PortableArgs a1{};
-  Stage2PortableArgs a2{};
+  Stage1Args a1{};
+  Stage2Args a2{};
   layer_stage_args(c, WeightForm::layout_v1, a1, a2);
   c.launch(k.stage1, c.tile_grid(c.kernels.bm1, m.inter_dim / kPortableBw, 8), a1);
   c.mark(StageMark::stage1_done);

@@ -7,8 +7,8 @@ void launch_stages_tensor_core(const LayerCall& c, const TensorCoreLoaded& k) {
   const ModelShape& m = c.model;
   launch_quantize_rows(c, k.quantize);
   c.mark(StageMark::quantized);
-  Stage1TensorCoreArgs a1{};
-  Stage2TensorCoreArgs a2{};
+  Stage1Args a1{};
+  Stage2Args a2{};
   layer_stage_args(c, WeightForm::layout_v3, a1, a2);
   c.launch(k.stage1,
            c.tile_grid(c.kernels.bm1, 2 * m.inter_dim / kWeightRowsPerBlock, k.stage1.planned_per_sm(), k.stage1.cluster),

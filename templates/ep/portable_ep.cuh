@@ -10,7 +10,7 @@
 namespace megamoe {
 
 template <class Act, int BM, int BW, bool kCheck>
-MM_DEVICE void stage1_portable_ep(const Stage1PortableEpArgs& a) {
+MM_DEVICE void stage1_portable_ep(const Stage1EpArgs& a) {
   mm_wait_prior_grid();
   mm_release_dependents();
   const int dispatchers = a.dispatch.blocks, block = int(blockIdx.x);
@@ -21,7 +21,7 @@ MM_DEVICE void stage1_portable_ep(const Stage1PortableEpArgs& a) {
 }
 
 template <int BM, int BW, int kWire, bool kCheck>
-MM_DEVICE void stage2_portable_ep(const Stage2PortableEpArgs& a) {
+MM_DEVICE void stage2_portable_ep(const Stage2EpArgs& a) {
   mm_wait_prior_grid();
   mm_release_dependents();
   stage2_portable_tiles<BM, BW, kWire, kCheck>(a.stage, PeerWireRows<kWire>{a.ep});

@@ -8,7 +8,7 @@
 namespace megamoe {
 
 template <class Act, int BM, int kStages, bool kCheck>
-MM_DEVICE void stage1_tensor_core_ep(const Stage1TensorCoreEpArgs& a) {
+MM_DEVICE void stage1_tensor_core_ep(const Stage1EpArgs& a) {
   mm_wait_prior_grid();
   mm_release_dependents();
   const int dispatchers = a.dispatch.blocks, block = int(blockIdx.x);
@@ -19,7 +19,7 @@ MM_DEVICE void stage1_tensor_core_ep(const Stage1TensorCoreEpArgs& a) {
 }
 
 template <int BM, int kStages, int kWire, bool kCheck>
-MM_DEVICE void stage2_tensor_core_ep(const Stage2TensorCoreEpArgs& a) {
+MM_DEVICE void stage2_tensor_core_ep(const Stage2EpArgs& a) {
   mm_wait_prior_grid();
   mm_release_dependents();
   stage2_tensor_core_tiles<BM, kStages, kWire, kCheck>(a.stage, PeerWireRows<kWire>{a.ep});

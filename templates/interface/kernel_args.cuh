@@ -107,56 +107,32 @@ struct DispatchRowsArgs {
   ErrorWords errors;
 };
 
-// stage1_portable (moe/stage1_portable.cuh): h = act(W1 x) by routed row, W1 in layout v1.
-struct Stage1PortableArgs {
-  static constexpr const char* kName = "Stage1PortableArgs";
+// Stage1 of the portable and tensor-core paths (moe/stage1_portable.cuh: W1 in layout v1, x and
+// h in scale blocks of 32; moe/stage1_tensor_core.cuh: W1 in layout v3, blocks of 64):
+// h = act(W1 x) by routed row, x by token.
+struct Stage1Args {
+  static constexpr const char* kName = "Stage1Args";
   const u8* x_q;       // by token, e4m3
-  const u8* x_scales;  // by token, e8m0 per 32 values
+  const u8* x_scales;  // by token, e8m0 per scale block
   RoutedRows rows;
-  ExpertWeights w1;  // layout v1 (the checkpoint's)
+  ExpertWeights w1;  // the path's layout
   u8* h_q;           // by routed row
-  u8* h_scales;      // e8m0 per 32 values
+  u8* h_scales;      // e8m0 per scale block
   int tokens;        // rows of x
   ErrorWords errors;
 };
 
-// stage2_portable (moe/stage2_portable.cuh): W2 h by routed row, times the route weight, onto the
-// combine wire at the row's slot.
-struct Stage2PortableArgs {
-  static constexpr const char* kName = "Stage2PortableArgs";
+// Stage2 of the portable and tensor-core paths (moe/stage2_portable.cuh,
+// moe/stage2_tensor_core.cuh): W2 h by routed row, times the route weight, onto the combine wire
+// at the row's slot.
+struct Stage2Args {
+  static constexpr const char* kName = "Stage2Args";
   const u8* h_q;
   const u8* h_scales;
   RoutedRows rows;
   ExpertWeights w2;
   void* wire;       // [slots][model_dim]: bf16, or e4m3 with wire_scales
   u8* wire_scales;  // e8m0 per 32 values (the fp8 wire)
-  int slots;
-  ErrorWords errors;
-};
-
-// stage1_tensor_core (moe/stage1_tensor_core.cuh): as stage1_portable, W1 in layout v3 and x
-// and h in scale blocks of 64.
-struct Stage1TensorCoreArgs {
-  static constexpr const char* kName = "Stage1TensorCoreArgs";
-  const u8* x_q;
-  const u8* x_scales;
-  RoutedRows rows;
-  ExpertWeights w1;  // layout v3
-  u8* h_q;
-  u8* h_scales;
-  int tokens;
-  ErrorWords errors;
-};
-
-// stage2_tensor_core (moe/stage2_tensor_core.cuh).
-struct Stage2TensorCoreArgs {
-  static constexpr const char* kName = "Stage2TensorCoreArgs";
-  const u8* h_q;
-  const u8* h_scales;
-  RoutedRows rows;
-  ExpertWeights w2;
-  void* wire;
-  u8* wire_scales;
   int slots;
   ErrorWords errors;
 };
@@ -301,26 +277,15 @@ struct DispatchEpArgs {
 
 // The EP stage kernels: the single-GPU stage's arguments (over the rows this rank received), the
 // group, and for Stage1 the dispatch its first blocks run.
-struct Stage1PortableEpArgs {
-  static constexpr const char* kName = "Stage1PortableEpArgs";
-  Stage1PortableArgs stage;
+struct Stage1EpArgs {  // the portable and tensor-core paths
+  static constexpr const char* kName = "Stage1EpArgs";
+  Stage1Args stage;
   EpArgs ep;
   EpDispatch dispatch;
 };
-struct Stage2PortableEpArgs {
-  static constexpr const char* kName = "Stage2PortableEpArgs";
-  Stage2PortableArgs stage;
-  EpArgs ep;
-};
-struct Stage1TensorCoreEpArgs {
-  static constexpr const char* kName = "Stage1TensorCoreEpArgs";
-  Stage1TensorCoreArgs stage;
-  EpArgs ep;
-  EpDispatch dispatch;
-};
-struct Stage2TensorCoreEpArgs {
-  static constexpr const char* kName = "Stage2TensorCoreEpArgs";
-  Stage2TensorCoreArgs stage;
+struct Stage2EpArgs {
+  static constexpr const char* kName = "Stage2EpArgs";
+  Stage2Args stage;
   EpArgs ep;
 };
 struct Stage1HopperEpArgs {

@@ -15,7 +15,7 @@ namespace megamoe {
 // The tiles first, first + step, ...; a tile's rows are read once gate.wait returns (one thread
 // waits; ep/stage_gates.cuh).
 template <class Act, int BM, int BW, bool kCheck, class Gate>
-MM_DEVICE void stage1_portable_tiles(const Stage1PortableArgs& a, int first, int step, const Gate& gate) {
+MM_DEVICE void stage1_portable_tiles(const Stage1Args& a, int first, int step, const Gate& gate) {
   const int model_dim = a.w1.model_dim, inter_dim = a.w1.inter_dim;
   using Gemm = PortableGemm<BM, BW, 2>;
   __shared__ union {
@@ -49,7 +49,7 @@ MM_DEVICE void stage1_portable_tiles(const Stage1PortableArgs& a, int first, int
 }
 
 template <class Act, int BM, int BW, bool kCheck>
-MM_DEVICE void stage1_portable(const Stage1PortableArgs& a) {
+MM_DEVICE void stage1_portable(const Stage1Args& a) {
   stage1_portable_tiles<Act, BM, BW, kCheck>(a, int(blockIdx.x), int(gridDim.x), NoRowsGate{});
 }
 

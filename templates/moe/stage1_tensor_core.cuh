@@ -15,7 +15,7 @@ namespace megamoe {
 // The tiles first, first + step, ...; a tile's rows are read once gate.wait returns (one thread
 // waits; moe/stage_gate.cuh).
 template <class Act, int BM, int kStages, bool kCheck, class Gate>
-MM_DEVICE void stage1_tensor_core_tiles(const Stage1TensorCoreArgs& a, int first, int step, const Gate& gate) {
+MM_DEVICE void stage1_tensor_core_tiles(const Stage1Args& a, int first, int step, const Gate& gate) {
   const int model_dim = a.w1.model_dim, inter_dim = a.w1.inter_dim;
   using Gemm = TensorCoreGemm<BM, kStages>;
   extern __shared__ __align__(16) u8 smem[];
@@ -51,7 +51,7 @@ MM_DEVICE void stage1_tensor_core_tiles(const Stage1TensorCoreArgs& a, int first
 }
 
 template <class Act, int BM, int kStages, bool kCheck>
-MM_DEVICE void stage1_tensor_core(const Stage1TensorCoreArgs& a) {
+MM_DEVICE void stage1_tensor_core(const Stage1Args& a) {
   stage1_tensor_core_tiles<Act, BM, kStages, kCheck>(a, int(blockIdx.x), int(gridDim.x), NoRowsGate{});
 }
 

@@ -13,7 +13,7 @@ namespace megamoe {
 // The tiles of a grid-wide walk; each output row (a row's wire code, row_slot) goes where
 // wire.row() says.
 template <int BM, int BW, int kWire, bool kCheck, class Wire>
-MM_DEVICE void stage2_portable_tiles(const Stage2PortableArgs& a, const Wire& wire) {
+MM_DEVICE void stage2_portable_tiles(const Stage2Args& a, const Wire& wire) {
   const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
   using Gemm = PortableGemm<BM, BW, 1>;
   __shared__ union {
@@ -55,7 +55,7 @@ MM_DEVICE void stage2_portable_tiles(const Stage2PortableArgs& a, const Wire& wi
 }
 
 template <int BM, int BW, int kWire, bool kCheck>
-MM_DEVICE void stage2_portable(const Stage2PortableArgs& a) {
+MM_DEVICE void stage2_portable(const Stage2Args& a) {
   stage2_portable_tiles<BM, BW, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
 }
 

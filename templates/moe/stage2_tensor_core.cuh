@@ -13,7 +13,7 @@ namespace megamoe {
 // The tiles of a grid-wide walk; each output row (a row's wire code, row_slot) goes where
 // wire.row() says.
 template <int BM, int kStages, int kWire, bool kCheck, class Wire>
-MM_DEVICE void stage2_tensor_core_tiles(const Stage2TensorCoreArgs& a, const Wire& wire) {
+MM_DEVICE void stage2_tensor_core_tiles(const Stage2Args& a, const Wire& wire) {
   const int model_dim = a.w2.model_dim, inter_dim = a.w2.inter_dim;
   using Gemm = TensorCoreGemm<BM, kStages>;
   extern __shared__ __align__(16) u8 smem[];
@@ -59,7 +59,7 @@ MM_DEVICE void stage2_tensor_core_tiles(const Stage2TensorCoreArgs& a, const Wir
 }
 
 template <int BM, int kStages, int kWire, bool kCheck>
-MM_DEVICE void stage2_tensor_core(const Stage2TensorCoreArgs& a) {
+MM_DEVICE void stage2_tensor_core(const Stage2Args& a) {
   stage2_tensor_core_tiles<BM, kStages, kWire, kCheck>(a, wire_rows<kWire>(a.wire, a.wire_scales, a.w2.model_dim));
 }
 

@@ -55,7 +55,7 @@ TEST_CASE("the rendered source calls the template with the config's values", "[c
   CHECK(k.name == "megamoe_stage1_portable_situv2_bm64_bw64_bc0");
   CHECK(k.threads == 256);
   CHECK_THAT(k.source, Catch::Contains("extern \"C\" __global__ void __launch_bounds__(256)\n"
-                                       "megamoe_stage1_portable_situv2_bm64_bw64_bc0(const megamoe::Stage1PortableArgs "
+                                       "megamoe_stage1_portable_situv2_bm64_bw64_bc0(const megamoe::Stage1Args "
                                        "args) {"));
   CHECK_THAT(k.source, Catch::Contains("static constexpr float beta = 0x1p+2f;"));          // 4.0 exactly
   CHECK_THAT(k.source, Catch::Contains("static constexpr float linear_beta = 0x1.9p+4f;"));  // 25.0 exactly
