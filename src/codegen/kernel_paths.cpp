@@ -1,4 +1,5 @@
 #include "codegen/kernel_paths.hpp"
+#include "codegen/path_kernels.hpp"
 
 #include <mutex>
 #include <set>
@@ -57,15 +58,8 @@ void announce_path_choice(const PathChoice& choice) {
 }
 
 PathArithmetic path_arithmetic(KernelPath path, const Config& c, const BucketConfig& b) {
-  const ModelShape shape = padded_model(path, c.model);
-  PathArithmetic a{32, 32, Accumulation::exact, false, shape.model_dim, shape.inter_dim};
-  if (path == KernelPath::hopper) {
-    const HopperScales s = hopper_scales(c, b);
-    a.x = s.x_block == kXPerRow ? shape.model_dim : s.x_block;
-    a.h = kHopperHBlock, a.accumulation = Accumulation::sm90_fp8_mma, a.h_static = s.h_static;
-  } else if (path == KernelPath::tensor_core) {
-    a.x = a.h = kTensorCoreScaleBlock;
-  }
+  PathArithmetic a;
+  with_path(path, [&]<class P>(P) { a = P::arithmetic(c, b); });
   return a;
 }
 

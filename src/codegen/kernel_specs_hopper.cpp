@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_specs.hpp"
+#include "codegen/path_kernels.hpp"
+#include "config/path_requirements.hpp"
 #include "config/tile_sizes.hpp"
 
 namespace megamoe {
@@ -76,6 +78,43 @@ TypedSpec<Stage2HopperArgs> stage2_hopper_spec(int bm, CombineWire wire, const H
                      bool_literal(bounds_check),
                      bool_literal(resident)};
   return s;
+}
+
+}  // namespace megamoe
+
+// The path's definition (codegen/path_kernels.hpp): the scale modes of the bucket, the sums as
+// sm_90's fp8 MMA makes them.
+namespace megamoe {
+
+PathArithmetic HopperPath::arithmetic(const Config& config, const BucketConfig& b) {
+  const ModelShape shape = padded_model(kPath, config.model);
+  const HopperScales s = hopper_scales(config, b);
+  return PathArithmetic{s.x_block == kXPerRow ? shape.model_dim : s.x_block, kHopperHBlock, Accumulation::sm90_fp8_mma,
+                        s.h_static, shape.model_dim, shape.inter_dim};
+}
+
+PathTiles HopperPath::tiles(const ModelShape& m, const BucketConfig& b) {
+  return {hopper_bm(b, 1), hopper_bm(b, 2), 2 * m.inter_dim / b.stage1.weight_tile, m.model_dim / b.stage2.weight_tile};
+}
+
+HopperPath::Kernels<TypedSpec> HopperPath::specs(const Config& config, const BucketConfig& b, const PathTiles& t,
+                                                 const PathArithmetic&) {
+  const HopperScales scales = hopper_scales(config, b);
+  return {dispatch_rows_spec(scales.x_block, b.bounds_check),
+          stage1_hopper_spec(config.activation, t.bm1, scales, b.bounds_check, false, b.weights, hopper_groups(b.stage1)),
+          stage2_hopper_spec(t.bm2, b.combine_wire, scales, b.bounds_check, false, b.weights, hopper_groups(b.stage2))};
+}
+
+HopperPath::EpKernels<TypedSpec> HopperPath::ep_specs(const Config& config, const BucketConfig& b, const PathTiles& t,
+                                                      const PathArithmetic&) {
+  const HopperScales scales = hopper_scales(config, b);
+  return {stage1_hopper_ep_spec(config.activation, t.bm1, scales, b.bounds_check, b.weights, hopper_groups(b.stage1)),
+          stage2_hopper_ep_spec(t.bm2, b.combine_wire, scales, b.bounds_check, b.weights, hopper_groups(b.stage2)),
+          stage1_hopper_spec(config.activation, t.bm1, scales, b.bounds_check, false, b.weights, hopper_groups(b.stage1))};
+}
+
+TypedSpec<DispatchEpArgs> HopperPath::dispatch_ep(const Config& config, const BucketConfig& b, const PathArithmetic&) {
+  return dispatch_ep_spec(hopper_scales(config, b).x_block, true, b.bounds_check);
 }
 
 }  // namespace megamoe

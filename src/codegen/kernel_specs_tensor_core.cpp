@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_specs.hpp"
+#include "codegen/path_kernels.hpp"
+#include "config/path_requirements.hpp"
 #include "config/tile_sizes.hpp"
 
 namespace megamoe {
@@ -35,6 +37,41 @@ TypedSpec<Stage2Args> stage2_tensor_core_spec(int bm, int inter_dim, CombineWire
   s.threads = kTensorCoreThreads;
   s.shared_bytes = tensor_core_smem(bm, inter_dim, kWeightRowsPerBlock);  // the epilogue: 128 output columns
   return s;
+}
+
+}  // namespace megamoe
+
+// The path's definition (codegen/path_kernels.hpp): x and h in blocks of 64, sums exact.
+namespace megamoe {
+
+PathArithmetic TensorCorePath::arithmetic(const Config& config, const BucketConfig&) {
+  const ModelShape shape = padded_model(kPath, config.model);
+  return PathArithmetic{kTensorCoreScaleBlock, kTensorCoreScaleBlock, Accumulation::exact, false, shape.model_dim,
+                        shape.inter_dim};
+}
+
+PathTiles TensorCorePath::tiles(const ModelShape& m, const BucketConfig& b) {
+  return {tensor_core_bm(b.stage1.token_tile), tensor_core_bm(b.stage2.token_tile),
+          2 * m.inter_dim / kWeightRowsPerBlock, m.model_dim / kWeightRowsPerBlock};
+}
+
+TensorCorePath::Kernels<TypedSpec> TensorCorePath::specs(const Config& config, const BucketConfig& b,
+                                                         const PathTiles& t, const PathArithmetic& a) {
+  const ModelShape m = padded_model(kPath, config.model);
+  return {quantize_rows_spec(a.x), stage1_tensor_core_spec(config.activation, t.bm1, m.model_dim, b.bounds_check),
+          stage2_tensor_core_spec(t.bm2, m.inter_dim, b.combine_wire, b.bounds_check)};
+}
+
+TensorCorePath::EpKernels<TypedSpec> TensorCorePath::ep_specs(const Config& config, const BucketConfig& b,
+                                                              const PathTiles& t, const PathArithmetic&) {
+  const ModelShape m = padded_model(kPath, config.model);
+  return {stage1_tensor_core_ep_spec(config.activation, t.bm1, m.model_dim, b.bounds_check),
+          stage2_tensor_core_ep_spec(t.bm2, m.inter_dim, b.combine_wire, b.bounds_check),
+          stage1_tensor_core_spec(config.activation, t.bm1, m.model_dim, b.bounds_check)};
+}
+
+TypedSpec<DispatchEpArgs> TensorCorePath::dispatch_ep(const Config&, const BucketConfig& b, const PathArithmetic& a) {
+  return dispatch_ep_spec(a.x, false, b.bounds_check);
 }
 
 }  // namespace megamoe

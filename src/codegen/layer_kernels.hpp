@@ -1,40 +1,22 @@
 // The kernels a bucket of a config launches on a path, typed by their argument structs: routing
-// and combine on every path, and each path's own quantization and stage kernels.
+// and combine on every path, and the path's own (codegen/path_kernels.hpp).
 #pragma once
 #include <optional>
-#include <variant>
 #include <vector>
 
 #include "codegen/kernel_specs.hpp"
+#include "codegen/path_kernels.hpp"
 #include "megamoe/config.hpp"
 
 namespace megamoe {
-
-struct PortableKernels {
-  TypedSpec<QuantizeRowsArgs> quantize;
-  TypedSpec<Stage1Args> stage1;
-  TypedSpec<Stage2Args> stage2;
-};
-
-struct TensorCoreKernels {
-  TypedSpec<QuantizeRowsArgs> quantize;
-  TypedSpec<Stage1Args> stage1;
-  TypedSpec<Stage2Args> stage2;
-};
-
-struct HopperKernels {
-  TypedSpec<DispatchRowsArgs> dispatch;
-  TypedSpec<Stage1HopperArgs> stage1;
-  TypedSpec<Stage2HopperArgs> stage2;
-};
 
 struct LayerKernels {
   std::optional<TypedSpec<SharedRoutesArgs>> shared_routes;  // a model with shared experts: the first launch
   TypedSpec<RouteCountArgs> route_count;
   TypedSpec<RouteArgs> route;
   TypedSpec<CombineArgs> combine;
-  std::variant<PortableKernels, TensorCoreKernels, HopperKernels> path;
-  int bm1 = 0, bm2 = 0;       // token rows per Stage1 / Stage2 tile
+  PathKernels<TypedSpec> path;
+  PathTiles tiles;
   PathArithmetic arithmetic;  // the scale blocks the kernels were rendered for
 
   // Every kernel, in launch order.
@@ -47,29 +29,14 @@ LayerKernels layer_kernels(const Config& config, const BucketConfig& bucket, Ker
 // Over several ranks (docs/ep.md): route_ep with the count exchange, the stages with the protocol
 // around them (Stage1 runs the dispatch), combine_ep; and the serial path's dispatch_ep and
 // single-GPU Stage1, launched in their place.
-struct PortableEpKernels {
-  TypedSpec<Stage1EpArgs> stage1;
-  TypedSpec<Stage2EpArgs> stage2;
-  TypedSpec<Stage1Args> stage1_serial;
-};
-struct TensorCoreEpKernels {
-  TypedSpec<Stage1EpArgs> stage1;
-  TypedSpec<Stage2EpArgs> stage2;
-  TypedSpec<Stage1Args> stage1_serial;
-};
-struct HopperEpKernels {
-  TypedSpec<Stage1HopperEpArgs> stage1;
-  TypedSpec<Stage2HopperEpArgs> stage2;
-  TypedSpec<Stage1HopperArgs> stage1_serial;
-};
 struct EpLayerKernels {
   std::optional<TypedSpec<SharedRoutesArgs>> shared_routes;  // a model with shared experts: the first launch
   TypedSpec<RouteEpArgs> route;
   TypedSpec<DispatchEpArgs> dispatch;  // the serial path
   TypedSpec<CombineEpArgs> combine;
   std::optional<TypedSpec<NodeReduceEpArgs>> node_reduce;  // the nvshmem transport: after Stage2
-  std::variant<PortableEpKernels, TensorCoreEpKernels, HopperEpKernels> path;
-  int bm1 = 0, bm2 = 0;
+  EpPathKernels<TypedSpec> path;
+  PathTiles tiles;
   PathArithmetic arithmetic;
   std::vector<KernelSpec> all() const;
 };

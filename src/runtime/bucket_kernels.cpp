@@ -29,28 +29,25 @@ Kernel<Args> load(Device& device, KernelBuilder& builder, const TypedSpec<Args>&
   return k;
 }
 
+// A path's kernel set loaded, member by member.
+template <class Specs>
+auto load_set(Device& device, KernelBuilder& builder, const Specs& specs, int min_shared_bytes = 0) {
+  Rebound<Specs, Kernel> loaded;
+  zip_members(specs, loaded, [&](const auto& spec, auto& kernel) { kernel = load(device, builder, spec, min_shared_bytes); });
+  return loaded;
+}
+
 }  // namespace
 
 std::unique_ptr<BucketKernels> load_bucket_kernels(Device& device, KernelBuilder& builder, const BucketConfig& bucket,
                                                    const LayerKernels& specs) {
   auto b = std::make_unique<BucketKernels>();
   b->bucket = &bucket;
-  b->bm1 = specs.bm1;
-  b->bm2 = specs.bm2;
+  b->tiles = specs.tiles;
   if (specs.shared_routes) b->shared_routes = load(device, builder, *specs.shared_routes);
   b->route_count = load(device, builder, specs.route_count);
   b->route = load(device, builder, specs.route);
-  if (auto* p = std::get_if<PortableKernels>(&specs.path)) {
-    b->path = PortableLoaded{load(device, builder, p->quantize), load(device, builder, p->stage1),
-                             load(device, builder, p->stage2)};
-  } else if (auto* t = std::get_if<TensorCoreKernels>(&specs.path)) {
-    b->path = TensorCoreLoaded{load(device, builder, t->quantize), load(device, builder, t->stage1),
-                               load(device, builder, t->stage2)};
-  } else {
-    const HopperKernels& h = std::get<HopperKernels>(specs.path);
-    b->path = HopperLoaded{load(device, builder, h.dispatch), load(device, builder, h.stage1),
-                           load(device, builder, h.stage2)};
-  }
+  std::visit([&](const auto& set) { b->path = load_set(device, builder, set); }, specs.path);
   b->combine = load(device, builder, specs.combine);
   return b;
 }
@@ -70,7 +67,7 @@ std::unique_ptr<EpBucketKernels> load_ep_bucket_kernels(Device& device, KernelBu
   auto b = std::make_unique<EpBucketKernels>();
   const int m = min_shared_bytes;
   b->bucket = &bucket;
-  b->bm1 = specs.bm1, b->bm2 = specs.bm2;
+  b->tiles = specs.tiles;
   if (specs.shared_routes) b->shared_routes = load(device, builder, *specs.shared_routes, m);
   b->route = load(device, builder, specs.route, m);
   b->dispatch = load(device, builder, specs.dispatch, m);
@@ -78,23 +75,13 @@ std::unique_ptr<EpBucketKernels> load_ep_bucket_kernels(Device& device, KernelBu
   if (specs.node_reduce) b->node_reduce = load(device, builder, *specs.node_reduce, m);
   b->resident_route = resident(device, b->route);
   b->resident_dispatch = resident(device, b->dispatch);
-  if (auto* p = std::get_if<PortableEpKernels>(&specs.path)) {
-    PortableEpLoaded l{load(device, builder, p->stage1, m), load(device, builder, p->stage2, m),
-                       load(device, builder, p->stage1_serial, m)};
-    b->resident_stage1 = resident(device, l.stage1);
-    b->path = std::move(l);
-  } else if (auto* t = std::get_if<TensorCoreEpKernels>(&specs.path)) {
-    TensorCoreEpLoaded l{load(device, builder, t->stage1, m), load(device, builder, t->stage2, m),
-                         load(device, builder, t->stage1_serial, m)};
-    b->resident_stage1 = resident(device, l.stage1);
-    b->path = std::move(l);
-  } else {
-    const HopperEpKernels& h = std::get<HopperEpKernels>(specs.path);
-    HopperEpLoaded l{load(device, builder, h.stage1, m), load(device, builder, h.stage2, m),
-                     load(device, builder, h.stage1_serial, m)};
-    b->resident_stage1 = resident(device, l.stage1);
-    b->path = std::move(l);
-  }
+  std::visit(
+      [&](const auto& set) {
+        auto loaded = load_set(device, builder, set, m);
+        b->resident_stage1 = resident(device, loaded.stage1);
+        b->path = std::move(loaded);
+      },
+      specs.path);
   return b;
 }
 

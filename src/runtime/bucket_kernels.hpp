@@ -27,32 +27,14 @@ struct LoadedKernel {
 template <class Args>
 struct Kernel : LoadedKernel {};
 
-struct PortableLoaded {
-  Kernel<QuantizeRowsArgs> quantize;
-  Kernel<Stage1Args> stage1;
-  Kernel<Stage2Args> stage2;
-};
-
-struct TensorCoreLoaded {
-  Kernel<QuantizeRowsArgs> quantize;
-  Kernel<Stage1Args> stage1;
-  Kernel<Stage2Args> stage2;
-};
-
-struct HopperLoaded {
-  Kernel<DispatchRowsArgs> dispatch;
-  Kernel<Stage1HopperArgs> stage1;
-  Kernel<Stage2HopperArgs> stage2;
-};
-
 struct BucketKernels {
   const BucketConfig* bucket = nullptr;
-  int bm1 = 0, bm2 = 0;
+  PathTiles tiles;
   std::optional<Kernel<SharedRoutesArgs>> shared_routes;  // a model with shared experts
   Kernel<RouteCountArgs> route_count;
   Kernel<RouteArgs> route;
   Kernel<CombineArgs> combine;
-  std::variant<PortableLoaded, TensorCoreLoaded, HopperLoaded> path;
+  PathKernels<Kernel> path;  // the path's own (codegen/path_kernels.hpp)
 };
 
 // Builds (through the cache) and loads every kernel of `specs`.
@@ -62,30 +44,15 @@ std::unique_ptr<BucketKernels> load_bucket_kernels(Device& device, KernelBuilder
 // A bucket's kernels over several ranks. The kernels whose blocks wait for each other (route_ep's
 // grid barrier, the dispatch's senders and receivers, Stage1's tiles and the dispatch) launch no
 // more blocks than can be resident at once: resident_* hold those numbers.
-struct PortableEpLoaded {
-  Kernel<Stage1EpArgs> stage1;
-  Kernel<Stage2EpArgs> stage2;
-  Kernel<Stage1Args> stage1_serial;
-};
-struct TensorCoreEpLoaded {
-  Kernel<Stage1EpArgs> stage1;
-  Kernel<Stage2EpArgs> stage2;
-  Kernel<Stage1Args> stage1_serial;
-};
-struct HopperEpLoaded {
-  Kernel<Stage1HopperEpArgs> stage1;
-  Kernel<Stage2HopperEpArgs> stage2;
-  Kernel<Stage1HopperArgs> stage1_serial;
-};
 struct EpBucketKernels {
   const BucketConfig* bucket = nullptr;
-  int bm1 = 0, bm2 = 0;
+  PathTiles tiles;
   std::optional<Kernel<SharedRoutesArgs>> shared_routes;  // a model with shared experts
   Kernel<RouteEpArgs> route;
   Kernel<DispatchEpArgs> dispatch;
   Kernel<CombineEpArgs> combine;
   std::optional<Kernel<NodeReduceEpArgs>> node_reduce;  // the nvshmem transport
-  std::variant<PortableEpLoaded, TensorCoreEpLoaded, HopperEpLoaded> path;
+  EpPathKernels<Kernel> path;
   unsigned resident_route = 0, resident_dispatch = 0, resident_stage1 = 0;
 };
 

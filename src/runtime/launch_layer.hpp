@@ -1,6 +1,7 @@
 // One call's launches on one GPU: the call (LayerCall: the stream, the inputs, the persistent
-// grids' size) and its launchers, routing, quantization and combine in launch_layer.cpp and one
-// per kernel path in launch_layer_<path>.cpp. Runtime::forward checks its arguments, then calls
+// grids' size) and its launchers, routing, quantization and combine in launch_layer.cpp, and each
+// path's quantization and stages (between StageMark::routed and StageMark::stage2_done) as its
+// definition's launch (codegen/path_kernels.hpp) in launch_layer_<path>.cpp. Runtime::forward checks its arguments, then calls
 // these in order.
 #pragma once
 #include <algorithm>
@@ -71,9 +72,5 @@ void layer_stage_args(const LayerCall& c, WeightForm form, Stage1& s1, Stage2& s
   s2.slots = c.slots();
 }
 
-// Each path's quantization and stages, between StageMark::routed and StageMark::stage2_done.
-void launch_stages_portable(const LayerCall& call, const PortableLoaded& k);
-void launch_stages_tensor_core(const LayerCall& call, const TensorCoreLoaded& k);
-void launch_stages_hopper(const LayerCall& call, const HopperLoaded& k);
 
 }  // namespace megamoe

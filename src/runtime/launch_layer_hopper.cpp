@@ -1,11 +1,13 @@
-// The Hopper path's launches: dispatch (x quantized once per token into the routed layout), then
-// Stage1 and Stage2. Every launch may start early: the stage kernels request their first weights
-// before they wait (docs/layer.md).
+// The Hopper path's launchers (codegen/path_kernels.hpp): on one GPU dispatch (x quantized once
+// per token into the routed layout), then Stage1 and Stage2, every launch free to start early (the
+// stage kernels request their first weights before they wait: docs/layer.md); over several ranks
+// the stages with the protocol, x in the routed layout.
+#include "runtime/launch_ep_stages.hpp"
 #include "runtime/launch_layer.hpp"
 
 namespace megamoe {
 
-void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
+void HopperPath::launch(const LayerCall& c, const Kernels<Kernel>& k) {
   const ModelShape& m = c.model;
   Workspace& ws = c.ws;
   const DispatchRowsArgs d{
@@ -34,12 +36,15 @@ void launch_stages_hopper(const LayerCall& c, const HopperLoaded& k) {
   Stage1HopperArgs a1{};
   Stage2HopperArgs a2{};
   layer_stage_args(c, weight_form(KernelPath::hopper, c.kernels.bucket->weights), a1, a2);
-  const BucketConfig& b = *c.kernels.bucket;
-  c.launch(k.stage1,
-           c.tile_grid(c.kernels.bm1, 2 * m.inter_dim / b.stage1.weight_tile, k.stage1.planned_per_sm(), k.stage1.cluster),
-           a1, true);
+  const PathTiles& t = c.kernels.tiles;
+  c.launch(k.stage1, c.tile_grid(t.bm1, t.columns1, k.stage1.planned_per_sm(), k.stage1.cluster), a1, true);
   c.mark(StageMark::stage1_done);
-  c.launch(k.stage2, c.tile_grid(c.kernels.bm2, m.model_dim / b.stage2.weight_tile, k.stage2.planned_per_sm()), a2, true);
+  c.launch(k.stage2, c.tile_grid(t.bm2, t.columns2, k.stage2.planned_per_sm()), a2, true);
+}
+
+void HopperPath::launch_ep(const EpCall& c, const EpKernels<Kernel>& k) {
+  launch_ep_stages<Stage1HopperEpArgs, Stage2HopperEpArgs, Stage1HopperArgs, Stage2HopperArgs>(
+      c, k, true, [](const EpCall& cc, auto& s1, auto& s2) { hopper_args(cc, s1, s2); });
 }
 
 }  // namespace megamoe

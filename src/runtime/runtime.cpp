@@ -222,14 +222,7 @@ void Runtime::forward(const PreparedWeights& w, const void* x, const int* ids, c
                        routes.weights, y, int(tokens)};
   launch_route(call);
   call.mark(StageMark::routed);
-  std::visit(
-      [&](const auto& path_kernels) {
-        using K = std::decay_t<decltype(path_kernels)>;
-        if constexpr (std::is_same_v<K, PortableLoaded>) launch_stages_portable(call, path_kernels);
-        else if constexpr (std::is_same_v<K, TensorCoreLoaded>) launch_stages_tensor_core(call, path_kernels);
-        else launch_stages_hopper(call, path_kernels);
-      },
-      kernels.path);
+  std::visit([&](const auto& set) { std::decay_t<decltype(set)>::Path::launch(call, set); }, kernels.path);
   call.mark(StageMark::stage2_done);
   launch_combine(call);
   call.mark(StageMark::combined);

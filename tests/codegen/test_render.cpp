@@ -366,7 +366,7 @@ TEST_CASE("each path's arithmetic is what its kernels are rendered for", "[codeg
     const std::vector<KernelSpec> all = lk.all();
     CHECK(all[2].name().find("fp8x" + std::to_string(a.x)) != std::string::npos);
   }
-  CHECK(std::get<HopperKernels>(layer_kernels(k, b64, KernelPath::hopper).path).stage1.name().find("_x256_") !=
+  CHECK(std::get<HopperKernelSet<TypedSpec>>(layer_kernels(k, b64, KernelPath::hopper).path).stage1.name().find("_x256_") !=
         std::string::npos);
 }
 
@@ -382,7 +382,7 @@ TEST_CASE("the scale modes of a bucket: the Hopper path's arithmetic and kernel 
   const HopperScales s = hopper_scales(k, b);
   CHECK(s.x_block == kXPerRow);
   CHECK(s.h_exponent == -2);  // SiTUv2 4 x 25: |h| < 100, and 100 x 2^2 <= 448
-  const HopperKernels h = std::get<HopperKernels>(layer_kernels(k, b, KernelPath::hopper).path);
+  const HopperKernelSet<TypedSpec> h = std::get<HopperKernelSet<TypedSpec>>(layer_kernels(k, b, KernelPath::hopper).path);
   CHECK(h.dispatch.name() == "megamoe_dispatch_rows_fp8xrowf_bc0");
   CHECK(h.stage1.name().find("_xrow_hsm2_bc0") != std::string::npos);
   CHECK(h.stage2.name().find("_hsm2_bf16_bc0") != std::string::npos);
