@@ -4,6 +4,7 @@
 #include "common/numerics.cuh"
 #include "interface/kernel_constants.cuh"
 #include "moe/routed_tiles.cuh"
+#include "moe/stage_outputs.cuh"
 #include "hopper/pipeline.cuh"
 #include "hopper/wgmma.cuh"
 
@@ -292,24 +293,25 @@ struct HopperPipeline {
     Loop::template consume_at<N>(smem, ctid, K, ps, acc, state);
   }
 
-  // Consumer thread ctid's share of a tile's sums into the output region [BM][ld]: row g of its
-  // warp's slab (at column 16 w + g) times that row's scale and `scale`, plus its bias, row g + 8
-  // (at 16 w + g + 8) likewise, token column n then times col(n). row_scale, bias: the expert's
-  // per weight row (bias null for none). scale is a power of two: the product rounds as before.
+  // Consumer thread ctid's share of a tile's Stage2 sums into the output region [BM][ld]: row g of
+  // its warp's slab (at column 16 w + g) times that row's scale and `scale`, row g + 8 (at
+  // 16 w + g + 8) likewise, each then through its output column's terms (moe/stage_outputs.cuh)
+  // with token column n's col(n). scale is a power of two: the product rounds as before.
   template <class Col>
-  MM_DEVICE static void stash_rows(const float (&acc)[NT][4], const float* row_scale, const float* bias, int col_tile,
+  MM_DEVICE static void stash_rows(const float (&acc)[NT][4], const ExpertWeights& w2, int expert, int col_tile,
                                    float* o, int ld, int ctid, float scale, Col col) {
     const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t = lane & 3;
     const int at = col_tile * kRows + warp * 16;
+    const float* row_scale = w2.row_scale + expert * i64(w2.model_dim);
     const float s_lo = row_scale[at + g] * scale, s_hi = row_scale[at + g + 8] * scale;
-    const float b_lo = bias ? bias[at + g] : 0.f, b_hi = bias ? bias[at + g + 8] : 0.f;
+    const Stage2Column lo = stage2_column(w2, expert, at + g), hi = stage2_column(w2, expert, at + g + 8);
     for (int j = 0; j < NT; ++j)
       for (int c = 0; c < 2; ++c) {
         const int n = 8 * j + 2 * t + c;
         const float f = col(n);
         float* row = o + n * ld + 16 * warp + g;
-        row[0] = (acc[j][c] * s_lo + b_lo) * f;
-        row[8] = (acc[j][2 + c] * s_hi + b_hi) * f;
+        row[0] = lo.out(acc[j][c] * s_lo, f);
+        row[8] = hi.out(acc[j][2 + c] * s_hi, f);
       }
   }
 

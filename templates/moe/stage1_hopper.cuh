@@ -15,7 +15,7 @@
 #pragma once
 #include "common/activation.cuh"
 #include "interface/kernel_args.cuh"
-#include "moe/expert_bias.cuh"
+#include "moe/stage_outputs.cuh"
 #include "moe/hopper_gemm.cuh"
 #include "moe/routed_rows.cuh"
 #include "moe/routed_tiles.cuh"
@@ -137,13 +137,12 @@ MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBM>& ti, const float (&acc)[Ge
   const int rows_e = 2 * w1.inter_dim, slab = ti.col_tile * (Gemm::kRows / 16) + warp;
   const float* rs = w1.row_scale + ti.expert * i64(rows_e) + slab * 16;
   const float s_gate = rs[g], s_up = rs[g + 8];
-  const float b_gate = expert_bias(w1.bias, ti.expert, rows_e, 8 * slab + g),
-              b_up = expert_bias(w1.bias, ti.expert, rows_e, w1.inter_dim + 8 * slab + g);
+  const Stage1Column out = stage1_column(w1, ti.expert, 8 * slab + g);
 #pragma unroll  // acc stays in registers
   for (int j = 0; j < Gemm::NT; ++j) {
     if (8 * j >= ti.rows) break;  // columns past the routed rows are never stored
     for (int c = 0; c < 2; ++c)
-      o[(8 * j + 2 * t + c) * kLd + 8 * warp + g] = Act::apply(acc[j][c] * s_gate + b_gate, acc[j][2 + c] * s_up + b_up);
+      o[(8 * j + 2 * t + c) * kLd + 8 * warp + g] = out.h<Act>(acc[j][c] * s_gate, acc[j][2 + c] * s_up);
   }
 }
 

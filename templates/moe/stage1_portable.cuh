@@ -5,7 +5,7 @@
 #include "common/activation.cuh"
 #include "interface/kernel_args.cuh"
 #include "moe/epilogue_fp8.cuh"
-#include "moe/expert_bias.cuh"
+#include "moe/stage_outputs.cuh"
 #include "moe/portable_gemm.cuh"
 #include "moe/routed_tiles.cuh"
 #include "moe/stage_gate.cuh"
@@ -39,8 +39,8 @@ MM_DEVICE void stage1_portable_tiles(const Stage1Args& a, int first, int step, c
               a.w1.block_scales + (i64)e * 2 * inter_dim * (model_dim / 32), col0, inter_dim, acc);
     for (int j = 0; j < Gemm::TN; ++j) {
       const int col = col0 + tx + 16 * j;
-      const float bg = expert_bias(a.w1.bias, e, 2 * inter_dim, col), bu = expert_bias(a.w1.bias, e, 2 * inter_dim, inter_dim + col);
-      for (int i = 0; i < Gemm::TM; ++i) smem.h[ty + 16 * i][col - col0] = Act::apply(acc[0][i][j] + bg, acc[1][i][j] + bu);
+      const Stage1Column out = stage1_column(a.w1, e, col);
+      for (int i = 0; i < Gemm::TM; ++i) smem.h[ty + 16 * i][col - col0] = out.h<Act>(acc[0][i][j], acc[1][i][j]);
     }
     __syncthreads();
     store_tile_fp8<BM, BW, 32, Gemm::kThreads>(&smem.h[0][0], BW + 1, out_rows,

@@ -5,7 +5,7 @@
 #include "common/activation.cuh"
 #include "interface/kernel_args.cuh"
 #include "moe/epilogue_fp8.cuh"
-#include "moe/expert_bias.cuh"
+#include "moe/stage_outputs.cuh"
 #include "moe/routed_tiles.cuh"
 #include "moe/stage_gate.cuh"
 #include "moe/tensor_core_gemm.cuh"
@@ -39,11 +39,11 @@ MM_DEVICE void stage1_tensor_core_tiles(const Stage1Args& a, int first, int step
     // Epilogue: row g of the slab is gate column 8 * slab + g, row g + 8 its up.
     const float* row_scale = a.w1.row_scale + e * rows_e + slab * 16;
     const float sg = row_scale[g], su = row_scale[g + 8];
-    const float bg = expert_bias(a.w1.bias, e, rows_e, 8 * slab + g), bu = expert_bias(a.w1.bias, e, rows_e, inter_dim + 8 * slab + g);
+    const Stage1Column out = stage1_column(a.w1, e, 8 * slab + g);
     float* h = reinterpret_cast<float*>(smem);  // [BM][65]
     for (int j = 0; j < Gemm::NT; ++j)
       for (int c = 0; c < 2; ++c)
-        h[(8 * j + 2 * t + c) * 65 + 8 * warp + g] = Act::apply(acc[j][c] * sg + bg, acc[j][2 + c] * su + bu);
+        h[(8 * j + 2 * t + c) * 65 + 8 * warp + g] = out.h<Act>(acc[j][c] * sg, acc[j][2 + c] * su);
     __syncthreads();
     store_tile_fp8<BM, 64, 64, Gemm::kThreads>(h, 65, out_rows, DenseRows{a.h_q, inter_dim, a.h_scales, inter_dim / 64},
                                                m_tile * 64, tid);

@@ -62,9 +62,8 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
   } else {
     Gemm::run_consumers(smem, walk, inter_dim,
                         [=](const TileInfo<BM>& ti, float (&acc)[Gemm::NT][4], int ctid, float* o) {
-                          Gemm::stash_rows(acc, a.w2.row_scale + ti.expert * rows_e,
-                                           a.w2.bias ? a.w2.bias + ti.expert * rows_e : nullptr, ti.col_tile, o, kLd,
-                                           ctid, h_scale, [&](int n) { return ti.weight[n]; });  // the route weight
+                          Gemm::stash_rows(acc, a.w2, ti.expert, ti.col_tile, o, kLd, ctid, h_scale,
+                                           [&](int n) { return ti.weight[n]; });  // the route weight
                         });
   }
 }

@@ -4,7 +4,7 @@
 #pragma once
 #include "interface/kernel_args.cuh"
 #include "moe/epilogue_fp8.cuh"
-#include "moe/expert_bias.cuh"
+#include "moe/stage_outputs.cuh"
 #include "moe/portable_gemm.cuh"
 #include "moe/routed_tiles.cuh"
 
@@ -35,19 +35,19 @@ MM_DEVICE void stage2_portable_tiles(const Stage2Args& a, const Wire& wire) {
     float acc[1][Gemm::TM][Gemm::TN];
     Gemm::run(smem.gemm, a.h_q, a.h_scales, a_rows, inter_dim, a.w2.data + (i64)e * model_dim * (inter_dim / 2),
               a.w2.block_scales + (i64)e * model_dim * (inter_dim / 32), col0, 0, acc);
-    float bias[Gemm::TN];
-    for (int j = 0; j < Gemm::TN; ++j) bias[j] = expert_bias(a.w2.bias, e, model_dim, col0 + tx + 16 * j);
+    Stage2Column outs[Gemm::TN];
+    for (int j = 0; j < Gemm::TN; ++j) outs[j] = stage2_column(a.w2, e, col0 + tx + 16 * j);
     if (kWire == kWireBf16) {
       for (int i = 0; i < Gemm::TM; ++i) {
         const int r = ty + 16 * i;
         if (out_slot[r] < 0) continue;
         u16* out = reinterpret_cast<u16*>(wire.row(out_slot[r])) + col0 + tx;
-        for (int j = 0; j < Gemm::TN; ++j) out[16 * j] = mm_f32_to_bf16((acc[0][i][j] + bias[j]) * weight[r]);
+        for (int j = 0; j < Gemm::TN; ++j) out[16 * j] = mm_f32_to_bf16(outs[j].out(acc[0][i][j], weight[r]));
       }
     } else {
       for (int i = 0; i < Gemm::TM; ++i)
         for (int j = 0; j < Gemm::TN; ++j)
-          smem.o[ty + 16 * i][tx + 16 * j] = (acc[0][i][j] + bias[j]) * weight[ty + 16 * i];
+          smem.o[ty + 16 * i][tx + 16 * j] = outs[j].out(acc[0][i][j], weight[ty + 16 * i]);
       __syncthreads();
       store_tile_fp8<BM, BW, 32, Gemm::kThreads>(&smem.o[0][0], BW + 1, out_slot, wire, col0, threadIdx.x);
     }

@@ -4,7 +4,7 @@
 #pragma once
 #include "interface/kernel_args.cuh"
 #include "moe/epilogue_fp8.cuh"
-#include "moe/expert_bias.cuh"
+#include "moe/stage_outputs.cuh"
 #include "moe/routed_tiles.cuh"
 #include "moe/tensor_core_gemm.cuh"
 
@@ -36,13 +36,13 @@ MM_DEVICE void stage2_tensor_core_tiles(const Stage2Args& a, const Wire& wire) {
               m_tile * 8, acc);
     const float* row_scale = a.w2.row_scale + e * rows_e + slab * 16;
     const float s0 = row_scale[g], s1 = row_scale[g + 8];
-    const float b0 = expert_bias(a.w2.bias, e, model_dim, 16 * slab + g), b1 = expert_bias(a.w2.bias, e, model_dim, 16 * slab + g + 8);
+    const Stage2Column out0 = stage2_column(a.w2, e, 16 * slab + g), out1 = stage2_column(a.w2, e, 16 * slab + g + 8);
     float* o = reinterpret_cast<float*>(smem);  // [BM][129]
     for (int j = 0; j < Gemm::NT; ++j)
       for (int c = 0; c < 2; ++c) {
         const int n = 8 * j + 2 * t + c;
-        o[n * 129 + 16 * warp + g] = (acc[j][c] * s0 + b0) * weight[n];
-        o[n * 129 + 16 * warp + g + 8] = (acc[j][2 + c] * s1 + b1) * weight[n];
+        o[n * 129 + 16 * warp + g] = out0.out(acc[j][c] * s0, weight[n]);
+        o[n * 129 + 16 * warp + g + 8] = out1.out(acc[j][2 + c] * s1, weight[n]);
       }
     __syncthreads();
     const int col0 = m_tile * Gemm::kRows;

@@ -75,7 +75,7 @@ TEST_CASE("every template header a kernel includes is collected, each once", "[c
   CHECK(paths == std::vector<std::string>{"moe/stage1_portable.cuh", "common/activation.cuh",
                                           "prelude/megamoe_prelude.cuh", "interface/scalar_types.cuh",
                                           "interface/kernel_args.cuh", "interface/kernel_constants.cuh",
-                                          "moe/epilogue_fp8.cuh", "common/numerics.cuh", "moe/expert_bias.cuh", "moe/portable_gemm.cuh",
+                                          "moe/epilogue_fp8.cuh", "common/numerics.cuh", "moe/stage_outputs.cuh", "moe/portable_gemm.cuh",
                                           "moe/routed_tiles.cuh", "moe/stage_gate.cuh"});
   for (auto& h : k.headers) CHECK(h.text == std::string(template_text(h.path)));
 }
