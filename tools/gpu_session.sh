@@ -28,13 +28,18 @@
 #          NVSHMEM_PART=suite stops after the suite, =tools skips it (two calls of 10 minutes)
 #   ep32:  worlds past 16 ranks: Kimi-K3 over 28 loopback ranks, checked, fused and serial; then
 #          the suite's skewed-routing case
+#   suite: the kernels the GPU suite uses compiled there on all cores (as gpu_session_cache.sh lists
+#          them: a call without a carried cache), then the suite but its EP cases
+#   configs: every built-in config's kernels compiled there on all cores, then each checked at
+#          every bucket (megamoe-run --check; the Kimi models as a rank of EP8 holds them), and
+#          generic_a8w4 over 4 loopback ranks on every path, fused and serial
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | engines | nvshmem | ep32 | multi | multi-suite | fp8res | full) ;;
-  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|engines|nvshmem|ep32|multi|multi-suite|fp8res|full]" >&2; exit 2 ;;
+case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | engines | nvshmem | ep32 | multi | multi-suite | fp8res | suite | configs | full) ;;
+  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|engines|nvshmem|ep32|multi|multi-suite|fp8res|suite|configs|full]" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -203,6 +208,29 @@ precompile_nvshmem() {
   if [ "$mode" = multi-suite ]; then
     MEGAMOE_TEST_EP_TRANSPORT=peer step 560 ./build/tests/megamoe_gpu_tests "[ep]" --durations yes
     echo "gpu_session status $status (multi-suite)"
+    exit $status
+  fi
+  if [ "$mode" = suite ]; then
+    configs=(kimi_k3_a8w4 generic_a8w4 deepseek_v3_a8w4 kimi_k2_a8w4 qwen3_235b_a8w4 gpt_oss_120b_a8w4 gpt_oss_20b_a8w4)
+    while read -r file; do configs+=("$file"); done < <(./build/tests/megamoe_gpu_tests --write-configs build/test-configs)
+    for c in "${configs[@]}"; do ./build/megamoe-precompile --config "$c" --all --path all -j 16 | tail -1; done
+    step 480 ./build/tests/megamoe_gpu_tests "~[ep]" --durations yes
+    echo "gpu_session status $status (suite)"
+    exit $status
+  fi
+  if [ "$mode" = configs ]; then
+    every=1,8,32,64,128,256,512,1024,2048,4096,8192
+    for c in kimi_k3_a8w4 kimi_k2_a8w4 deepseek_v3_a8w4 qwen3_235b_a8w4 gpt_oss_120b_a8w4 gpt_oss_20b_a8w4 generic_a8w4; do
+      per_rank=(); case "$c" in kimi_k3_*) per_rank=(--experts-per-rank 112) ;; kimi_k2_*) per_rank=(--experts-per-rank 48) ;; esac
+      step 120 ./build/megamoe-precompile --config "$c" --all -j 16
+      step 150 ./build/megamoe-run --config "$c" "${per_rank[@]}" --check --ref-tokens 64 --bs "$every"
+    done
+    for p in portable tensor_core hopper; do
+      step 120 ./build/megamoe-precompile --config generic_a8w4 --all --world 2 --path "$p" -j 16
+      step 90 ./build/megamoe-run --config generic_a8w4 --world 4 --path "$p" --check --ref-tokens 32 --bs 1,64,1024
+      step 90 ./build/megamoe-run --config generic_a8w4 --world 4 --path "$p" --serial --check --ref-tokens 32 --bs 1,64,1024
+    done
+    echo "gpu_session status $status (configs)"
     exit $status
   fi
   if [ "$mode" = ep-tools ]; then
