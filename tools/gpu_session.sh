@@ -29,7 +29,8 @@
 #   ep32:  worlds past 16 ranks: Kimi-K3 over 28 loopback ranks, checked, fused and serial; then
 #          the suite's skewed-routing case
 #   suite: the kernels the GPU suite uses compiled there on all cores (as gpu_session_cache.sh lists
-#          them: a call without a carried cache), then the suite but its EP cases
+#          them: a call without a carried cache), then the suite but its EP cases, or a part of
+#          them (SUITE_PART=k SUITE_PARTS=n: every n-th case from the k-th; three parts fit calls)
 #   configs: every built-in config's kernels compiled there on all cores, then each checked at
 #          every bucket (megamoe-run --check; the Kimi models as a rank of EP8 holds them), and
 #          generic_a8w4 over 4 loopback ranks on every path, fused and serial
@@ -214,8 +215,13 @@ precompile_nvshmem() {
     configs=(kimi_k3_a8w4 generic_a8w4 deepseek_v3_a8w4 kimi_k2_a8w4 qwen3_235b_a8w4 gpt_oss_120b_a8w4 gpt_oss_20b_a8w4)
     while read -r file; do configs+=("$file"); done < <(./build/tests/megamoe_gpu_tests --write-configs build/test-configs)
     for c in "${configs[@]}"; do ./build/megamoe-precompile --config "$c" --all --path all -j 16 | tail -1; done
-    step 480 ./build/tests/megamoe_gpu_tests "~[ep]" --durations yes
-    echo "gpu_session status $status (suite)"
+    # The cases but the EP ones take longer than a call: SUITE_PART=k of SUITE_PARTS=n runs every
+    # n-th case from the k-th (each as a wildcard of its longest stretch without a comma, since a
+    # comma separates test specs), so that n calls run them all.
+    ./build/tests/megamoe_gpu_tests "~[ep]" --list-test-names-only | python3 tools/suite_part.py \
+      "${SUITE_PART:-1}" "${SUITE_PARTS:-1}" >build/suite-part.txt
+    step 480 ./build/tests/megamoe_gpu_tests -f build/suite-part.txt --durations yes
+    echo "gpu_session status $status (suite, part ${SUITE_PART:-1} of ${SUITE_PARTS:-1})"
     exit $status
   fi
   if [ "$mode" = configs ]; then
