@@ -11,6 +11,8 @@ t1=$(date +%s)
 unset MEGAMOE_CACHE_DIR MEGAMOE_CONFIG_DIR MEGAMOE_BOUNDS_CHECK MEGAMOE_DISABLE_CACHE
 export MEGAMOE_CACHE_DIR="$PWD/build/test-cache"
 rm -rf "$MEGAMOE_CACHE_DIR"
+# The compile checks share it too (emptied above): a kernel several configs launch compiles once a run.
+export MEGAMOE_TEST_COMPILE_CACHE="$MEGAMOE_CACHE_DIR"
 # Say plainly, up front, whether the GPU suite can run here.
 probe=0
 probe_out=$(./build/tests/megamoe_gpu_tests "[probe-matches-no-test]" 2>&1) || probe=$?

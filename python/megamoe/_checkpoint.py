@@ -52,7 +52,11 @@ def to_halves(layout, w1, w1_scales, w2, w2_scales, b1, b2, E, D, I):
             if d != first:
                 raise InputError(name, f"dtype {d}", f"{first}, as {next(iter(dtypes))}'s")
     arrays = [(role, name, a if role in ("b1", "up_b1", "b2") else a[0]) for role, name, a in parts]
-    return _megamoe.checkpoint_to_halves(layout, E, D, I, arrays)
+    if layout != "halves":
+        return _megamoe.checkpoint_to_halves(layout, E, D, I, arrays)
+    _megamoe.check_checkpoint(layout, E, D, I, arrays)  # the library's own layout: checked, not copied
+    given = {role: a for role, _, a in arrays}
+    return tuple(given.get(role) for role in ("w1", "w1_scales", "w2", "w2_scales", "b1", "b2"))
 
 
 def _split(role, second_role, pair):

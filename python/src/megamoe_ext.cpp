@@ -69,11 +69,10 @@ nb::object numpy_floats(const std::vector<float>& v, std::vector<std::size_t> sh
   return numpy_of(std::move(bytes), std::move(shape), nb::dtype<float>());
 }
 
-// A checkpoint's host arrays, (role, name, array) each, in `layout`, as the library's halves
-// (weights/checkpoint_arrays.hpp: the layouts' one copy): (w1, w1_scales, w2, w2_scales, b1, b2),
-// None where absent; dense weights keep their dtype (bf16 as its uint16 bits).
-nb::tuple checkpoint_to_halves_py(const std::string& layout, int experts, int model_dim, int inter_dim,
-                                  const std::vector<std::tuple<std::string, std::string, AnyHostArray>>& arrays) {
+using CheckpointArgs = std::vector<std::tuple<std::string, std::string, AnyHostArray>>;
+
+// (role, name, array) each, as the C++ layouts take them (the arrays stay the caller's).
+CheckpointArrays checkpoint_arrays(const CheckpointArgs& arrays) {
   CheckpointArrays a;
   for (const auto& [role, name, array] : arrays) {
     HostArrayView* v = role == "w1"          ? &a.w1
@@ -93,6 +92,23 @@ nb::tuple checkpoint_to_halves_py(const std::string& layout, int experts, int mo
   for (auto [v, role] : {std::pair{&a.w1, "w1"}, {&a.w1_scales, "w1_scales"}, {&a.up, "up"}, {&a.up_scales, "up_scales"},
                          {&a.w2, "w2"}, {&a.w2_scales, "w2_scales"}, {&a.b1, "b1"}, {&a.up_b1, "up_b1"}, {&a.b2, "b2"}})
     if (v->name.empty()) v->name = role;
+  return a;
+}
+
+// The arrays checked against `layout`, nothing copied: (mxfp4, element_bytes).
+nb::tuple check_checkpoint_py(const std::string& layout, int experts, int model_dim, int inter_dim,
+                              const CheckpointArgs& arrays) {
+  const CheckpointForm f =
+      check_checkpoint(checkpoint_layout_from_name(layout), experts, model_dim, inter_dim, checkpoint_arrays(arrays));
+  return nb::make_tuple(f.mxfp4, f.element_bytes);
+}
+
+// A checkpoint's host arrays, (role, name, array) each, in `layout`, as the library's halves
+// (weights/checkpoint_arrays.hpp: the layouts' one copy): (w1, w1_scales, w2, w2_scales, b1, b2),
+// None where absent; dense weights keep their dtype (bf16 as its uint16 bits).
+nb::tuple checkpoint_to_halves_py(const std::string& layout, int experts, int model_dim, int inter_dim,
+                                  const CheckpointArgs& arrays) {
+  const CheckpointArrays a = checkpoint_arrays(arrays);
   HalvesArrays h;
   {
     nb::gil_scoped_release unlocked;
@@ -495,6 +511,7 @@ NB_MODULE(_megamoe, m) {
   m.def("quantize_mxfp4", &quantize_mxfp4, "values"_a);
   m.def("checkpoint_to_halves", &checkpoint_to_halves_py, "layout"_a, "experts"_a, "model_dim"_a, "inter_dim"_a,
         "arrays"_a);
+  m.def("check_checkpoint", &check_checkpoint_py, "layout"_a, "experts"_a, "model_dim"_a, "inter_dim"_a, "arrays"_a);
   m.def("dequantize_mxfp4", &dequantize_mxfp4, "packed"_a, "scales"_a);
   m.def("tune", &run_tuner, "config"_a, "out"_a, "start"_a, "buckets"_a, "minutes"_a, "journal"_a, "pairs"_a, "min_gain"_a,
         "fp8_resident"_a, "fp8_wire"_a, "search_modes"_a, "modes"_a, "seed"_a, "jobs"_a, "world"_a, "transport"_a, "progress"_a.none());

@@ -152,15 +152,26 @@ std::vector<std::uint8_t> deinterleave_rows(const std::uint8_t* in, std::size_t 
   return out;
 }
 
-// [E][R][C] elements of n bytes as [E][C][R].
+// [E][R][C] elements of type T as [E][C][R], in tiles of 32 x 32 so both sides stay in cache.
+template <class T>
+void transpose_typed(const T* in, T* out, std::size_t E, std::size_t R, std::size_t C) {
+  constexpr std::size_t kTile = 32;
+  for (std::size_t e = 0; e < E; ++e)
+    for (std::size_t r0 = 0; r0 < R; r0 += kTile)
+      for (std::size_t c0 = 0; c0 < C; c0 += kTile)
+        for (std::size_t r = r0; r < std::min(R, r0 + kTile); ++r)
+          for (std::size_t c = c0; c < std::min(C, c0 + kTile); ++c)
+            out[(e * C + c) * R + r] = in[(e * R + r) * C + c];
+}
+
+// [E][R][C] elements of n bytes (4: fp32, 2: bf16) as [E][C][R].
 std::vector<std::uint8_t> transpose_experts(const void* data, std::size_t E, std::size_t R, std::size_t C,
                                             std::size_t n) {
-  const auto* in = static_cast<const std::uint8_t*>(data);
   std::vector<std::uint8_t> out(E * R * C * n);
-  for (std::size_t e = 0; e < E; ++e)
-    for (std::size_t r = 0; r < R; ++r)
-      for (std::size_t c = 0; c < C; ++c)
-        std::memcpy(out.data() + ((e * C + c) * R + r) * n, in + ((e * R + r) * C + c) * n, n);
+  if (n == 4)
+    transpose_typed(static_cast<const std::uint32_t*>(data), reinterpret_cast<std::uint32_t*>(out.data()), E, R, C);
+  else
+    transpose_typed(static_cast<const std::uint16_t*>(data), reinterpret_cast<std::uint16_t*>(out.data()), E, R, C);
   return out;
 }
 
@@ -170,9 +181,10 @@ std::vector<float> floats_of(const std::vector<std::uint8_t>& b) {
   return out;
 }
 
-void take_biases(CheckpointLayout layout, std::int64_t E, std::int64_t D, std::int64_t I, const CheckpointArrays& a,
-                 HalvesArrays& out) {
+void check_biases(CheckpointLayout layout, std::int64_t E, std::int64_t D, std::int64_t I, const CheckpointArrays& a) {
   const bool pair = a.up_b1.given();
+  if (pair && !a.b1.given())
+    throw InputError(a.up_b1.name, "given", fmt::format("with {} (the gate's bias, beside the up's)", a.b1.name));
   if (a.b1.given() != a.b2.given())
     throw InputError(a.b1.given() ? a.b2.name : a.b1.name, "not given",
                      fmt::format("both biases or neither ({} is given)", a.b1.given() ? a.b1.name : a.b2.name));
@@ -186,9 +198,14 @@ void take_biases(CheckpointLayout layout, std::int64_t E, std::int64_t D, std::i
   check_shape(a.b1, {pair ? Shape{E, I} : Shape{E, 2 * I}, {}, gpt ? "gate_up_proj_bias" : ""}, layout);
   if (pair) check_shape(a.up_b1, {{E, I}, {}, ""}, layout);
   check_shape(a.b2, {{E, D}, {}, gpt ? "down_proj_bias" : ""}, layout);
-  if (pair)
+}
+
+// The biases in the library's layout, their shapes checked already: b1 gate then up.
+void take_biases(CheckpointLayout layout, std::int64_t E, std::int64_t I, const CheckpointArrays& a, HalvesArrays& out) {
+  if (!a.b1.given()) return;
+  if (a.up_b1.given())
     out.b1 = floats_of(join_rows(a.b1.data, a.up_b1.data, std::size_t(E), 1, std::size_t(I) * 4));
-  else if (gpt)
+  else if (layout == CheckpointLayout::gpt_oss)
     out.b1 = floats_of(deinterleave_rows(static_cast<const std::uint8_t*>(a.b1.data), std::size_t(E), std::size_t(I), 4));
   else
     out.b1 = floats_of(bytes_of(a.b1));
@@ -229,8 +246,8 @@ void join_weights(CheckpointLayout layout, std::int64_t E, std::int64_t D, std::
 
 }  // namespace
 
-HalvesArrays checkpoint_to_halves(CheckpointLayout layout, int experts, int model_dim, int inter_dim,
-                                  const CheckpointArrays& a) {
+CheckpointForm check_checkpoint(CheckpointLayout layout, int experts, int model_dim, int inter_dim,
+                                const CheckpointArrays& a) {
   check_dims(experts, model_dim, inter_dim);
   const std::int64_t E = experts, D = model_dim, I = inter_dim;
   if (!a.w1.given()) throw InputError(a.w1.name, "not given", "W1's array");
@@ -238,7 +255,7 @@ HalvesArrays checkpoint_to_halves(CheckpointLayout layout, int experts, int mode
   if (a.w1_scales.given() != a.w2_scales.given())
     throw InputError(a.w1_scales.name + ", " + a.w2_scales.name, "one given",
                      "both (MXFP4) or neither (dense weights)");
-  HalvesArrays out;
+  CheckpointForm out;
   out.mxfp4 = a.w1_scales.given();
   out.element_bytes = out.mxfp4 ? 1 : a.w1.element_bytes;
   if (!out.mxfp4 && out.element_bytes != 4 && out.element_bytes != 2)
@@ -258,8 +275,9 @@ HalvesArrays checkpoint_to_halves(CheckpointLayout layout, int experts, int mode
                      fmt::format("{} with layout='halves': a 4-D [E, N, K/32, 16] tensor is gpt-oss's *_blocks "
                                  "layout (gate and up interleaved by row): pass layout='gpt_oss'",
                                  dims(s.w1.shape)));
-  if (out.mxfp4 && !apart)
-    refuse_misplaced({{&a.w1, &s.w1}, {&a.w2, &s.w2}, {&a.w1_scales, &s.w1_scales}, {&a.w2_scales, &s.w2_scales}});
+  if (out.mxfp4)  // where two arrays' shapes are alike (gate's and up's), neither is named
+    refuse_misplaced({{&a.w1, &s.w1}, {&a.up, &s.up}, {&a.w2, &s.w2}, {&a.w1_scales, &s.w1_scales},
+                      {&a.up_scales, &s.up_scales}, {&a.w2_scales, &s.w2_scales}});
   check_shape(a.w1, s.w1, layout);
   if (apart) check_shape(a.up, s.up, layout);
   check_shape(a.w2, s.w2, layout);
@@ -268,9 +286,17 @@ HalvesArrays checkpoint_to_halves(CheckpointLayout layout, int experts, int mode
     if (apart) check_shape(a.up_scales, s.up_scales, layout);
     check_shape(a.w2_scales, s.w2_scales, layout);
   }
-  take_biases(layout, E, D, I, a, out);
+  check_biases(layout, E, D, I, a);
+  return out;
+}
 
-  join_weights(layout, E, D, I, a, out);
+HalvesArrays checkpoint_to_halves(CheckpointLayout layout, int experts, int model_dim, int inter_dim,
+                                  const CheckpointArrays& a) {
+  const CheckpointForm form = check_checkpoint(layout, experts, model_dim, inter_dim, a);
+  HalvesArrays out;
+  out.mxfp4 = form.mxfp4, out.element_bytes = form.element_bytes;
+  take_biases(layout, experts, inter_dim, a, out);
+  join_weights(layout, experts, model_dim, inter_dim, a, out);
   return out;
 }
 

@@ -40,9 +40,19 @@ struct HalvesArrays {
   std::vector<float> b1, b2;
 };
 
-// Throws InputError naming the array, its shape and the layout's shape for it (with what the
-// checkpoint calls it), an array the layout does not take, a missing one, a bias without the
-// other; an Error for dims off the MXFP4 blocks.
+// What the arrays hold: MXFP4 (bytes, with scales) or dense weights of element_bytes.
+struct CheckpointForm {
+  bool mxfp4 = true;
+  int element_bytes = 1;
+};
+
+// The arrays checked against `layout`, nothing copied. Throws InputError naming the array, its
+// shape and the layout's shape for it (with what the checkpoint calls it), an array the layout
+// does not take, a missing one, a bias without the other; an Error for dims off the MXFP4 blocks.
+CheckpointForm check_checkpoint(CheckpointLayout layout, int experts, int model_dim, int inter_dim,
+                                const CheckpointArrays& arrays);
+
+// check_checkpoint, then the arrays in the library's layout (copied).
 HalvesArrays checkpoint_to_halves(CheckpointLayout layout, int experts, int model_dim, int inter_dim,
                                   const CheckpointArrays& arrays);
 

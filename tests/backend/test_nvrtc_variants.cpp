@@ -34,7 +34,7 @@ void compile_all_variants(std::initializer_list<const char*> config_names) {
           if (!done.insert(p.key.hex).second) continue;
           INFO(p.rendered.name);
           BuildReport r = b.build(p);
-          CHECK(r.origin != BuildOrigin::memory);  // compiled, here or by an earlier test of this run
+          CHECK(r.origin != BuildOrigin::memory);  // compiled, here or by another test of this run
           CHECK(r.kernel->binary.substr(0, 4) == "\x7f" "ELF");
         }
     }

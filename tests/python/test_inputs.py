@@ -426,3 +426,14 @@ def test_flushed_blocks_are_counted_per_matrix_and_warned():
         assert layer.load_weights(rng.standard_normal((E, 2 * I, D), dtype=np.float32),
                                   rng.standard_normal((E, D, I), dtype=np.float32)) == 3
     assert layer.flushed_blocks == {"w1": 3, "w2": 0}
+
+
+def test_blocks_and_scales_swapped_are_named_with_gate_and_up_apart_too():
+    layer = offline_layer()
+    gate, scales = np.zeros((E, I, D // 2), np.uint8), np.zeros((E, I, D // 32), np.uint8)
+    w2, w2s = np.zeros((E, D, I // 2), np.uint8), np.zeros((E, D, I // 32), np.uint8)
+    with pytest.raises(megamoe.InputError) as e:
+        layer.load_weights((gate, gate), w2s, (scales, scales), w2, layout="separate_gate_up")
+    assert e.value.field == "w2" and "the shape of w2_scales" in e.value.value
+    assert "load_weights(w1, w2, w1_scales, w2_scales)" in e.value.expected
+    assert not layer.runtime._runtime.calls

@@ -36,15 +36,14 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// The kernel cache the compile checks share in one run of the suites (tools/test.sh sets
-// MEGAMOE_CACHE_DIR to a fresh folder): each distinct kernel is compiled once a run, and a test
-// that finds it there has it from this run's compile of the same source. Without the variable, or
-// with MEGAMOE_DISABLE_CACHE=1, none: every kernel compiles in memory.
+// The kernel cache the compile checks share in one run of the suites: MEGAMOE_TEST_COMPILE_CACHE,
+// which tools/test.sh sets to a folder it empties first, so each distinct kernel is compiled once
+// a run and a test that finds it there has it from this run's compile of the same source.
+// Without the variable none: every kernel compiles in memory (a cache kept between runs would let
+// a check pass on an old entry).
 inline std::filesystem::path compile_check_cache() {
-  const char* dir = std::getenv("MEGAMOE_CACHE_DIR");
-  const char* off = std::getenv("MEGAMOE_DISABLE_CACHE");
-  if (!dir || !*dir || (off && std::string(off) == "1")) return {};
-  return dir;
+  const char* dir = std::getenv("MEGAMOE_TEST_COMPILE_CACHE");
+  return dir && *dir ? std::filesystem::path(dir) : std::filesystem::path();
 }
 
 // Sets (or unsets, with nullopt) an environment variable for a scope.

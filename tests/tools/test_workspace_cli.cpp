@@ -30,6 +30,9 @@ TEST_CASE("megamoe-workspace --help and usage errors", "[cli][workspace]") {
   CHECK_THAT(out, Catch::Contains("--path: expects auto, portable, tensor_core or hopper, got 'fast'"));
   CHECK(workspace("--config kimi_k3_a8w4 --layers 0", out) == 2);
   CHECK_THAT(out, Catch::Contains("--layers: expects a count of at least 1, got '0'"));
+  CHECK(workspace("--config kimi_k3_a8w4 --world 2 --world 8 --bogus", out) == 2);
+  CHECK(workspace("--config kimi_k3_a8w4 --world 2 --world 8", out) == 0);  // a flag given twice: the last
+  CHECK_THAT(out, Catch::Contains("world 8"));
   CHECK(workspace("--config kimi_k3_a8w4 --bogus", out) == 2);
   CHECK_THAT(out, Catch::Contains("--bogus"));
   CHECK(workspace("--config kimi_k3_a8w4 --world 3", out) == 1);

@@ -195,3 +195,27 @@ TEST_CASE("checkpoint_to_halves names the array, its shape and the layout's", "[
   CHECK(e.field == "up");
   CHECK_THAT(e.expected, Catch::Contains("only separate_gate_up stores up apart"));
 }
+
+TEST_CASE("checkpoint_to_halves: an up bias without the gate's, and W2's blocks and scales swapped apart, are named",
+          "[weights][layout]") {
+  const int E = 2, D = 64, I = 32;
+  std::vector<std::uint8_t> bytes(std::size_t(E) * 2 * I * D);
+  std::vector<float> bias(std::size_t(E) * 2 * I);
+  CheckpointArrays a;  // MXFP4 with gate and up apart
+  a.w1 = {"w1[0] (gate)", bytes.data(), {E, I, D / 2}}, a.up = {"w1[1] (up)", bytes.data(), {E, I, D / 2}};
+  a.w1_scales = {"w1_scales[0] (gate)", bytes.data(), {E, I, D / 32}};
+  a.up_scales = {"w1_scales[1] (up)", bytes.data(), {E, I, D / 32}};
+  a.w2 = {"w2", bytes.data(), {E, D, I / 32}}, a.w2_scales = {"w2_scales", bytes.data(), {E, D, I / 2}};  // swapped
+  try {
+    check_checkpoint(CheckpointLayout::separate_gate_up, E, D, I, a);
+    FAIL("no InputError");
+  } catch (const InputError& e) {
+    CHECK(e.field == "w2");
+    CHECK(e.value == "shape [2, 64, 1], the shape of w2_scales");
+  }
+  std::swap(a.w2.shape, a.w2_scales.shape);
+  CHECK(check_checkpoint(CheckpointLayout::separate_gate_up, E, D, I, a).mxfp4);
+  a.up_b1 = {"b1[1] (up)", bias.data(), {E, I}, 4};
+  CHECK_THROWS_AS(check_checkpoint(CheckpointLayout::separate_gate_up, E, D, I, a), InputError);
+  CHECK_THROWS_WITH(check_checkpoint(CheckpointLayout::separate_gate_up, E, D, I, a), Catch::Contains("b1[1] (up)"));
+}

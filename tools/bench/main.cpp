@@ -401,7 +401,7 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--reps", o.reps, "timed repetitions per measurement; medians are reported")
       ->type_name("N")->check(cli::at_least(3));
   app.add_option("--seed", o.seed, "weights, routing and input seed; a size's inputs come from it and the size alone")
-      ->type_name("S");
+      ->type_name("S")->check(cli::at_least(0, "an integer"));
   app.add_option("--json", o.json_path, "also write the results as JSON")->type_name("FILE");
   app.add_option("--against", o.against_name, "(--world 1) the same model with CONFIG's bucket table, side by side")
       ->type_name("CONFIG");

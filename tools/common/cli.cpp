@@ -52,6 +52,8 @@ void describe(CLI::App& app, const std::string& tool, const std::string& descrip
 }
 
 void parse(CLI::App& app, int argc, char** argv) {
+  for (CLI::Option* o : app.get_options())  // a scalar flag given twice: the last wins (lists gather)
+    if (o->get_items_expected_max() == 1) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

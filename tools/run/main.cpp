@@ -90,7 +90,7 @@ void add_input_flags(CLI::App& app, Args& a) {
   app.add_option("--ref-tokens", a.ref_tokens,
                  "references over at most N random tokens of a call (all of a call up to bucket 256, as "
                  "docs/contract.md's relL2 is over the whole output)")
-      ->type_name("N")->check(cli::at_least(1));
+      ->type_name("N")->check(cli::at_least(0));
   cli::add_path(app, a.path);
 }
 
@@ -120,7 +120,7 @@ void add_group_flags(CLI::App& app, Args& a) {
   app.add_option_function<float>(
          "--shared-scale", [&a](float v) { a.shared_scale = v, a.shared_scale_given = true; },
          "the shared experts' weight in every token's sum (default 1)")
-      ->type_name("F")->check(cli::finite(-1e30, 1e30, "a finite number"));
+      ->type_name("F")->check(cli::finite(-3.4e38, 3.4e38, "a finite number"));
   app.add_option("--transport", a.transport_name,
                  "loopback (every rank on GPU 0), peer (rank r on GPU r, one process), ipc (a process of this tool "
                  "per rank, rank r on GPU r), nvshmem (as ipc, the group on NVSHMEM: docs/ep.md, \"Over nodes: "

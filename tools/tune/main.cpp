@@ -83,7 +83,7 @@ void add_flags(CLI::App& app, tune::TuneOptions& o, std::string& modes_text, std
                "no GPU: compile what the run would (the modes phase's kernels and the tiles under --modes, or under "
                "the starting table's modes) into the kernel cache");
   app.add_option("--arch", o.arch, "--compile-only's target")->type_name("A");
-  app.add_option("--seed", o.seed, "weights and inputs")->type_name("S");
+  app.add_option("--seed", o.seed, "weights and inputs")->type_name("S")->check(cli::at_least(0, "an integer"));
   app.add_option("-j", o.threads, "compile threads (0: every core)")->type_name("N")->check(cli::at_least(0));
 }
 
