@@ -28,10 +28,13 @@ struct PortablePath;
 struct TensorCorePath;
 struct HopperPath;
 
-// The kernels of a path. members(): every one, in launch order.
-template <template <class> class H>
-struct PortableKernelSet {
-  using Path = PortablePath;
+// The kernels of a path. members(): every one, in launch order; With<To>: the same set held as To.
+// The portable and tensor-core paths: x to fp8 by token, then the stages on Stage1Args/Stage2Args.
+template <class Path_, template <class> class H>
+struct QuantizedRowsKernelSet {
+  using Path = Path_;
+  template <template <class> class To>
+  using With = QuantizedRowsKernelSet<Path_, To>;
   H<QuantizeRowsArgs> quantize;
   H<Stage1Args> stage1;
   H<Stage2Args> stage2;
@@ -39,17 +42,14 @@ struct PortableKernelSet {
   auto members() { return std::tie(quantize, stage1, stage2); }
 };
 template <template <class> class H>
-struct TensorCoreKernelSet {
-  using Path = TensorCorePath;
-  H<QuantizeRowsArgs> quantize;
-  H<Stage1Args> stage1;
-  H<Stage2Args> stage2;
-  auto members() const { return std::tie(quantize, stage1, stage2); }
-  auto members() { return std::tie(quantize, stage1, stage2); }
-};
+using PortableKernelSet = QuantizedRowsKernelSet<PortablePath, H>;
+template <template <class> class H>
+using TensorCoreKernelSet = QuantizedRowsKernelSet<TensorCorePath, H>;
 template <template <class> class H>
 struct HopperKernelSet {
   using Path = HopperPath;
+  template <template <class> class To>
+  using With = HopperKernelSet<To>;
   H<DispatchRowsArgs> dispatch;
   H<Stage1HopperArgs> stage1;
   H<Stage2HopperArgs> stage2;
@@ -62,6 +62,8 @@ struct HopperKernelSet {
 template <class Path_, template <class> class H, class S1Ep, class S2Ep, class S1>
 struct EpKernelSet {
   using Path = Path_;
+  template <template <class> class To>
+  using With = EpKernelSet<Path_, To, S1Ep, S2Ep, S1>;
   H<S1Ep> stage1;
   H<S2Ep> stage2;
   H<S1> stage1_serial;
@@ -165,20 +167,6 @@ template <class F>
 void with_path(KernelPath path, F&& f) {
   with_path_in(path, f, static_cast<KernelPaths*>(nullptr));
 }
-
-// A kernel set of one holder as the same set of another (the specs' set as the loaded one).
-template <class Set, template <class> class To>
-struct Rebind;
-template <template <template <class> class> class Set, template <class> class From, template <class> class To>
-struct Rebind<Set<From>, To> {
-  using type = Set<To>;
-};
-template <class P, template <class> class From, class S1Ep, class S2Ep, class S1, template <class> class To>
-struct Rebind<EpKernelSet<P, From, S1Ep, S2Ep, S1>, To> {
-  using type = EpKernelSet<P, To, S1Ep, S2Ep, S1>;
-};
-template <class Set, template <class> class To>
-using Rebound = typename Rebind<Set, To>::type;
 
 // f(a_i, b_i) for the members of two sets of one path, in order.
 template <class A, class B, class F>

@@ -32,7 +32,7 @@ Kernel<Args> load(Device& device, KernelBuilder& builder, const TypedSpec<Args>&
 // A path's kernel set loaded, member by member.
 template <class Specs>
 auto load_set(Device& device, KernelBuilder& builder, const Specs& specs, int min_shared_bytes = 0) {
-  Rebound<Specs, Kernel> loaded;
+  typename Specs::template With<Kernel> loaded;
   zip_members(specs, loaded, [&](const auto& spec, auto& kernel) { kernel = load(device, builder, spec, min_shared_bytes); });
   return loaded;
 }

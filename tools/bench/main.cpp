@@ -394,8 +394,7 @@ int run_world1(const Options& o) {
 void add_flags(CLI::App& app, Options& o) {
   app.add_option("--world", o.world, "1: the layer on GPU 0; more: the ranks of a group in this process")
       ->type_name("W")->required()->check(cli::in_range(1, kMaxWorld));
-  app.add_option("--config", o.config_name, "built-in config name, or a path ending in .json")
-      ->type_name("C")->required();
+  cli::add_config(app, o.config_name)->required();
   cli::add_int_list(app, "--bs", o.sizes, "comma-separated token counts", 1);
   cli::add_path(app, o.path);
   app.add_option("--reps", o.reps, "timed repetitions per measurement; medians are reported")
@@ -406,10 +405,7 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--against", o.against_name, "(--world 1) the same model with CONFIG's bucket table, side by side")
       ->type_name("CONFIG");
   app.add_flag("--crossover", o.crossover, "(--world 1, Hopper path) the table with mxfp4 and with fp8_resident weights");
-  app.add_option("--experts-per-rank", o.experts_per_rank,
-                 "each rank holds N experts: the model cut to N x W experts in all (one rank's share of a wider "
-                 "group; Kimi-K3 with 112 at --world 1 is a rank of EP8, the per-rank work of docs/perf-notes.md)")
-      ->type_name("N")->check(cli::at_least(1));
+  cli::add_experts_per_rank(app, o.experts_per_rank, 1);
   app.add_option("--shared-experts", o.shared,
                  "(--world 1) the model with N shared experts in the call (the table's times and floor), against "
                  "the same layer without them followed by a separate dense FFN of the N shared experts (the same "

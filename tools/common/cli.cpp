@@ -146,6 +146,21 @@ CLI::Validator one_of(std::vector<std::string> names) {
       "");
 }
 
+CLI::Option* add_config(CLI::App& app, std::string& name) {
+  return app.add_option("--config", name, "built-in config name, or a path ending in .json")->type_name("NAME");
+}
+
+CLI::Option* add_experts_per_rank(CLI::App& app, int& n, int lo) {
+  return app
+      .add_option("--experts-per-rank", n,
+                  std::string("each rank holds N experts: the model cut to N x W experts in all (one rank's share of a "
+                              "wider group; Kimi-K3 with 112 is a rank of EP8, the per-rank work of "
+                              "docs/perf-notes.md)") +
+                      (lo == 0 ? "; 0: the config's own" : ""))
+      ->type_name("N")
+      ->check(at_least(lo));
+}
+
 CLI::Option* add_path(CLI::App& app, KernelPath& path) {
   return app
       .add_option_function<std::string>(

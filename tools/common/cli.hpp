@@ -35,6 +35,12 @@ CLI::Validator finite(double lo, double hi, const std::string& what);
 CLI::Validator one_of(std::vector<std::string> names);
 std::string either(const std::vector<std::string>& names);  // "a, b or c"
 
+// --config NAME: a built-in config's name, or a path ending in .json.
+CLI::Option* add_config(CLI::App& app, std::string& name);
+// --experts-per-rank N: each rank holds N experts, the model cut to N x W in all; lo: the least N
+// taken (0 meaning the config's own).
+CLI::Option* add_experts_per_rank(CLI::App& app, int& n, int lo);
+
 // --path P: the expert-GEMM kernels (auto, portable, tensor_core, hopper), into `path`.
 CLI::Option* add_path(CLI::App& app, KernelPath& path);
 // A comma-separated list of integers each at least `lo` (--bs 1,8,128).

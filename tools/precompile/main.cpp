@@ -46,7 +46,7 @@ Args parse(int argc, char** argv) {
                 "Exit status: 0 when every kernel is cached or compiled, 1 on any failure (and, before compiling, "
                 "where nothing would be saved: a cache folder this user cannot write, or MEGAMOE_DISABLE_CACHE=1), "
                 "2 on bad usage.");
-  app.add_option("--config", a.config, "built-in config name, or a path ending in .json")->type_name("NAME")->required();
+  cli::add_config(app, a.config)->required();
   app.add_option("--buckets-of", a.buckets_of,
                  "the config's model with config C's bucket table (what megamoe-bench --against C runs)")
       ->type_name("C");

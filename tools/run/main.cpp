@@ -61,7 +61,7 @@ struct Args {
 
 // The inputs' flags: the config, the sizes, the routing, x, the seed, the check.
 void add_input_flags(CLI::App& app, Args& a) {
-  app.add_option("--config", a.config, "built-in config name, or a path ending in .json")->type_name("NAME")->required();
+  cli::add_config(app, a.config)->required();
   cli::add_int_list(app, "--bs", a.sizes, "comma-separated token counts per rank", 0);
   std::vector<std::string> kinds = workload::routing_kinds();
   app.add_option("--route", a.route,
@@ -98,10 +98,7 @@ void add_input_flags(CLI::App& app, Args& a) {
 void add_group_flags(CLI::App& app, Args& a) {
   app.add_option("--world", a.world, "ranks of the group; each holds model.experts / W experts")
       ->type_name("W")->check(cli::in_range(1, kMaxWorld));
-  app.add_option("--experts-per-rank", a.experts_per_rank,
-                 "each rank holds N experts: the model cut to N x W experts in all (one rank's share of a wider "
-                 "group; Kimi-K3 with 112 is a rank of EP8)")
-      ->type_name("N")->check(cli::at_least(1));
+  cli::add_experts_per_rank(app, a.experts_per_rank, 1);
   app.add_option("--capacity", a.capacity,
                  "routed_rows_capacity: routed rows a rank holds (0: the worst case, W x tokens x topk); rows past "
                  "it are dropped, counted and printed, and the size FAILs (their tokens' outputs lack them)")

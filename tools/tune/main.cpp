@@ -38,8 +38,7 @@ constexpr const char* kDescription =
 
 // The flags into `o` (and the modes' text and the transport's name, read after).
 void add_flags(CLI::App& app, tune::TuneOptions& o, std::string& modes_text, std::string& transport) {
-  app.add_option("--config", o.config, "the model: a built-in config's name or a path ending in .json")
-      ->type_name("C")->required();
+  cli::add_config(app, o.config)->required();
   app.add_option("--out", o.out, "the tuned config (a config's name is its file's: FILE of [a-z0-9_])")
       ->type_name("FILE.json")->required();
   app.add_option("--from", o.start,

@@ -39,15 +39,13 @@ Args parse(int argc, char** argv) {
                 "on the rank, and the total of a model whose MoE layers share the runtime (one workspace, a set of "
                 "weights a layer).",
                 "Exit status: 0, 1 for options the runtime would refuse (the message names them), 2 on bad usage.");
-  auto* config = app.add_option("--config", a.config, "built-in config name, or a path ending in .json")->type_name("NAME");
+  auto* config = cli::add_config(app, a.config);
   app.add_option("--world", a.world, "ranks in the group")->type_name("N")->check(cli::in_range(1, kMaxWorld));
   app.add_option("--max-tokens", a.max_tokens, "the most tokens a call passes")->type_name("T")->check(cli::at_least(1));
   app.add_option("--capacity", a.capacity,
                  "routed_rows_capacity: rows a rank holds (0: the worst case, world x max_tokens x topk)")
       ->type_name("R")->check(cli::at_least(0, "a count of rows"));
-  app.add_option("--experts-per-rank", a.experts_per_rank,
-                 "the model cut to E x world experts (one rank's share of a wider group; 0: the config's)")
-      ->type_name("E")->check(cli::at_least(0));
+  cli::add_experts_per_rank(app, a.experts_per_rank, 0);
   app.add_option("--shared-experts", a.shared, "the model with S shared experts in the call (-1: the config's)")
       ->type_name("S")->check(cli::at_least(-1));
   cli::add_path(app, a.path);
