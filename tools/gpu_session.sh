@@ -5,7 +5,8 @@
 # .megamoe-cache (docs/perf-notes.md, "How to measure"). Every step has a time bound, so that a
 # hang costs its bound, not the call.
 #   quick: the GPU suite, the layer with checks at every bucket, the bench (world 1)
-#   ep:    the suite's expert-parallel tests (loopback and ipc; about the whole call)
+#   ep:    the suite's expert-parallel tests (loopback and ipc; about the whole call), or the cases
+#          of a spec file SUITE_CASES (one case or wildcard without a comma a line)
 #   ab:    the world-1 bench side by side with earlier commits (build-ab from tools/ab/build.sh)
 #   ep-tools: megamoe-run and megamoe-bench over loopback ranks (W = 2, 4, 8), fused and serial
 #   python: the Python package's GPU tests and examples/moe_block.py (the wheel of build/wheels)
@@ -30,7 +31,8 @@
 #          the suite's skewed-routing case
 #   suite: the kernels the GPU suite uses compiled there on all cores (as gpu_session_cache.sh lists
 #          them: a call without a carried cache), then the suite but its EP cases, or a part of
-#          them (SUITE_PART=k SUITE_PARTS=n: every n-th case from the k-th; three parts fit calls)
+#          them (SUITE_PART=k SUITE_PARTS=n: every n-th case from the k-th; three parts fit calls),
+#          or the cases of a spec file SUITE_CASES (bound SUITE_BOUND seconds, default 480)
 #   configs: every built-in config's kernels compiled there on all cores, then each checked at
 #          every bucket (megamoe-run --check; the Kimi models as a rank of EP8 holds them), and
 #          generic_a8w4 over 4 loopback ranks on every path, fused and serial
@@ -69,7 +71,9 @@ precompile_nvshmem() {
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   if [ "$mode" = ep ]; then
-    step 560 ./build/tests/megamoe_gpu_tests "[ep]" --durations yes
+    # SUITE_CASES=file: those cases instead (the EP cases take about a whole call).
+    if [ -n "${SUITE_CASES:-}" ]; then step 560 ./build/tests/megamoe_gpu_tests -f "$SUITE_CASES" --durations yes
+    else step 560 ./build/tests/megamoe_gpu_tests "[ep]" --durations yes; fi
     echo "gpu_session status $status (ep)"
     exit $status
   fi
@@ -218,9 +222,12 @@ precompile_nvshmem() {
     # The cases but the EP ones take longer than a call: SUITE_PART=k of SUITE_PARTS=n runs every
     # n-th case from the k-th (each as a wildcard of its longest stretch without a comma, since a
     # comma separates test specs), so that n calls run them all.
-    ./build/tests/megamoe_gpu_tests "~[ep]" --list-test-names-only | python3 tools/suite_part.py \
-      "${SUITE_PART:-1}" "${SUITE_PARTS:-1}" >build/suite-part.txt
-    step 480 ./build/tests/megamoe_gpu_tests -f build/suite-part.txt --durations yes
+    # SUITE_CASES=file: a spec file of its own instead (one case or wildcard a line).
+    if [ -n "${SUITE_CASES:-}" ]; then cp "$SUITE_CASES" build/suite-part.txt; else
+      ./build/tests/megamoe_gpu_tests "~[ep]" --list-test-names-only | python3 tools/suite_part.py \
+        "${SUITE_PART:-1}" "${SUITE_PARTS:-1}" >build/suite-part.txt
+    fi
+    step "${SUITE_BOUND:-480}" ./build/tests/megamoe_gpu_tests -f build/suite-part.txt --durations yes
     echo "gpu_session status $status (suite, part ${SUITE_PART:-1} of ${SUITE_PARTS:-1})"
     exit $status
   fi

@@ -122,12 +122,14 @@ std::string_view to_string(WeightSource weights);
 struct TileShape {
   int token_tile = 0;     // routed rows (tokens) per tile; kernels and their names call it bm
   int weight_tile = 128;  // Hopper: weight rows per tile; kernel names call it bw
+  bool operator==(const TileShape&) const = default;
 };
 
 struct DispatchOptions {
   int cus = 0;              // blocks that run dispatch
   bool persistent = false;  // those blocks stay resident and loop over tokens
   int stride = 0;           // tokens a dispatch block takes per step
+  bool operator==(const DispatchOptions&) const = default;
 };
 
 // What the kernels of one batch-size bucket are specialised on.
@@ -140,6 +142,7 @@ struct BucketConfig {
   XScale x_scale = XScale::per_block;
   HScale h_scale = HScale::per_block;
   bool bounds_check = false;
+  bool operator==(const BucketConfig&) const = default;
 };
 
 // Whether a bucket's Hopper Stage1 (x per block) or Stage2 (h per 128) promotes partial sums.
@@ -152,6 +155,13 @@ inline constexpr int kBucketCount = 16;  // 1, 2, 4, ..., 32768
 // The bucket of a call with `tokens` tokens: the power of two at or above it (0 -> 1).
 // Throws megamoe::Error for a negative count or one above kMaxBucket.
 int bucket_for_tokens(std::int64_t tokens);
+
+// A bucket table and the card it was tuned on, named as the CUDA driver names the GPU ("NVIDIA
+// H200", "NVIDIA H100 80GB HBM3"); empty where the config names none.
+struct BucketTable {
+  std::string card;
+  std::array<BucketConfig, kBucketCount> buckets;  // ascending
+};
 
 // The bucket table's keys count tokens per rank where a rank holds keys_experts_per_rank experts
 // (the config's bucket_keys, by default all of them: world 1). A call of T tokens on a rank of
@@ -166,7 +176,11 @@ struct Config {
   QuantFormats quant;
   int world = 1;                  // the group size this config is resolved for (config_for_world)
   int keys_experts_per_rank = 0;  // experts a rank holds where the bucket keys count tokens
-  std::array<BucketConfig, kBucketCount> buckets;  // ascending
+  std::array<BucketConfig, kBucketCount> buckets;  // the table in use, ascending (with_table picks it)
+  std::string table;                               // the card the table in use was tuned on ("" : none named)
+  // Every table the config holds (docs/configs.md, "A table per card"): its default (the file's
+  // top-level "buckets", tuned on "card" where it names one) first, then "card_tables"' in order.
+  std::vector<BucketTable> tables;
 
   const BucketConfig& bucket(int bucket_size) const;  // exact bucket size (a table key)
   // The table key a call of `tokens` tokens a rank takes, and its entry (see above). Throws
@@ -174,6 +188,36 @@ struct Config {
   int table_key(std::int64_t tokens) const;
   const BucketConfig& bucket_for_tokens(std::int64_t tokens) const;
 };
+
+// `config` narrowed to the table of `card`: the one tuned on that card (its name as the driver
+// gives it, compared exactly), or "default" for the default table; a runtime then takes it on
+// any card. An Error naming the tables the config holds where it has none of that name.
+Config with_table(Config config, std::string_view card);
+
+// `config` with `table` as the table of `card`, in use: replacing the one it holds for that card,
+// or added after the others (megamoe-tune writes the table of the card it runs on so).
+Config with_card_table(Config config, const std::string& card, const std::array<BucketConfig, kBucketCount>& table);
+
+// Which table a runtime on the GPU named `card` takes, and why (the runtime prints `note` once,
+// as a warning where `warn`): `asked` (RuntimeOptions::bucket_table) where given, else the card's
+// own, else the default. A config whose table in use was edited in code (its buckets differ from
+// the table they came from) keeps its edits: no table is picked for it (with_table first picks
+// the table to edit), and `asked` other than that table is an Error. warn: the table taken was tuned on another card than this one, so its
+// buckets may run slower than a table of this card's would.
+struct TableChoice {
+  std::string card;   // the GPU's name
+  std::string table;  // the card the table taken was tuned on ("" : the default, naming none)
+  bool edited = false;  // the config's buckets as edited in code
+  std::string note;
+  bool warn = false;
+};
+TableChoice choose_table(const Config& config, std::string_view card, std::string_view asked = {});
+// `config` with the choice's table in use (unchanged where it was edited).
+Config with_chosen_table(Config config, const TableChoice& choice);
+
+// `config` with each of its tables in use (default first), or the one of `card` alone where named
+// (with_table): what a cache built ahead serves (megamoe-precompile, megamoe.precompile).
+std::vector<Config> configs_for_tables(const Config& config, std::string_view card = {});
 
 // Parses and checks JSON text; `source` names the file in error messages.
 Config parse_config(std::string_view json_text, const std::string& source);

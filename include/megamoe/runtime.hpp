@@ -59,6 +59,10 @@ struct RuntimeOptions {
   // (gather_experts) and maps each route to one of its replicas; config().model.logical_experts
   // keeps the model's count.
   int redundant_experts = 0;
+  // The config's bucket table (docs/configs.md, "A table per card"): empty for the one tuned on
+  // this GPU (its name as the driver gives it), else the config's default; or a card's name, or
+  // "default", for that table on any GPU. Runtime::table_choice() says which it took and why.
+  std::string bucket_table;
 };
 
 // Device memory a rank takes beside its weights (docs/layer.md, "Workspace"), allocated at
@@ -113,7 +117,9 @@ class Runtime {
   // GPU runs (resolved as creation resolves it: "sm_90a", "sm_89", ...; a named path is checked
   // against arch, by default the backend's target, sm_90a or gfx90a). Throws megamoe::Error for
   // options that creation would refuse, and for automatic without an arch. `config` as given to
-  // create (the options' world and redundant_experts are applied here).
+  // create (the options' world and redundant_experts are applied here). With no GPU to name the
+  // card, the bucket table is options.bucket_table's, else the default: name the card's table
+  // for its bytes (the fp8-resident copy is there where a bucket of that table reads it).
   static WorkspaceBytes workspace_bytes(Config config, const RuntimeOptions& options, std::string_view arch = {});
   // This runtime's, as allocated (equal to the static function's for its resolved path).
   WorkspaceBytes workspace_bytes() const;
@@ -128,6 +134,8 @@ class Runtime {
   KernelPath path() const { return path_; }  // resolved: portable, tensor_core or hopper
   // The path and, where automatic runs a slower one than this GPU's fastest, why (config.hpp).
   const PathChoice& path_choice() const { return path_choice_; }
+  // The bucket table it runs and why (config.hpp; config().table names its card).
+  const TableChoice& table_choice() const { return table_choice_; }
   int rank() const { return options_.rank; }
   int world() const { return options_.world; }
   // How a call of `tokens` tokens rounds and sums on this runtime's path: its bucket's, at the
@@ -213,6 +221,7 @@ class Runtime {
   std::unique_ptr<Device> device_;
   KernelPath path_ = KernelPath::portable;
   PathChoice path_choice_;
+  TableChoice table_choice_;
   std::unique_ptr<Workspace> workspace_;
   std::map<int, std::unique_ptr<BucketKernels>> loaded_;  // by bucket
   // Several ranks:

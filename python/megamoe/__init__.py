@@ -84,7 +84,7 @@ def gpu_available():
 
 def workspace_bytes(config, *, max_tokens=8192, world=1, path="auto", arch="sm_90a", routed_rows_capacity=0,
                     fp8_resident_weights=True, experts_per_rank=None, redundant_experts=0, shared_experts=None,
-                    shared_expert_scale=1.0, layers=1, transport="ipc", node_size=0):
+                    shared_expert_scale=1.0, layers=1, transport="ipc", node_size=0, bucket_table=None):
     """The device memory one rank of Runtime(config, max_tokens, ..., world, routed_rows_capacity,
     redundant_experts, shared_experts, ...) takes, before it is created (no GPU needed), as a dict
     of bytes: layer (routing, x and h in fp8, the combine wire), symmetric_region and group_plan
@@ -93,7 +93,9 @@ def workspace_bytes(config, *, max_tokens=8192, world=1, path="auto", arch="sm_9
     weights on this rank, in the path's layout with the fp8-resident copy where a bucket reads
     it); layers and model_total: the workspace and `layers` layers' weights through one runtime.
     path "auto" resolves as it would on `arch`'s GPU; transport "nvshmem" over nodes of node_size
-    ranks (fewer than world) adds that transport's relay, staging areas and outbox (docs/ep.md). A created layer's own: Layer.workspace_bytes,
+    ranks (fewer than world) adds that transport's relay, staging areas and outbox (docs/ep.md).
+    bucket_table: the table whose buckets size the weights' fp8-resident copy (None: the config's
+    default; no GPU here names the card: name it for that card's bytes). A created layer's own: Layer.workspace_bytes,
     Layer.weights_bytes. Raises megamoe.Error for options a Layer would refuse."""
     if transport not in ("ipc", "nvshmem"):
         raise InputError("transport", repr(transport), "'ipc' or 'nvshmem'")
@@ -107,19 +109,21 @@ def workspace_bytes(config, *, max_tokens=8192, world=1, path="auto", arch="sm_9
                                       int(routed_rows_capacity), bool(fp8_resident_weights),
                                       int(experts_per_rank or 0), int(redundant_experts),
                                       -1 if shared_experts is None else int(shared_experts),
-                                      float(shared_expert_scale), transport, node_size))
+                                      float(shared_expert_scale), transport, node_size, bucket_table or ""))
     d["layers"] = layers
     d["model_total"] = d["total"] + layers * d["weights"]
     return d
 
 
 def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=None, shared_experts=None,
-               progress=True):
+               table=None, progress=True):
     """Compiles the kernels of a config's buckets (all when None) into the kernel cache, through the
     run-time build path, so that a Layer finds them there. Needs no GPU. arch: the target
     (default sm_90a); path: "auto" (what that arch runs), "hopper", "tensor_core" or "portable";
     world: 1 for the single-GPU layer, more for a rank of an expert-parallel group; shared_experts:
-    as Layer(..., shared_experts=) takes it (None: the config's). Prints a line
+    as Layer(..., shared_experts=) takes it (None: the config's); table: the bucket table of one card
+    (its name as the driver gives it, or "default"; None: every table the config holds, so that the
+    cache serves whichever card loads it; docs/configs.md, "A table per card"). Prints a line
     per kernel unless progress=False (or calls progress(line) when it is callable).
 
     Returns a list of dicts (name, key, result "compiled" | "hit" | "failed", seconds, error,
@@ -130,7 +134,8 @@ def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=No
     elif progress is False:
         progress = None
     results = _megamoe.precompile(str(config), [int(b) for b in (buckets or [])], arch or "", path, int(world),
-                                  int(jobs or 0), -1 if shared_experts is None else int(shared_experts), progress)
+                                  int(jobs or 0), -1 if shared_experts is None else int(shared_experts),
+                                  table or "", progress)
     failed = [r for r in results if r["result"] == "failed"]
     if failed:
         first = failed[0]
@@ -141,10 +146,12 @@ def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=No
 
 def tune(config, out, *, start=None, buckets=None, minutes=None, journal=None, pairs=10, min_gain=0.005,
          fp8_resident=True, fp8_wire=True, search_modes=True, modes=None, seed=123, jobs=None, world=1,
-         transport="loopback", progress=True):
+         transport="loopback", table=None, progress=True):
     """A tuned bucket table for a config's model on GPU 0, as megamoe-tune makes it (docs/tools.md):
-    writes `out` (NAME.json, a config named NAME that megamoe.Layer(out) takes), NAME.report.txt
-    and the journal NAME.journal.jsonl beside it. start: another config whose table to start from
+    writes `out` (NAME.json, a config named NAME that megamoe.Layer(out) takes: the config's bucket
+    tables with the tuned one as this GPU's, docs/configs.md, "A table per card"), NAME.report.txt
+    and the journal NAME.journal.jsonl beside it. table: the config's table to start from (a card's
+    name or "default"; None: this GPU's own, else the default). start: another config whose table to start from
     (default the config's own); buckets: the table keys to time (default 1 to 8192); minutes: a
     bound on the search; journal: another journal path (a run with the same journal resumes);
     pairs, min_gain: replays per comparison and the least gain that replaces an incumbent;
@@ -176,7 +183,7 @@ def tune(config, out, *, start=None, buckets=None, minutes=None, journal=None, p
     return _megamoe.tune(str(config), str(out), str(start or ""), [int(b) for b in (buckets or [])],
                          float(minutes or 0), str(journal or ""), int(pairs), float(min_gain), bool(fp8_resident),
                          bool(fp8_wire), bool(search_modes), str(modes or ""), int(seed), int(jobs or 0), world,
-                         transport, progress)
+                         transport, str(table or ""), progress)
 
 
 def quantize_mxfp4(values):

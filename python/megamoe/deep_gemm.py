@@ -40,7 +40,8 @@ def mega_moe_config(num_experts, hidden, intermediate_hidden, num_topk, activati
     """The path of the megamoe config for these shapes and DeepGEMM's SwiGLU with this clamp (gate
     min(g, c), up clamp(u, -c, c), silu(gate) up; SiLU where the clamp is None): the bucket table
     of the built-in config of the same model shape where there is one, else generic_a8w4's (h in
-    blocks where the table's static scale does not fit the activation). Written once into
+    blocks where the table's static scale does not fit the activation), with every card's table it
+    holds. Written once into
     megamoe.cache_dir()/deep_gemm/."""
     shape = (int(num_experts), int(hidden), int(intermediate_hidden), int(num_topk))
     base = "generic_a8w4"
@@ -68,7 +69,8 @@ def mega_moe_config(num_experts, hidden, intermediate_hidden, num_topk, activati
     except megamoe_errors.ConfigError:
         # A static h scale needs the activation's bound (SiLU has none; a large clamp may not fit):
         # h in blocks of 128, and Stage2 over 128 weight rows, which blocks need.
-        for table in [config.get("bucket_defaults", {})] + list(config.get("buckets", {}).values()):
+        holders = [config] + list(config.get("card_tables", {}).values())  # every card's table
+        for table in [e for h in holders for e in [h.get("bucket_defaults", {})] + list(h.get("buckets", {}).values())]:
             if "h_scale" in table:
                 table["h_scale"] = "block"
             if table.get("stage2", {}).get("weight_tile", 0) > 128:

@@ -65,6 +65,10 @@ class Layer:
     strict: raise DroppedRowsError for a call whose rows went past routed_rows_capacity. The check
     waits for the call (a host sync after each call; a call under graph capture is checked at the
     next take_errors(), which raises too). Without it, take_errors() counts them (dropped_rows).
+    bucket_table: the config's bucket table (docs/configs.md, "A table per card"): None for the one
+    tuned on this GPU's card, else the config's default; or a card's name as the driver gives it
+    ("NVIDIA H200"), or "default", for that table on any GPU. info["bucket_table"] names the one
+    taken and info["bucket_table_note"] says why (a warning where it was tuned on another card).
     workspace_bytes: the device memory the layer took beside its weights (megamoe.workspace_bytes
     states it before creation).
 
@@ -77,12 +81,13 @@ class Layer:
     def __init__(self, config="kimi_k3_a8w4", max_tokens=8192, device=0, *, path="auto", group=None,
                  transport="ipc", node_size=0, timeout_ms=5000, routed_rows_capacity=0, fp8_resident_weights=True,
                  experts_per_rank=None, redundant_experts=0, shared_experts=None, shared_expert_scale=1.0,
-                 strict=False):
+                 strict=False, bucket_table=None):
         self._bind(Runtime(config, max_tokens, device, path=path, group=group, transport=transport,
                            node_size=node_size, timeout_ms=timeout_ms,
                            routed_rows_capacity=routed_rows_capacity, fp8_resident_weights=fp8_resident_weights,
                            experts_per_rank=experts_per_rank, redundant_experts=redundant_experts,
-                           shared_experts=shared_experts, shared_expert_scale=shared_expert_scale, strict=strict))
+                           shared_experts=shared_experts, shared_expert_scale=shared_expert_scale, strict=strict,
+                           bucket_table=bucket_table))
 
     @classmethod
     def _of_runtime(cls, runtime):
@@ -99,12 +104,12 @@ class Layer:
     # --- what the layer is: its runtime's, but for its weights ---
     _info = property(lambda self: self.runtime._info)
     _device = property(lambda self: self.runtime._device)
-    (config, path, path_note, world, rank, device, max_tokens, experts, logical_experts, experts_per_rank,
-     shared_experts, shared_expert_scale, model_dim, inter_dim, topk, expert_biases, activation, workspace_bytes,
-     workspace, routed_rows_capacity) = (_runtime_property(name) for name in (
-        "config", "path", "path_note", "world", "rank", "device", "max_tokens", "experts", "logical_experts",
-        "experts_per_rank", "shared_experts", "shared_expert_scale", "model_dim", "inter_dim", "topk",
-        "expert_biases", "activation", "workspace_bytes", "workspace", "routed_rows_capacity"))
+    (config, path, path_note, bucket_table, bucket_table_note, world, rank, device, max_tokens, experts,
+     logical_experts, experts_per_rank, shared_experts, shared_expert_scale, model_dim, inter_dim, topk, expert_biases,
+     activation, workspace_bytes, workspace, routed_rows_capacity) = (_runtime_property(name) for name in (
+        "config", "path", "path_note", "bucket_table", "bucket_table_note", "world", "rank", "device", "max_tokens",
+        "experts", "logical_experts", "experts_per_rank", "shared_experts", "shared_expert_scale", "model_dim",
+        "inter_dim", "topk", "expert_biases", "activation", "workspace_bytes", "workspace", "routed_rows_capacity"))
     flushed_blocks = property(lambda self: {"w1": self._weights.flushed_w1, "w2": self._weights.flushed_w2}
                               if self._weights is not None else {"w1": 0, "w2": 0},
                               doc="MX blocks of each matrix that the kernels' layout flushed to zero (docs/layer.md)")

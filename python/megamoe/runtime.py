@@ -95,7 +95,7 @@ class Runtime:
     def __init__(self, config="kimi_k3_a8w4", max_tokens=8192, device=0, *, path="auto", group=None,
                  transport="ipc", node_size=0, timeout_ms=5000, routed_rows_capacity=0, fp8_resident_weights=True,
                  experts_per_rank=None, redundant_experts=0, shared_experts=None, shared_expert_scale=1.0,
-                 strict=False):
+                 strict=False, bucket_table=None):
         _check_int("max_tokens", max_tokens, 1, 32768)  # the largest bucket (kMaxBucket)
         _check_int("timeout_ms", timeout_ms, 1)
         _check_int("routed_rows_capacity", routed_rows_capacity, 0)
@@ -109,6 +109,9 @@ class Runtime:
         if transport not in ("ipc", "nvshmem"):
             raise InputError("transport", repr(transport), "'ipc' (one node) or 'nvshmem' (over nodes), with a group")
         _check_int("node_size", node_size, 0)
+        if bucket_table is not None and (not isinstance(bucket_table, str) or not bucket_table):
+            raise InputError("bucket_table", repr(bucket_table),
+                             "None, 'default' or a card's name as the driver gives it ('NVIDIA H200')")
         if node_size and transport != "nvshmem":
             raise InputError("node_size", repr(node_size), "0 unless transport='nvshmem'")
         self._device = _device_index(device)
@@ -133,7 +136,7 @@ class Runtime:
                                          bool(fp8_resident_weights), int(experts_per_rank or 0),
                                          int(redundant_experts),
                                          -1 if shared_experts is None else int(shared_experts),
-                                         float(shared_expert_scale), int(node_size))
+                                         float(shared_expert_scale), int(node_size), bucket_table or "")
         self._info = self._runtime.info()
         self._workspace = dict(self._runtime.workspace_bytes())
         self.strict = bool(strict)
@@ -152,6 +155,12 @@ class Runtime:
     path_note = property(lambda self: self._info["path_note"],
                          doc="why path 'auto' runs a slower path than the GPU's fastest, and where the path "
                              "runs the model's dims padded, to what and at what cost ('' for neither)")
+    bucket_table = property(lambda self: self._info["bucket_table"],
+                            doc="the bucket table running: the card it was tuned on, or 'default' for a config "
+                                "default naming none (docs/configs.md, 'A table per card')")
+    bucket_table_note = property(lambda self: self._info["bucket_table_note"],
+                                 doc="which bucket table runs and why: this card's own, the one named, or the "
+                                     "default for want of one (then tuned on another card)")
     world = property(lambda self: self._info["world"])
     rank = property(lambda self: self._info["rank"])
     device = property(lambda self: self._device)

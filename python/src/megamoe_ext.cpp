@@ -190,8 +190,9 @@ nb::ndarray<nb::numpy, float> dequantize_mxfp4(HostBytes packed, HostBytes scale
 nb::dict run_tuner(const std::string& config, const std::string& out, const std::string& start, const std::vector<int>& buckets,
               double minutes, const std::string& journal, int pairs, double min_gain, bool fp8_resident, bool fp8_wire,
               bool search_modes, const std::string& modes, std::uint64_t seed, int jobs, int world,
-              const std::string& transport, nb::object progress) {
+              const std::string& transport, const std::string& table, nb::object progress) {
   tune::TuneOptions o;
+  o.table = table;
   o.world = world, o.transport = transport_from_name(transport);
   o.config = config, o.out = out, o.start = start, o.buckets = buckets, o.minutes = minutes, o.journal = journal;
   o.pairs = pairs, o.min_gain = min_gain, o.seed = seed, o.threads = jobs;
@@ -252,14 +253,15 @@ nb::dict run_tuner(const std::string& config, const std::string& out, const std:
 
 // Compiles a config's kernels into the cache; progress(line) after each kernel.
 nb::list precompile(const std::string& config_name, const std::vector<int>& buckets, std::string arch,
-                    const std::string& path, int world, int jobs, int shared_experts, nb::object progress) {
+                    const std::string& path, int world, int jobs, int shared_experts, const std::string& table,
+                    nb::object progress) {
   Config config = load_config(config_name);
   if (shared_experts >= 0) config = with_shared_experts(std::move(config), shared_experts);
   std::shared_ptr<const Compiler> compiler(make_compiler(BackendKind::cuda));
   if (arch.empty()) arch = compiler->default_arch();
   KernelBuilder& builder = shared_kernel_builder(BackendKind::cuda, arch);
   const KernelPath p = resolve_path(path_from_name(path), config, BackendKind::cuda, arch);
-  std::vector<PrecompileJob> plan = plan_precompile(builder, config, buckets, {p}, world);
+  std::vector<PrecompileJob> plan = plan_precompile(builder, configs_for_tables(config, table), buckets, {p}, world);
   if (jobs <= 0) jobs = int(std::max(1u, std::thread::hardware_concurrency()));
   std::optional<nb::python_error> raised;
   {
@@ -301,8 +303,10 @@ nb::dict workspace_dict(const WorkspaceBytes& b) {
 nb::dict planned_workspace_bytes(const std::string& config, int max_tokens, int world, const std::string& path,
                                  const std::string& arch, long long routed_rows_capacity, bool fp8_resident_weights,
                                  int experts_per_rank, int redundant_experts, int shared_experts,
-                                 float shared_expert_scale, const std::string& transport, int node_size) {
+                                 float shared_expert_scale, const std::string& transport, int node_size,
+                                 const std::string& bucket_table) {
   RuntimeOptions o;
+  o.bucket_table = bucket_table;
   o.transport = transport_from_name(transport), o.node_size = node_size;
   o.max_tokens = max_tokens, o.world = world, o.path = path_from_name(path), o.redundant_experts = redundant_experts;
   o.routed_rows_capacity = routed_rows_capacity, o.fp8_resident_weights = fp8_resident_weights;
@@ -329,9 +333,10 @@ class PyRuntime {
   PyRuntime(const std::string& config, int max_tokens, int device, const std::string& path, int world, int rank,
             const std::string& transport, int timeout_ms, nb::object all_gather, long long routed_rows_capacity,
             bool fp8_resident_weights, int experts_per_rank, int redundant_experts, int shared_experts,
-            float shared_expert_scale, int node_size) {
+            float shared_expert_scale, int node_size, const std::string& bucket_table) {
     RuntimeOptions o;
     o.node_size = node_size;
+    o.bucket_table = bucket_table;
     o.redundant_experts = redundant_experts;
     o.device = device, o.max_tokens = max_tokens, o.path = path_from_name(path);
     o.world = world, o.rank = rank, o.transport = transport_from_name(transport), o.timeout_ms = timeout_ms;
@@ -425,6 +430,10 @@ class PyRuntime {
     d["config"] = c.name, d["path"] = std::string(to_string(runtime_->path()));
     d["activation"] = std::string(to_string(c.activation.kind));
     d["path_note"] = runtime_->path_choice().note;
+    const TableChoice& table = runtime_->table_choice();
+    d["card"] = table.card;
+    d["bucket_table"] = table.edited ? std::string("edited") : table.table.empty() ? std::string("default") : table.table;
+    d["bucket_table_note"] = table.note;
     d["world"] = runtime_->world(), d["rank"] = runtime_->rank();
     d["max_tokens"] = runtime_->options().max_tokens, d["device"] = runtime_->options().device;
     d["experts"] = c.model.experts, d["experts_per_rank"] = c.model.experts_per_rank;
@@ -514,12 +523,13 @@ NB_MODULE(_megamoe, m) {
   m.def("check_checkpoint", &check_checkpoint_py, "layout"_a, "experts"_a, "model_dim"_a, "inter_dim"_a, "arrays"_a);
   m.def("dequantize_mxfp4", &dequantize_mxfp4, "packed"_a, "scales"_a);
   m.def("tune", &run_tuner, "config"_a, "out"_a, "start"_a, "buckets"_a, "minutes"_a, "journal"_a, "pairs"_a, "min_gain"_a,
-        "fp8_resident"_a, "fp8_wire"_a, "search_modes"_a, "modes"_a, "seed"_a, "jobs"_a, "world"_a, "transport"_a, "progress"_a.none());
+        "fp8_resident"_a, "fp8_wire"_a, "search_modes"_a, "modes"_a, "seed"_a, "jobs"_a, "world"_a, "transport"_a, "table"_a,
+        "progress"_a.none());
   m.def("workspace_bytes", &planned_workspace_bytes, "config"_a, "max_tokens"_a, "world"_a, "path"_a, "arch"_a,
         "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a, "redundant_experts"_a,
-        "shared_experts"_a, "shared_expert_scale"_a, "transport"_a, "node_size"_a);
+        "shared_experts"_a, "shared_expert_scale"_a, "transport"_a, "node_size"_a, "bucket_table"_a);
   m.def("precompile", &precompile, "config"_a, "buckets"_a, "arch"_a, "path"_a, "world"_a, "jobs"_a, "shared_experts"_a,
-        "progress"_a.none());
+        "table"_a, "progress"_a.none());
 
   nb::class_<Weights>(m, "Weights")
       .def_prop_ro("experts", [](const Weights& w) { return w.weights->experts; })
@@ -531,10 +541,10 @@ NB_MODULE(_megamoe, m) {
 
   nb::class_<PyRuntime>(m, "Runtime")
       .def(nb::init<const std::string&, int, int, const std::string&, int, int, const std::string&, int, nb::object,
-                    long long, bool, int, int, int, float, int>(),
+                    long long, bool, int, int, int, float, int, const std::string&>(),
            "config"_a, "max_tokens"_a, "device"_a, "path"_a, "world"_a, "rank"_a, "transport"_a, "timeout_ms"_a,
            "all_gather"_a.none(), "routed_rows_capacity"_a, "fp8_resident_weights"_a, "experts_per_rank"_a,
-           "redundant_experts"_a, "shared_experts"_a, "shared_expert_scale"_a, "node_size"_a)
+           "redundant_experts"_a, "shared_experts"_a, "shared_expert_scale"_a, "node_size"_a, "bucket_table"_a)
       .def("load_mxfp4", &PyRuntime::load_mxfp4, "experts"_a, "stage"_a, "w1_packed"_a, "w1_scales"_a, "w2_packed"_a,
            "w2_scales"_a, "b1"_a = nb::none(), "b2"_a = nb::none())
       .def("load_fp32", &PyRuntime::load_fp32, "experts"_a, "stage"_a, "w1"_a, "w2"_a, "b1"_a = nb::none(),

@@ -1,9 +1,6 @@
 #include "codegen/kernel_paths.hpp"
 #include "codegen/path_kernels.hpp"
 
-#include <mutex>
-#include <set>
-
 #include <fmt/format.h>
 
 #include "config/path_requirements.hpp"
@@ -47,14 +44,7 @@ PathChoice choose_path(KernelPath requested, const Config& c, BackendKind backen
 }
 
 void announce_path_choice(const PathChoice& choice) {
-  if (choice.note.empty()) return;
-  static std::mutex mutex;
-  static std::set<std::string> said;
-  {
-    std::lock_guard lock(mutex);
-    if (!said.insert(choice.note).second) return;
-  }
-  warn(choice.note);
+  if (!choice.note.empty()) warn_once(choice.note);
 }
 
 PathArithmetic path_arithmetic(KernelPath path, const Config& c, const BucketConfig& b) {

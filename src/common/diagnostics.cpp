@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 
 namespace megamoe {
 namespace {
@@ -16,6 +17,16 @@ void warn(const std::string& message) {
     g_handler(message);
   else
     std::fprintf(stderr, "megamoe: warning: %s\n", message.c_str());
+}
+
+void warn_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  {
+    std::lock_guard lock(mutex);
+    if (!said.insert(message).second) return;
+  }
+  warn(message);
 }
 
 void progress(const std::string& message) {

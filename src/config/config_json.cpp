@@ -1,6 +1,7 @@
 #include "config/config_json.hpp"
 
 #include <map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -69,18 +70,45 @@ json entry_json(const BucketConfig& b) {
 
 std::string entry_text(const BucketConfig& b) { return entry_json(b).dump(); }
 
-json config_json(const Config& c, const std::string& name, const std::string& description) {
-  std::map<std::string, int> count;  // the most common entry (the smallest bucket's among equals) is the default
-  for (const BucketConfig& b : c.buckets) ++count[entry_text(b)];
-  const BucketConfig* common = &c.buckets[0];
-  for (const BucketConfig& b : c.buckets)
+namespace {
+
+// One table as bucket_defaults (its most common entry, the smallest bucket's among equals) and
+// each bucket's differences from it.
+std::pair<json, json> table_json(const std::array<BucketConfig, kBucketCount>& table) {
+  std::map<std::string, int> count;
+  for (const BucketConfig& b : table) ++count[entry_text(b)];
+  const BucketConfig* common = &table[0];
+  for (const BucketConfig& b : table)
     if (count[entry_text(b)] > count[entry_text(*common)]) common = &b;
   const json defaults = entry_json(*common);
   json buckets = json::object();
-  for (const BucketConfig& b : c.buckets) {
+  for (const BucketConfig& b : table) {
     json d = difference(entry_json(b), defaults);
     if (!d.empty()) buckets[std::to_string(b.bucket)] = d;
   }
+  return {defaults, buckets};
+}
+
+// A bucket_defaults or buckets object: a line a field, `indent` spaces in.
+std::string entries_text(const json& value, int indent) {
+  if (value.empty()) return "{}";
+  std::size_t width = 0;
+  for (auto& [k, v] : value.items()) width = std::max(width, json(k).dump().size() + 1);
+  const std::string pad(std::size_t(indent) + 2, ' ');
+  std::string s = "{\n";
+  std::size_t n = 0;
+  for (auto& [k, v] : value.items())
+    s += fmt::format("{}{:<{}} {}{}", pad, json(k).dump() + ":", width, one_line(v), ++n < value.size() ? ",\n" : "\n");
+  return s + std::string(std::size_t(indent), ' ') + "}";
+}
+
+}  // namespace
+
+json config_json(const Config& c, const std::string& name, const std::string& description) {
+  std::vector<BucketTable> tables = c.tables;
+  if (tables.empty()) tables.push_back({c.table, c.buckets});
+  for (BucketTable& t : tables)  // the table in use as it stands (edited or not)
+    if (t.card == c.table) t.buckets = c.buckets;
   json model = {{"experts", c.model.experts},
                 {"model_dim", c.model.model_dim},
                 {"inter_dim", c.model.inter_dim},
@@ -90,8 +118,14 @@ json config_json(const Config& c, const std::string& name, const std::string& de
   if (c.keys_experts_per_rank != c.model.experts) j["bucket_keys"] = {{"experts_per_rank", c.keys_experts_per_rank}};
   j["activation"] = activation_json(c.activation);
   j["quant"] = {{"activations", c.quant.activations}, {"weights", c.quant.weights}};
-  j["bucket_defaults"] = defaults;
+  if (!tables[0].card.empty()) j["card"] = tables[0].card;
+  auto [defaults, buckets] = table_json(tables[0].buckets);
+  j["bucket_defaults"] = defaults;  // one at a time: an ordered_json's members move as it grows
   j["buckets"] = buckets;
+  for (std::size_t i = 1; i < tables.size(); ++i) {
+    auto [card_defaults, card_buckets] = table_json(tables[i].buckets);
+    j["card_tables"][tables[i].card] = {{"bucket_defaults", card_defaults}, {"buckets", card_buckets}};
+  }
   return j;
 }
 
@@ -100,13 +134,18 @@ std::string config_text(const json& config) {
   std::size_t i = 0;
   for (auto& [key, value] : config.items()) {
     const std::string end = ++i < config.size() ? ",\n" : "\n";
-    if ((key == "bucket_defaults" || key == "buckets") && !value.empty()) {
-      std::size_t width = 0;
-      for (auto& [k, v] : value.items()) width = std::max(width, json(k).dump().size() + 1);
+    if (key == "bucket_defaults" || key == "buckets") {
+      s += fmt::format("  {}: {}{}", json(key).dump(), entries_text(value, 2), end);
+    } else if (key == "card_tables" && value.is_object()) {
       s += fmt::format("  {}: {{\n", json(key).dump());
       std::size_t n = 0;
-      for (auto& [k, v] : value.items())
-        s += fmt::format("    {:<{}} {}{}", json(k).dump() + ":", width, one_line(v), ++n < value.size() ? ",\n" : "\n");
+      for (auto& [card, table] : value.items()) {
+        s += fmt::format("    {}: {{\n", json(card).dump());
+        std::size_t m = 0;
+        for (auto& [k, v] : table.items())
+          s += fmt::format("      {}: {}{}", json(k).dump(), entries_text(v, 6), ++m < table.size() ? ",\n" : "\n");
+        s += fmt::format("    }}{}", ++n < value.size() ? ",\n" : "\n");
+      }
       s += "  }" + end;
     } else {
       s += fmt::format("  {}: {}{}", json(key).dump(), one_line(value), end);
@@ -119,6 +158,7 @@ BucketConfig entry_from_text(const Config& config, int bucket, const std::string
   json j = config_json(config, "entry", "");
   j["bucket_defaults"] = json::parse(text);
   j["buckets"] = json::object();
+  j.erase("card_tables");
   return parse_config(j.dump(), "(an entry of the tuner's journal)").bucket(bucket);
 }
 

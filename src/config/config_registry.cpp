@@ -30,8 +30,11 @@ Config checked(Config c, const std::string& expected_name) {
   if (!expected_name.empty() && c.name != expected_name)
     throw ConfigError(c.source, "$.name", "\"" + c.name + "\"",
                       fmt::format("\"{}\" (the file's name)", expected_name));
-  if (env_flag("MEGAMOE_BOUNDS_CHECK"))
+  if (env_flag("MEGAMOE_BOUNDS_CHECK")) {
     for (auto& b : c.buckets) b.bounds_check = true;
+    for (BucketTable& t : c.tables)
+      for (auto& b : t.buckets) b.bounds_check = true;
+  }
   return c;
 }
 

@@ -266,10 +266,9 @@ void check_bucket_entry(ObjectReader r) {
 // Reads a merged, already checked bucket entry; a field missing from both places is reported
 // at the bucket's own path.
 BucketConfig read_merged_bucket(const json& merged, int bucket, const std::string& path,
-                                const std::string& file) {
+                                const std::string& defaults_path, const std::string& file) {
   auto missing = [&](const std::string& what) -> ConfigError {
-    return ConfigError(file, path + "." + what, "(missing)",
-                       "a required field, set here or in $.bucket_defaults");
+    return ConfigError(file, path + "." + what, "(missing)", "a required field, set here or in " + defaults_path);
   };
   auto get = [&](const json& obj, const char* key, const std::string& sub) -> const json& {
     if (!obj.contains(key)) throw missing(sub.empty() ? key : sub + "." + key);
@@ -351,6 +350,58 @@ void check_bucket(const Config& c, const BucketConfig& b, const std::string& pat
   check_tiles(b, c.model, path, file);
 }
 
+namespace {
+
+// A card's name as the CUDA driver gives it (cuDeviceGetName): matched exactly, so printable and
+// without spaces at its ends.
+std::string card_name(const json& v, const std::string& path, const std::string& file) {
+  const std::string expected = "a GPU's name as the driver gives it (\"NVIDIA H200\"), without spaces at its ends";
+  if (!v.is_string()) throw ConfigError(file, path, show(v), expected);
+  const std::string s = v.get<std::string>();
+  const bool printable = std::all_of(s.begin(), s.end(), [](char ch) { return ch >= 0x20 && ch < 0x7f; });
+  if (s.empty() || !printable || s.front() == ' ' || s.back() == ' ' || s == "default")
+    throw ConfigError(file, path, show(v), expected + (s == "default" ? " (\"default\" names the default table)" : ""));
+  return s;
+}
+
+// One bucket table: `holder`'s bucket_defaults with each of its buckets' entries merged over them.
+BucketTable read_table(const Config& c, ObjectReader& holder, const std::string& at, const std::string& source) {
+  const std::string defaults_path = at + ".bucket_defaults";
+  const json& defaults = holder.field("bucket_defaults");
+  check_bucket_entry(ObjectReader(defaults, defaults_path, source));
+  const json& overrides = holder.field("buckets");
+  ObjectReader over(overrides, at + ".buckets", source);
+  for (auto& [key, value] : overrides.items()) {
+    std::string path = over.at(key);
+    std::size_t used = 0;
+    long long n = -1;
+    try {
+      n = std::stoll(key, &used);
+    } catch (...) {
+    }
+    if (used != key.size() || n < kMinBucket || n > kMaxBucket || !is_power_of_two(n) ||
+        std::to_string(n) != key)
+      throw ConfigError(source, path, "\"" + key + "\"",
+                        fmt::format("a bucket key: a power of two from {} to {}", kMinBucket, kMaxBucket));
+    check_bucket_entry(ObjectReader(value, path, source));
+  }
+  BucketTable t;
+  for (int i = 0; i < kBucketCount; ++i) {
+    int bucket = 1 << i;
+    json merged = defaults;
+    std::string path = defaults_path;
+    if (auto it = overrides.find(std::to_string(bucket)); it != overrides.end()) {
+      merged.merge_patch(*it);
+      path = at + ".buckets." + std::to_string(bucket);
+    }
+    t.buckets[i] = read_merged_bucket(merged, bucket, path, defaults_path, source);
+    check_bucket(c, t.buckets[i], path, source);
+  }
+  return t;
+}
+
+}  // namespace
+
 Config parse_config(std::string_view json_text, const std::string& source) {
   json doc;
   try {
@@ -361,7 +412,7 @@ Config parse_config(std::string_view json_text, const std::string& source) {
   ObjectReader top(doc, "$", source);
   Config c;
   c.source = source;
-  top.also_known({"description", "bucket_keys"});
+  top.also_known({"description", "bucket_keys", "card", "card_tables"});
   const json& schema = top.field("schema");
   const bool v1 = schema == kSchemaV1;
   if (!v1 && schema != kSchema) top.fail("$.schema", show(schema), fmt::format("\"{}\"", kSchema));
@@ -382,37 +433,28 @@ Config parse_config(std::string_view json_text, const std::string& source) {
     keys.no_unknown_fields();
   }
 
-  const json& defaults = top.field("bucket_defaults");
-  check_bucket_entry(ObjectReader(defaults, "$.bucket_defaults", source));
-  const json& overrides = top.field("buckets");
-  ObjectReader over(overrides, "$.buckets", source);
-  for (auto& [key, value] : overrides.items()) {
-    std::string path = over.at(key);
-    std::size_t used = 0;
-    long long n = -1;
-    try {
-      n = std::stoll(key, &used);
-    } catch (...) {
+  c.tables.push_back(read_table(c, top, "$", source));
+  if (top.has("card")) c.tables[0].card = card_name(top.field("card"), "$.card", source);
+  if (top.has("card_tables")) {
+    ObjectReader cards = top.object("card_tables");
+    for (auto& [card, value] : top.field("card_tables").items()) {
+      const std::string path = fmt::format("$.card_tables[{}]", json(card).dump());
+      card_name(json(card), path, source);
+      for (const BucketTable& t : c.tables)
+        if (t.card == card)
+          throw ConfigError(source, path, json(card).dump(), "a card without a table of its own ($.card names the "
+                                                             "default table's card: one table a card)");
+      ObjectReader entry(value, path, source);
+      c.tables.push_back(read_table(c, entry, path, source));
+      c.tables.back().card = card;
+      entry.no_unknown_fields();
+      cards.field(card);
     }
-    if (used != key.size() || n < kMinBucket || n > kMaxBucket || !is_power_of_two(n) ||
-        std::to_string(n) != key)
-      throw ConfigError(source, path, "\"" + key + "\"",
-                        fmt::format("a bucket key: a power of two from {} to {}", kMinBucket, kMaxBucket));
-    check_bucket_entry(ObjectReader(value, path, source));
+    cards.no_unknown_fields();
   }
   top.no_unknown_fields();
-
-  for (int i = 0; i < kBucketCount; ++i) {
-    int bucket = 1 << i;
-    json merged = defaults;
-    std::string path = "$.bucket_defaults";
-    if (auto it = overrides.find(std::to_string(bucket)); it != overrides.end()) {
-      merged.merge_patch(*it);
-      path = "$.buckets." + std::to_string(bucket);
-    }
-    c.buckets[i] = read_merged_bucket(merged, bucket, path, source);
-    check_bucket(c, c.buckets[i], path, source);
-  }
+  c.buckets = c.tables[0].buckets;
+  c.table = c.tables[0].card;
   if (v1) top.fail("$.schema", fmt::format("\"{}\"", kSchemaV1), fmt::format("\"{}\" ({})", kSchema, kV2Changes));
   return c;
 }
@@ -430,6 +472,8 @@ Config with_buckets_of(const Config& model, const Config& buckets) {
   c.name = model.name + "_with_" + buckets.name + "_buckets";
   c.source = model.source + " with the buckets of " + buckets.source;
   c.buckets = buckets.buckets;
+  c.table = buckets.table;
+  c.tables = {{buckets.table, buckets.buckets}};  // the table in use alone: the other's others were not checked here
   c.keys_experts_per_rank = buckets.keys_experts_per_rank;
   return c;
 }

@@ -82,7 +82,7 @@ std::shared_ptr<Group> make_ipc_group(const GroupOptions& options) {
 
 std::vector<std::string> exchange_records(const Group& group, int rank, int world, const std::string& fingerprint,
                                           const std::string& what, const std::string& payload) {
-  constexpr std::size_t kFingerprintBytes = 192, kPayloadBytes = 256;
+  constexpr std::size_t kFingerprintBytes = 384, kPayloadBytes = 256;  // a long config name and card name fit
   if (fingerprint.size() >= kFingerprintBytes || payload.size() > kPayloadBytes)
     throw Error(fmt::format("megamoe: the group's bootstrap record holds {} bytes of config and {} of payload, this "
                             "one needs {} and {}",

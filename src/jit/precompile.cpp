@@ -14,25 +14,27 @@
 
 namespace megamoe {
 
-std::vector<PrecompileJob> plan_precompile(const KernelBuilder& builder, const Config& config,
+std::vector<PrecompileJob> plan_precompile(const KernelBuilder& builder, const std::vector<Config>& tables,
                                            const std::vector<int>& buckets, const std::vector<KernelPath>& paths,
                                            int world, bool nvshmem) {
   if (world < 1 || world > kMaxWorld)
     throw Error(fmt::format("megamoe: precompile: world = {}, expected 1..{}", world, int(kMaxWorld)));
-  std::vector<int> list = buckets;
-  if (list.empty())
-    for (const BucketConfig& b : config.buckets) list.push_back(b.bucket);
   std::vector<PrecompileJob> jobs;
   std::map<std::string, std::size_t> by_key;
-  for (KernelPath path : paths)
-    for (int b : list)
-      for (const KernelSpec& spec : kernels_for_bucket(config, config.bucket(b), path, world, nvshmem)) {
-        PlannedKernel p = builder.plan(spec);
-        auto [it, fresh] = by_key.emplace(p.key.hex, jobs.size());
-        if (fresh) jobs.push_back({std::move(p), {}, {}, {}});
-        auto& users = jobs[it->second].buckets;
-        if (std::find(users.begin(), users.end(), b) == users.end()) users.push_back(b);
-      }
+  for (const Config& config : tables) {
+    std::vector<int> list = buckets;
+    if (list.empty())
+      for (const BucketConfig& b : config.buckets) list.push_back(b.bucket);
+    for (KernelPath path : paths)
+      for (int b : list)
+        for (const KernelSpec& spec : kernels_for_bucket(config, config.bucket(b), path, world, nvshmem)) {
+          PlannedKernel p = builder.plan(spec);
+          auto [it, fresh] = by_key.emplace(p.key.hex, jobs.size());
+          if (fresh) jobs.push_back({std::move(p), {}, {}, {}});
+          auto& users = jobs[it->second].buckets;
+          if (std::find(users.begin(), users.end(), b) == users.end()) users.push_back(b);
+        }
+  }
   return jobs;
 }
 

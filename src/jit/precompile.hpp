@@ -21,8 +21,10 @@ struct PrecompileJob {
 
 // The kernels of `buckets` (every bucket when empty) of a config on `paths`, for the single-GPU
 // layer (world 1) or a rank of a group (world 2 to 16; nvshmem: of the nvshmem transport), one job
-// per distinct key. A size that is no bucket, or a world out of range, is an Error.
-std::vector<PrecompileJob> plan_precompile(const KernelBuilder& builder, const Config& config,
+// per distinct key. `tables`: the config with each bucket table a runtime may take in use
+// (configs_for_tables), a kernel that two tables share compiled once. A size that is no bucket,
+// or a world out of range, is an Error.
+std::vector<PrecompileJob> plan_precompile(const KernelBuilder& builder, const std::vector<Config>& tables,
                                            const std::vector<int>& buckets, const std::vector<KernelPath>& paths,
                                            int world, bool nvshmem = false);
 

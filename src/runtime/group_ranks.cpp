@@ -94,6 +94,12 @@ std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(Config config, Runti
     ranks.back()->group_ = group;
     group->ranks.push_back(ranks.back().get());
   }
+  for (auto& r : ranks)  // a group's buckets must agree (their dispatch, wire and tiles run together)
+    if (r->table_choice().table != ranks[0]->table_choice().table)
+      throw Error(fmt::format("megamoe: the group's GPUs take different bucket tables (rank 0 on {}: {}; rank {} on {}: "
+                              "{}): name one for every rank with RuntimeOptions.bucket_table",
+                              ranks[0]->table_choice().card, ranks[0]->table_choice().note, r->rank(),
+                              r->table_choice().card, r->table_choice().note));
   if (world == 1) return ranks;
   if (options.transport == Transport::loopback) {
     group->loopback_share = int(loopback_share(ranks[0]->device(), world));
@@ -123,14 +129,15 @@ std::vector<std::unique_ptr<Runtime>> Runtime::create_ranks(Config config, Runti
 // handle) through the group's all-gather; the peers' regions mapped.
 void Runtime::connect_ipc_peers() {
   const std::string fingerprint =
-      fmt::format("{}|{}|{}x{}x{}x{}|{}|{}|{}|{}|{}", config_.name, to_string(config_.activation.kind),
+      fmt::format("{}|{}|{}x{}x{}x{}|{}|{}|{}|{}|{}|{}", config_.name, to_string(config_.activation.kind),
                   config_.model.experts_per_rank, config_.model.model_dim, config_.model.inter_dim, config_.model.topk,
-                  to_string(path_), options_.max_tokens, workspace_->rows_capacity, ep_->layout.bytes, options_.world);
+                  to_string(path_), options_.max_tokens, workspace_->rows_capacity, ep_->layout.bytes, options_.world,
+                  table_choice_.edited ? "edited" : table_choice_.table.empty() ? "default" : table_choice_.table);
   // nvshmem: the region is NVSHMEM's (mapped by it); the records only check the ranks agree.
   const std::string handle = options_.transport == Transport::ipc ? device_->ipc_handle(ep_->region->get()) : "";
   const std::vector<std::string> handles =
       exchange_records(*group_, options_.rank, options_.world, fingerprint,
-                       "config|activation|shape|path|max_tokens|routed rows|region bytes|world", handle);
+                       "config|activation|shape|path|max_tokens|routed rows|region bytes|world|bucket table", handle);
   if (options_.transport != Transport::ipc) return;
   for (int r = 0; r < options_.world; ++r)
     if (r != options_.rank) {

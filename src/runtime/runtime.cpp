@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_paths.hpp"
+#include "common/diagnostics.hpp"
 #include "config/path_requirements.hpp"
 #include "ep/ep_workspace.hpp"
 #include "config/shared_slots.hpp"
@@ -54,6 +55,9 @@ WorkspaceBytes planned_workspace(const Config& kernels_config, const RuntimeOpti
 // `config` comes resolved for options.world (create, create_ranks: before any GPU is opened).
 Runtime::Runtime(Config config, RuntimeOptions options, std::unique_ptr<Device> device)
     : config_(std::move(config)), options_(std::move(options)), device_(std::move(device)) {
+  table_choice_ = choose_table(config_, device_->name(), options_.bucket_table);
+  config_ = with_chosen_table(std::move(config_), table_choice_);
+  if (table_choice_.warn) warn_once(table_choice_.note);
   path_choice_ = choose_path(options_.path, config_, device_->kind(), device_->arch());
   path_ = path_choice_.path;
   announce_path_choice(path_choice_);
@@ -90,6 +94,8 @@ Runtime::~Runtime() {
 static std::pair<Config, KernelPath> planned_config(Config config, const RuntimeOptions& options, std::string_view arch,
                                                    const char* what) {
   config = config_for_options(std::move(config), options);
+  // No GPU here: the table named, else the default (a card's own may hold other buckets).
+  config = with_chosen_table(std::move(config), choose_table(config, "", options.bucket_table));
   check_max_tokens(options);
   check_group_options(shared_slots_config(config), group_options(options));
   if (options.path == KernelPath::automatic && arch.empty())

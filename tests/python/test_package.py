@@ -220,3 +220,33 @@ def test_workspace_bytes_of_the_nvshmem_transport_over_nodes_adds_its_relay_stag
         megamoe.workspace_bytes("kimi_k3_a8w4", node_size=3, transport="nvshmem", **args)
     with pytest.raises(megamoe.InputError, match="transport"):
         megamoe.workspace_bytes("kimi_k3_a8w4", world=8, path="hopper", transport="tcp")
+
+
+def _two_card_config(tmp_path):
+    """Kimi-K3's config with its table as the H200's and an H100 table whose 1024 bucket reads MXFP4."""
+    config = json.loads((ROOT / "configs" / "kimi_k3_a8w4.json").read_text())
+    config["name"] = "two_cards"
+    config["card"] = "NVIDIA H200"
+    config["card_tables"] = {"NVIDIA H100 80GB HBM3": {
+        "bucket_defaults": config["bucket_defaults"],
+        "buckets": {"1024": {"stage1": {"token_tile": 128}, "weights": "mxfp4"}}}}
+    path = tmp_path / "two_cards.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def test_a_table_per_card_sizes_the_weights_and_names_a_missing_card(tmp_path):
+    path = _two_card_config(tmp_path)
+    # The H200 table's 1024 bucket reads the fp8-resident copy, the H100 one's does not.
+    h200 = megamoe.workspace_bytes(path, max_tokens=1024, path="hopper", experts_per_rank=112)
+    h100 = megamoe.workspace_bytes(path, max_tokens=1024, path="hopper", experts_per_rank=112,
+                                   bucket_table="NVIDIA H100 80GB HBM3")
+    assert h200["weights"] > h100["weights"]
+    assert megamoe.workspace_bytes(path, max_tokens=1024, path="hopper", experts_per_rank=112,
+                                   bucket_table="default") == h200
+    with pytest.raises(megamoe.Error, match="no bucket table for 'NVIDIA A100'"):
+        megamoe.workspace_bytes(path, path="hopper", bucket_table="NVIDIA A100")
+    with pytest.raises(megamoe.Error, match=r"NVIDIA H200 \(the default\); NVIDIA H100 80GB HBM3"):
+        megamoe.precompile(path, [1024], path="hopper", table="NVIDIA A100", progress=False)
+    with pytest.raises(megamoe.InputError, match="bucket_table"):
+        megamoe.Layer(path, bucket_table=7)

@@ -4,6 +4,8 @@
 
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include "support/test_support.hpp"
 
 using namespace megamoe;
@@ -183,4 +185,31 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   Result narrow =
       precompile(dir.path().string(), "--config '" + dir.path().string() + "/cfg/kimi_w256_as_w128.json' --bucket 512 --list");
   CHECK_THAT(narrow.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm96_bw128_s"));
+}
+
+TEST_CASE("precompile compiles every card's table unless --table names one", "[cli][tables]") {
+  test::TempDir dir;
+  // Kimi-K3's config with its table as the H200's and an H100 table whose 1024 bucket reads MXFP4
+  // with 128-token Stage1 tiles.
+  nlohmann::json j = nlohmann::json::parse(test::read_text(std::string(MEGAMOE_SOURCE_DIR) + "/configs/kimi_k3_a8w4.json"));
+  j["card"] = "NVIDIA H200";
+  j["card_tables"]["NVIDIA H100 80GB HBM3"] = {
+      {"bucket_defaults", j["bucket_defaults"]},
+      {"buckets", {{"1024", {{"stage1", {{"token_tile", 128}}}, {"weights", "mxfp4"}}}}}};
+  const std::string file = (dir.path() / "two_cards.json").string();
+  j["name"] = "two_cards";
+  test::write_text(file, j.dump(2));
+  const std::string h100_kernel = "megamoe_stage1_hopper_situv2_bm128_bw128_";
+  Result every = precompile(dir.path().string(), "--config " + file + " --bucket 1024 --list");
+  REQUIRE(every.status == 0);
+  CHECK_THAT(every.out, Catch::Contains("of 2 table(s) (NVIDIA H200; NVIDIA H100 80GB HBM3)"));
+  CHECK_THAT(every.out, Catch::Contains(h100_kernel) && Catch::Contains("megamoe_stage1_hopper_situv2_bm176_bw128_"));
+  Result h200 = precompile(dir.path().string(), "--config " + file + " --bucket 1024 --list --table 'NVIDIA H200'");
+  REQUIRE(h200.status == 0);
+  CHECK_THAT(h200.out, Catch::Contains("of 1 table(s) (NVIDIA H200)"));
+  CHECK_THAT(h200.out, !Catch::Contains(h100_kernel));
+  Result unknown = precompile(dir.path().string(), "--config " + file + " --bucket 1024 --list --table 'NVIDIA A100'");
+  CHECK(unknown.status == 1);
+  CHECK_THAT(unknown.out, Catch::Contains("no bucket table for 'NVIDIA A100'") &&
+                              Catch::Contains("NVIDIA H200 (the default); NVIDIA H100 80GB HBM3"));
 }

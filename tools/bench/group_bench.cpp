@@ -80,6 +80,19 @@ double flag_latency_us(Device& d0, Device& d1) {
   return bench::median(us);
 }
 
+// What the driver's copy from one GPU to another reaches (peer access on), printed.
+double peer_copy_gb_per_s(Device& dev0, Device& dev1) {
+  const std::size_t bytes = std::size_t(256) << 20;
+  DeviceBuffer src(dev0, bytes), dst(dev1, bytes);
+  StreamHandle s = dev0.create_stream();
+  const float ms = bench::median_ms(dev0, s, 2, 10, [&] { dev0.copy_device_async(dst.get(), src.get(), bytes, s); });
+  dev0.destroy_stream(s);
+  const double gb_per_s = double(bytes) / (ms * 1e-3) / 1e9;
+  fmt::print("peer copy GPU {} -> GPU {}: {:.0f} GB/s (256 MiB, median of 10)\n", dev0.ordinal(), dev1.ordinal(),
+             gb_per_s);
+  return gb_per_s;
+}
+
 }  // namespace
 
 int run_group_bench(const GroupBenchOptions& o) {
@@ -88,12 +101,14 @@ int run_group_bench(const GroupBenchOptions& o) {
   options.path = o.path;
   options.world = o.world;
   options.transport = o.transport;
+  options.bucket_table = o.table;
   auto ranks = Runtime::create_ranks(o.config, options);
   const Config& cfg = ranks[0]->config();
   const ModelShape& m = cfg.model;
   Device& dev0 = ranks[0]->device();
   fmt::print("config {} on {} ({}), {} path, world {} ({})\n", cfg.name, dev0.name(), dev0.arch(),
              to_string(ranks[0]->path()), o.world, to_string(o.transport));
+  fmt::print("{}\n", ranks[0]->table_choice().note);
   if (o.transport == Transport::loopback)
     fmt::print("loopback: the {} ranks share one GPU, each on its share of the SMs; these are not NVLink times, and a "
                "rank's time is not one GPU's\n",
@@ -102,18 +117,7 @@ int run_group_bench(const GroupBenchOptions& o) {
   // routed to it, at one GPU's ceilings (on loopback the ranks share one GPU: no floor of theirs).
   const bench::Ceilings ceilings = bench::measure_and_print_ceilings(dev0);
   // Over peer: what a copy from rank 0's GPU to rank 1's reaches (the driver's copy, peer access on).
-  double peer_gb_per_s = 0;
-  if (o.transport == Transport::peer) {
-    Device& dev1 = ranks[1]->device();
-    const std::size_t bytes = std::size_t(256) << 20;
-    DeviceBuffer src(dev0, bytes), dst(dev1, bytes);
-    StreamHandle s = dev0.create_stream();
-    const float ms = bench::median_ms(dev0, s, 2, 10, [&] { dev0.copy_device_async(dst.get(), src.get(), bytes, s); });
-    dev0.destroy_stream(s);
-    peer_gb_per_s = double(bytes) / (ms * 1e-3) / 1e9;
-    fmt::print("peer copy GPU {} -> GPU {}: {:.0f} GB/s (256 MiB, median of 10)\n", dev0.ordinal(), dev1.ordinal(),
-               peer_gb_per_s);
-  }
+  const double peer_gb_per_s = o.transport == Transport::peer ? peer_copy_gb_per_s(dev0, ranks[1]->device()) : 0;
   // The latency the protocol's signals pay between two ranks (on loopback: within one GPU).
   const double flag_us = flag_latency_us(dev0, ranks[1]->device());
   fmt::print("flag latency rank 0 -> rank 1 ({}): {:.2f} us one way (half a round trip of a release store and an "

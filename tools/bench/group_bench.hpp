@@ -13,6 +13,7 @@ namespace megamoe::bench {
 struct GroupBenchOptions {
   Config config;
   std::string json;
+  std::string table;  // RuntimeOptions::bucket_table
   KernelPath path = KernelPath::automatic;
   Transport transport = Transport::loopback;
   int world = 2, reps = 20;

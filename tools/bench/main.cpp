@@ -24,6 +24,7 @@
 #include "bench/group_bench.hpp"
 #include "common/cli.hpp"
 #include "common/input_sets.hpp"
+#include "common/table_choice.hpp"
 #include "common/workload.hpp"
 #include "common/kernel_limits.hpp"
 #include "megamoe/megamoe.hpp"
@@ -173,6 +174,7 @@ LayerTimes time_layer(Runtime& rt, const PreparedWeights& w, const std::vector<I
 // The options, as parsed; world 0 until --world is given.
 struct Options {
   std::string config_name, json_path, against_name;
+  std::string table, against_table;  // --table, --against-table: a card's bucket table
   bool crossover = false;
   KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
@@ -250,6 +252,7 @@ void write_json(const std::string& json_path, const Runtime& rt, Device& dev, co
   const bench::Ceiling &copy = ceilings.copy, &fp8 = ceilings.fp8;
   nlohmann::json j = {{"config", cfg.name}, {"device", dev.name()}, {"arch", dev.arch()},
                       {"path", std::string(to_string(rt.path()))}, {"world", 1},
+                      {"bucket_table", cfg.table.empty() ? std::string("default") : cfg.table},
                       {"copy_tb_per_s", copy.value}, {"copy_burst_tb_per_s", copy.burst},
                       {"copy_how", copy.how}, {"fp8_tflop_per_s", ceilings.tflops},
                       {"fp8_burst_tflop_per_s", fp8.burst}, {"fp8_measured", fp8.measured},
@@ -301,20 +304,35 @@ int run_world1(const Options& o) {
   RuntimeOptions options;
   options.max_tokens = int(*std::max_element(o.sizes.begin(), o.sizes.end()));
   options.path = o.path;
-  // --against: the same model with another bucket table (checked before any GPU is opened).
-  const Config loaded = workload::load_for_world(o.config_name, 1, o.experts_per_rank);
+  // The configs, and --against's table on the model, checked before any GPU is opened.
+  const Config base = workload::load_for_world(o.config_name, 1, o.experts_per_rank);
+  std::optional<Config> against_base;
+  if (!o.against_name.empty()) with_buckets_of(base, *(against_base = load_config(o.against_name)));
+  // The table this GPU takes (or --table's), picked before --crossover edits its weight sources.
+  const std::string card = workload::gpu_card(BackendKind::cuda, 0);
+  const workload::ToolTable table = workload::pick_table(base, o.table, card);
+  options.bucket_table = table.option;
+  const Config& loaded = table.config;
   const Config config = o.shared ? with_shared_experts(loaded, o.shared) : loaded;
-  const std::optional<Config> against =
-      o.against_name.empty() ? std::nullopt
-                             : std::optional<Config>(with_buckets_of(config, load_config(o.against_name)));
+  // --against: the same model with another config's bucket table (its table for this GPU, or --against-table's).
+  std::optional<workload::ToolTable> against;
+  if (against_base) {
+    against = workload::pick_table(*against_base, o.against_table, card);
+    against->config = with_buckets_of(config, against->config);
+  }
   auto rt = Runtime::create(config, options);
   Beside other;
-  if (against) other.rt = Runtime::create(*against, options);
+  if (against) {
+    RuntimeOptions against_options = options;
+    against_options.bucket_table = against->option;
+    other.rt = Runtime::create(against->config, against_options);
+  }
   Device& dev = rt->device();
   const Config& cfg = rt->config();
   const ModelShape& m = cfg.model;
   fmt::print("config {} on {} ({}), {} path, world 1\n", cfg.name, dev.name(), dev.arch(), to_string(rt->path()));
-  if (other) fmt::print("against: {} (side by side on the same inputs)\n", other.rt->config().name);
+  fmt::print("{}\n", table.line);
+  if (other) fmt::print("against: {} (side by side on the same inputs); its {}\n", other.rt->config().name, against->line);
   Crossover crossover = open_crossover(o.crossover, config, options, *rt);
   const int S = config.model.shared_experts;
   Beside plain, dense;  // --shared-experts: the layer without them, and their dense FFN
@@ -404,6 +422,12 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--json", o.json_path, "also write the results as JSON")->type_name("FILE");
   app.add_option("--against", o.against_name, "(--world 1) the same model with CONFIG's bucket table, side by side")
       ->type_name("CONFIG");
+  cli::add_table(app, o.table, "the table tuned on this GPU's card, else the config's default (the header says which)");
+  app.add_option("--against-table", o.against_table,
+                 "(--against) CONFIG's bucket table tuned on CARD, or \"default\"; without it, CONFIG's table for "
+                 "this GPU as --table's rule picks it (one config against itself: --against NAME --against-table CARD "
+                 "times this card's table beside another card's)")
+      ->type_name("CARD");
   app.add_flag("--crossover", o.crossover, "(--world 1, Hopper path) the table with mxfp4 and with fp8_resident weights");
   cli::add_experts_per_rank(app, o.experts_per_rank, 1);
   app.add_option("--shared-experts", o.shared,
@@ -429,6 +453,7 @@ int main(int argc, char** argv) {
   add_flags(app, o);
   cli::parse(app, argc, argv);
   if (!o.against_name.empty() && o.world != 1) cli::usage_error(kTool, "--against is for --world 1");
+  if (!o.against_table.empty() && o.against_name.empty()) cli::usage_error(kTool, "--against-table needs --against");
   if (o.crossover && o.world != 1) cli::usage_error(kTool, "--crossover is for --world 1");
   if (o.shared && o.world != 1) cli::usage_error(kTool, "--shared-experts is for --world 1");
   if (o.sizes.empty()) cli::usage_error(kTool, "--bs needs sizes of at least 1");
@@ -436,8 +461,8 @@ int main(int argc, char** argv) {
   return cli::run_reporting_errors([&] {
     if (o.world > 1)
       return bench::run_group_bench(
-          {workload::load_for_world(o.config_name, o.world, o.experts_per_rank), o.json_path, o.path, o.transport, o.world,
-           o.reps, o.seed, o.sizes});
+          {workload::load_for_world(o.config_name, o.world, o.experts_per_rank), o.json_path, o.table, o.path,
+           o.transport, o.world, o.reps, o.seed, o.sizes});
     return run_world1(o);
   });
 }

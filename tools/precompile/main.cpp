@@ -29,7 +29,7 @@ namespace {
 constexpr const char* kTool = "megamoe-precompile";
 
 struct Args {
-  std::string config, buckets_of, arch, backend = "cuda", path = "auto", transport = "loopback";
+  std::string config, buckets_of, arch, backend = "cuda", path = "auto", transport = "loopback", table;
   std::vector<int> buckets;
   bool all = false, list = false, dry_run = false;
   int jobs = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -55,6 +55,9 @@ Args parse(int argc, char** argv) {
                  "run: the kernels of the model without them, and one that routes every token to them; -1: the "
                  "config's)")
       ->type_name("N")->check(cli::at_least(-1));
+  cli::add_table(app, a.table,
+                 "every table the config holds (a cache built ahead serves whichever card loads it; a kernel two "
+                 "tables share compiles once)");
   auto* bucket = app.add_option("--bucket", a.buckets, "a bucket (power of two, 1..32768); repeatable")
                      ->type_name("N")->check(cli::in_range(1, kMaxBucket));
   auto* all = app.add_flag("--all", a.all, "every bucket");
@@ -186,11 +189,14 @@ int main(int argc, char** argv) {
     KernelBuilder builder(compiler, arch, DiskCache::default_root());
     const std::vector<KernelPath> paths = planned_paths(args.path, config, backend, arch);
     // One job per distinct key: buckets that share a kernel compile it once.
+    const std::vector<Config> tables = configs_for_tables(config, args.table);
     std::vector<PrecompileJob> jobs =
-        plan_precompile(builder, config, buckets, paths, args.world, args.transport == "nvshmem");
-    fmt::print("config {} ({}), {} bucket(s), {} distinct kernel(s), {} for {}, cache {}\n", config.name,
-               config.source, buckets.size(), jobs.size(), compiler->identity(), arch,
-               builder.cache().enabled() ? builder.cache().root().string() : "disabled");
+        plan_precompile(builder, tables, buckets, paths, args.world, args.transport == "nvshmem");
+    std::string table_names;
+    for (const Config& t : tables) table_names += fmt::format("{}{}", table_names.empty() ? "" : "; ", t.table.empty() ? "default" : t.table);
+    fmt::print("config {} ({}), {} bucket(s) of {} table(s) ({}), {} distinct kernel(s), {} for {}, cache {}\n",
+               config.name, config.source, buckets.size(), tables.size(), table_names, jobs.size(), compiler->identity(),
+               arch, builder.cache().enabled() ? builder.cache().root().string() : "disabled");
     for (KernelPath p : paths)  // the kernels of a path that pads run the padded shape
       if (const std::string padded = padding_note(p, config); !padded.empty()) fmt::print("{}\n", padded);
     if (args.list || args.dry_run) {

@@ -41,6 +41,7 @@ constexpr const char* kDescription =
 struct Args {
   std::string config, route = "uniform", routing_file, save_routing, bootstrap, inputs_name = "normal";
   std::string transport_name = "loopback";
+  std::string table;  // --table: a card's bucket table instead of the GPU's own
   workload::InputKind inputs = workload::InputKind::normal;
   KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 128, 1024, 8192};
@@ -92,6 +93,7 @@ void add_input_flags(CLI::App& app, Args& a) {
                  "docs/contract.md's relL2 is over the whole output)")
       ->type_name("N")->check(cli::at_least(0));
   cli::add_path(app, a.path);
+  cli::add_table(app, a.table, "the table tuned on this GPU's card, else the config's default (the header says which)");
 }
 
 // The group's flags: its world, transport, GPUs, nodes, capacity, slots and shared experts.
@@ -396,6 +398,7 @@ RuntimeOptions options_for(const Args& a, std::int64_t max_tokens) {
   o.serial = a.serial;
   o.routed_rows_capacity = a.capacity;
   o.redundant_experts = a.redundant;
+  o.bucket_table = a.table;
   return o;
 }
 
@@ -422,6 +425,7 @@ void print_header(const Runtime& rt, const Args& a) {
              a.world > 1 ? (a.serial ? ", serial" : ", fused") : "", a.routing_file.empty() ? a.route : "file " + a.routing_file,
              workload::to_string(a.inputs), a.ref_tokens, a.inputs == workload::InputKind::massive ? " and every massive token" : "",
              a.world > 1 ? " of each rank (the worst rank's numbers)" : "");
+  fmt::print("{}\n", rt.table_choice().note);
 }
 
 // --transport ipc or nvshmem: this tool once per rank, each on its GPU, meeting in a fresh folder.

@@ -17,7 +17,8 @@ namespace {
 constexpr const char* kTool = "megamoe-tune";
 constexpr const char* kDescription =
     "Searches the Hopper path's knobs for the config's model on GPU 0 and writes FILE.json, a config named FILE "
-    "with the tuned bucket table, and FILE.report.txt: per bucket the starting entry's time against the tuned "
+    "with the config's bucket tables and the tuned one as this GPU's (its name as the driver gives it: \"NVIDIA "
+    "H200\"; docs/configs.md, \"A table per card\"), and FILE.report.txt: per bucket the starting entry's time against the tuned "
     "one's (side by side), their ratio, and the runner-up.\n"
     "1. the table-wide modes (x and h scale modes, where the activation allows them, then the combine wire): each "
     "timed beside the starting table at every bucket listed, the best geometric mean taken (over several ranks "
@@ -45,6 +46,10 @@ void add_flags(CLI::App& app, tune::TuneOptions& o, std::string& modes_text, std
                  "start from CONFIG's bucket table (default: the config's own); the knobs not searched (dispatch, "
                  "bounds_check) stay the config's own")
       ->type_name("CONFIG");
+  cli::add_table(app, o.table,
+                 "this GPU's own, else the config's default (and --from CONFIG's by the same rule); the table tuned is "
+                 "written as this GPU's whichever the start, replacing the config's table for this card or added "
+                 "beside its others");
   app.add_option("--world", o.world,
                  "1: the tiles and modes only (they follow the rows per expert, so one table serves every world); "
                  "2..32: also the dispatch knobs, which only a group reads, timed on W ranks (the world must divide "

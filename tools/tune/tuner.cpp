@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "codegen/layer_kernels.hpp"
+#include "common/table_choice.hpp"
 #include "common/workload.hpp"
 #include "common/diagnostics.hpp"
 #include "jit/precompile.hpp"
@@ -439,6 +440,9 @@ struct Plan {
   const TuneOptions& o;
   std::function<void(const std::string&)> print;
   std::string name, start_name;
+  std::string card;        // the GPU's name ("" with --compile-only)
+  std::string table_line;  // which of the model's tables the search starts from, and why
+  Config loaded;           // the model's config with every table it holds (the tuned one joins them)
   Config model, start, per_rank;
   std::vector<int> buckets;
   Modes start_modes;
@@ -464,7 +468,8 @@ void take_start(Plan& p) {
   p.start = p.model;
   p.start_name = p.model.name;
   if (!p.o.start.empty()) {
-    const Config other = load_config(p.o.start);
+    Config other = load_config(p.o.start);
+    other = with_chosen_table(other, choose_table(other, p.card, p.o.table));  // as the model's table is chosen
     p.start.buckets = with_buckets_of(p.model, other).buckets;  // refuses a table the model cannot take
     p.start_name = other.name;
     for (int i = 0; i < kBucketCount; ++i)
@@ -490,12 +495,16 @@ std::vector<int> bucket_list(const std::vector<int>& asked) {
   return buckets;
 }
 
-Plan make_plan(const TuneOptions& o, Clock::time_point t0) {
+Plan make_plan(const TuneOptions& o, Clock::time_point t0, const std::string& card) {
   Plan p{o, o.print ? o.print : [](const std::string& s) { fmt::print("{}\n", s), std::fflush(stdout); }};
   p.t0 = t0;
   p.name = tuned_name(o.out);
   check_options(o);
-  p.model = load_config(o.config);
+  p.card = card;
+  p.loaded = load_config(o.config);
+  const TableChoice table = choose_table(p.loaded, card, o.table);  // --table's, this card's own, or the default
+  p.model = with_chosen_table(p.loaded, table);
+  p.table_line = table.note;
   if (o.world > 1) config_for_world(p.model, o.world);  // refuses a world that does not divide the experts
   take_start(p);
   p.buckets = bucket_list(o.buckets);
@@ -516,8 +525,8 @@ Plan make_plan(const TuneOptions& o, Clock::time_point t0) {
 // No GPU: what a run would compile, for o.arch.
 TuneResult compile_only(const Plan& p) {
   const TuneOptions& o = p.o;
-  p.print(fmt::format("megamoe-tune --compile-only: {} from {}'s table for {}; buckets {}", p.model.name, p.start_name,
-                      o.arch, fmt::join(p.buckets, ",")));
+  p.print(fmt::format("megamoe-tune --compile-only: {} from {}'s table for {}; buckets {}; {}", p.model.name,
+                      p.start_name, o.arch, fmt::join(p.buckets, ","), p.table_line));
   TuneResult res;
   auto add = [&](std::pair<int, double> c) { res.kernels_compiled += c.first, res.compile_seconds += c.second; };
   if (p.search_modes)
@@ -739,18 +748,22 @@ bool fill_above_8192(const Plan& p, Config& tuned) {
 void write_tuned(const Plan& p, const Config& tuned, const Modes& modes, const std::string& device_name,
                  bool above_from_8192, const std::string& journal_path, TuneResult& res) {
   const TuneOptions& o = p.o;
+  std::string others;  // the model's tables kept beside this card's
+  for (const BucketTable& t : p.loaded.tables)
+    if (t.card != device_name) others += fmt::format("{}{}", others.empty() ? "" : ", ", t.card.empty() ? "default" : t.card);
   const std::string description = fmt::format(
-      "{} (model: {}). Bucket table tuned by megamoe-tune on {} on {}, from {}'s table: buckets {} timed; modes {} "
-      "for every bucket; {}{}.",
+      "{} (model: {}). The bucket table of {} tuned by megamoe-tune on {}, from {}'s table: buckets {} timed; modes {} "
+      "for every bucket; {}{}.{}",
       p.name, p.model.name, device_name, today(), p.start_name, fmt::join(p.buckets, ","), to_string(modes),
       o.world > 1 ? fmt::format("dispatch knobs searched over {} ranks ({})", o.world, to_string(o.transport))
                   : "dispatch as the start's (not searched: world 1)",
-      above_from_8192 ? "; buckets 16384 and 32768 take 8192's entry (not timed)" : "");
-  Config written = p.model;
-  written.buckets = tuned.buckets;
+      above_from_8192 ? "; buckets 16384 and 32768 take 8192's entry (not timed)" : "",
+      others.empty() ? "" : fmt::format(" The other tables ({}) as {} holds them.", others, p.model.name));
+  // The model's config with this card's table replaced, or added beside the others.
+  const Config written = with_card_table(p.loaded, device_name, tuned.buckets);
   const std::string text = config_text(config_json(written, p.name, description));
   if (const auto dir = std::filesystem::path(o.out).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
-  res.tuned = parse_config(text, o.out);  // what the file will hold, read as load_config reads it
+  res.tuned = with_table(parse_config(text, o.out), device_name);  // what the file will hold, this card's table
   const std::string tmp = o.out + ".tmp";
   if (!(std::ofstream(tmp) << text)) throw Error(fmt::format("megamoe-tune: cannot write {}", tmp));
   std::filesystem::rename(tmp, o.out);  // whole or not at all
@@ -776,9 +789,11 @@ std::string tuned_name(const std::string& out_path) {
 }
 
 TuneResult run_tune(const TuneOptions& o) {
-  const Plan p = make_plan(o, Clock::now());
+  const auto t0 = Clock::now();
+  if (o.compile_only) return compile_only(make_plan(o, t0, ""));
+  make_plan(o, t0, "");  // the options and configs checked before any GPU is opened
+  const Plan p = make_plan(o, t0, workload::gpu_card(BackendKind::cuda, 0));  // then its table for this card
   WarnOnce warn_once(p.print);
-  if (o.compile_only) return compile_only(p);
 
   auto bench = std::make_unique<Bench>(p.per_rank, o.space, p.buckets.back(), o.seed);
   Device& dev = bench->device();
@@ -787,6 +802,7 @@ TuneResult run_tune(const TuneOptions& o) {
                       "Hopper path; buckets {}",
                       p.model.name, p.per_rank.model.experts, p.model.model.model_dim, p.model.model.inter_dim,
                       p.model.model.topk, p.start_name, device_name, fmt::join(p.buckets, ",")));
+  p.print(p.table_line);
   const std::string journal_path =
       o.journal.empty() ? (std::filesystem::path(o.out).parent_path() / (p.name + ".journal.jsonl")).string() : o.journal;
   TuneJournal journal(journal_path, journal_header(p, device_name));

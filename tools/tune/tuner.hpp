@@ -24,6 +24,10 @@ namespace megamoe::tune {
 struct TuneOptions {
   std::string config;        // the model: a built-in config's name or a .json path
   std::string start;         // the table to start from: another config's (empty: the model's own)
+  // Which of a config's bucket tables (the model's and start's) the search starts from: a card's
+  // name or "default" (empty: this GPU's own, else the default). The tuned table is always written
+  // as this GPU's: replacing the config's table for it, or added beside the others.
+  std::string table;
   std::vector<int> buckets;  // the table keys to time (empty: 1 to 8192)
   double minutes = 0;        // a bound on the search (0: none); past it the buckets left keep their incumbents
   std::string out;           // the tuned config, NAME.json (the config is named NAME)
@@ -62,7 +66,7 @@ struct DispatchReport {
 };
 
 struct TuneResult {
-  Config tuned;  // at world 1, as load_config(out) gives it
+  Config tuned;  // at world 1, as load_config(out) gives it, with this GPU's (the tuned) table in use
   Modes modes;
   std::vector<BucketReport> rows;
   std::vector<DispatchReport> dispatch_rows;  // world > 1

@@ -73,8 +73,14 @@ TEST_CASE("megamoe-tune: a small table tuned, written, checked by megamoe-run, r
     CHECK(row.start_tactic == tune::tactic_label(start.bucket(row.bucket)));
     CHECK(row.tuned_tactic == tune::tactic_label(r.tuned.bucket(row.bucket)));
   }
-  // The file loads as the result's config, with the model's shape and one set of modes.
-  const Config written = load_config(o.out);
+  // The file loads as the result's config, with the model's shape and one set of modes: the tuned
+  // table as this GPU's, the model's own kept as the default.
+  const std::string card = open_device(BackendKind::cuda, 0)->name();
+  const Config loaded = load_config(o.out);
+  REQUIRE(loaded.tables.size() == 2);
+  CHECK(loaded.tables[1].card == card);
+  CHECK(loaded.tables[0].buckets == load_config(o.config).buckets);
+  const Config written = with_table(loaded, card);
   CHECK(written.name == "small_tuned");
   CHECK(written.model.model_dim == 320);
   CHECK(written.model.expert_biases);
