@@ -66,7 +66,9 @@ def configs():
 
 def config_info(config):
     """A config's model shape, activation, formats and buckets, as a dict (a built-in name or a
-    path ending in .json; MEGAMOE_CONFIG_DIR/NAME.json comes first). ConfigError when it is bad."""
+    path ending in .json; MEGAMOE_CONFIG_DIR/NAME.json comes first); bucket_tables: the cards it
+    holds a table for, its default's first ("default" where that names no card). ConfigError when
+    it is bad."""
     return _megamoe.config_info(str(config))
 
 

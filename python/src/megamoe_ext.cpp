@@ -141,6 +141,9 @@ nb::dict config_info(const std::string& name) {
   nb::list buckets;
   for (const BucketConfig& b : c.buckets) buckets.append(b.bucket);
   d["buckets"] = buckets;
+  nb::list tables;  // the cards the config has tables for, its default's first ("default" where it names none)
+  for (const BucketTable& t : c.tables) tables.append(t.card.empty() ? std::string("default") : t.card);
+  d["bucket_tables"] = tables;
   return d;
 }
 

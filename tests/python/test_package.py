@@ -25,6 +25,7 @@ def test_builtin_configs_are_listed():
 
 def test_kimi_config_matches_the_spec():
     info = megamoe.config_info("kimi_k3_a8w4")
+    assert info["bucket_tables"] == ["NVIDIA H200"]  # tuned on an H200: its default names the card
     assert (info["experts"], info["model_dim"], info["inter_dim"], info["topk"]) == (896, 3584, 3072, 16)
     assert info["bucket_keys_experts_per_rank"] == 112  # the table is tuned where a rank holds EP8's share
     assert info["activation"] == "situv2" and info["beta"] == 4.0 and info["linear_beta"] == 25.0
@@ -232,6 +233,7 @@ def _two_card_config(tmp_path):
         "buckets": {"1024": {"stage1": {"token_tile": 128}, "weights": "mxfp4"}}}}
     path = tmp_path / "two_cards.json"
     path.write_text(json.dumps(config))
+    assert megamoe.config_info(str(path))["bucket_tables"] == ["NVIDIA H200", "NVIDIA H100 80GB HBM3"]
     return str(path)
 
 
