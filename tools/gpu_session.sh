@@ -36,13 +36,18 @@
 #   configs: every built-in config's kernels compiled there on all cores, then each checked at
 #          every bucket (megamoe-run --check; the Kimi models as a rank of EP8 holds them), and
 #          generic_a8w4 over 4 loopback ranks on every path, fused and serial
+#   tables: the bucket table of this card for each built-in model (TABLE_MODELS, default all six):
+#          megamoe-tune from the config's table for this card (else its default), written to
+#          $OUT/tables/NAME.json with its report, checked at every bucket (megamoe-run), then timed
+#          beside the config's table of the other card (TABLE_AGAINST, by default the H200's on an
+#          H100 and the H100's on an H200; megamoe-bench --against NAME --against-table)
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
-case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | engines | nvshmem | ep32 | multi | multi-suite | fp8res | suite | configs | full) ;;
-  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|engines|nvshmem|ep32|multi|multi-suite|fp8res|suite|configs|full]" >&2; exit 2 ;;
+case "$mode" in quick | ep | ab | ep-tools | python | eplb | shared | engines | nvshmem | ep32 | multi | multi-suite | fp8res | suite | configs | tables | full) ;;
+  *) echo "usage: gpu_session.sh [quick|ep|ab|ep-tools|python|eplb|shared|engines|nvshmem|ep32|multi|multi-suite|fp8res|suite|configs|tables|full]" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -229,6 +234,25 @@ precompile_nvshmem() {
     fi
     step "${SUITE_BOUND:-480}" ./build/tests/megamoe_gpu_tests -f build/suite-part.txt --durations yes
     echo "gpu_session status $status (suite, part ${SUITE_PART:-1} of ${SUITE_PARTS:-1})"
+    exit $status
+  fi
+  if [ "$mode" = tables ]; then
+    card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    case "$card" in *H200*) other="NVIDIA H100 80GB HBM3" ;; *) other="NVIDIA H200" ;; esac
+    other=${TABLE_AGAINST:-$other}
+    echo "card: $card; against: $other"
+    mkdir -p "$out/tables"
+    for c in ${TABLE_MODELS:-kimi_k3_a8w4 kimi_k2_a8w4 deepseek_v3_a8w4 qwen3_235b_a8w4 gpt_oss_120b_a8w4 gpt_oss_20b_a8w4}; do
+      per_rank=(); case "$c" in kimi_k3_*) per_rank=(--experts-per-rank 112) ;; kimi_k2_*) per_rank=(--experts-per-rank 48) ;; esac
+      step "${TABLE_BOUND:-300}" ./build/megamoe-tune --config "$c" --out "$out/tables/$c.json" -j 16 \
+        --minutes "${TABLE_MINUTES:-4}"
+      step 150 ./build/megamoe-run --config "$out/tables/$c.json" "${per_rank[@]}" --check --ref-tokens 32 \
+        --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
+      step 200 ./build/megamoe-bench --world 1 --config "$out/tables/$c.json" "${per_rank[@]}" --reps 10 \
+        --bs 1,8,32,64,128,256,512,1024,2048,4096,8192 --against "$c" --against-table "$other" \
+        --json "$out/tables/$c.bench.json"
+    done
+    echo "gpu_session status $status (tables on $card)"
     exit $status
   fi
   if [ "$mode" = configs ]; then
