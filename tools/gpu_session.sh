@@ -40,7 +40,7 @@
 #          megamoe-tune from the config's table for this card (else its default), written to
 #          $OUT/tables/NAME.json with its report, checked at every bucket (megamoe-run), then timed
 #          beside the config's table of the other card (TABLE_AGAINST, by default the H200's on an
-#          H100 and the H100's on an H200; megamoe-bench --against NAME --against-table)
+#          H100 and the H100's on an H200; megamoe-bench --against NAME --against-bucket-table)
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
@@ -249,7 +249,7 @@ precompile_nvshmem() {
       step 150 ./build/megamoe-run --config "$out/tables/$c.json" "${per_rank[@]}" --check --ref-tokens 32 \
         --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
       step 200 ./build/megamoe-bench --world 1 --config "$out/tables/$c.json" "${per_rank[@]}" --reps 10 \
-        --bs 1,8,32,64,128,256,512,1024,2048,4096,8192 --against "$c" --against-table "$other" \
+        --bs 1,8,32,64,128,256,512,1024,2048,4096,8192 --against "$c" --against-bucket-table "$other" \
         --json "$out/tables/$c.bench.json"
     done
     echo "gpu_session status $status (tables on $card)"

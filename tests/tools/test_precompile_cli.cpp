@@ -187,7 +187,7 @@ TEST_CASE("the GPU suite writes its config variants, and precompile lists their 
   CHECK_THAT(narrow.out, Catch::Contains("megamoe_stage1_hopper_situv2_bm96_bw128_s"));
 }
 
-TEST_CASE("precompile compiles every card's table unless --table names one", "[cli][tables]") {
+TEST_CASE("precompile compiles every card's table unless --bucket-table names one", "[cli][tables]") {
   test::TempDir dir;
   // Kimi-K3's config with its table as the H200's and an H100 table whose 1024 bucket reads MXFP4
   // with 128-token Stage1 tiles.
@@ -204,11 +204,12 @@ TEST_CASE("precompile compiles every card's table unless --table names one", "[c
   REQUIRE(every.status == 0);
   CHECK_THAT(every.out, Catch::Contains("of 2 table(s) (NVIDIA H200; NVIDIA H100 80GB HBM3)"));
   CHECK_THAT(every.out, Catch::Contains(h100_kernel) && Catch::Contains("megamoe_stage1_hopper_situv2_bm176_bw128_"));
-  Result h200 = precompile(dir.path().string(), "--config " + file + " --bucket 1024 --list --table 'NVIDIA H200'");
+  const std::string args = "--config " + file + " --bucket 1024 --list --bucket-table ";
+  Result h200 = precompile(dir.path().string(), args + "'NVIDIA H200'");
   REQUIRE(h200.status == 0);
   CHECK_THAT(h200.out, Catch::Contains("of 1 table(s) (NVIDIA H200)"));
   CHECK_THAT(h200.out, !Catch::Contains(h100_kernel));
-  Result unknown = precompile(dir.path().string(), "--config " + file + " --bucket 1024 --list --table 'NVIDIA A100'");
+  Result unknown = precompile(dir.path().string(), args + "'NVIDIA A100'");
   CHECK(unknown.status == 1);
   CHECK_THAT(unknown.out, Catch::Contains("no bucket table for 'NVIDIA A100'") &&
                               Catch::Contains("NVIDIA H200 (the default); NVIDIA H100 80GB HBM3"));

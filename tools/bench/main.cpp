@@ -174,7 +174,7 @@ LayerTimes time_layer(Runtime& rt, const PreparedWeights& w, const std::vector<I
 // The options, as parsed; world 0 until --world is given.
 struct Options {
   std::string config_name, json_path, against_name;
-  std::string table, against_table;  // --table, --against-table: a card's bucket table
+  std::string table, against_table;  // --bucket-table, --against-bucket-table: a card's bucket table
   bool crossover = false;
   KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
@@ -308,13 +308,13 @@ int run_world1(const Options& o) {
   const Config base = workload::load_for_world(o.config_name, 1, o.experts_per_rank);
   std::optional<Config> against_base;
   if (!o.against_name.empty()) with_buckets_of(base, *(against_base = load_config(o.against_name)));
-  // The table this GPU takes (or --table's), picked before --crossover edits its weight sources.
+  // The table this GPU takes (or --bucket-table's), picked before --crossover edits its weight sources.
   const std::string card = workload::gpu_card(BackendKind::cuda, 0);
   const workload::ToolTable table = workload::pick_table(base, o.table, card);
   options.bucket_table = table.option;
   const Config& loaded = table.config;
   const Config config = o.shared ? with_shared_experts(loaded, o.shared) : loaded;
-  // --against: the same model with another config's bucket table (its table for this GPU, or --against-table's).
+  // --against: the same model with another config's bucket table (its table for this GPU, or --against-bucket-table's).
   std::optional<workload::ToolTable> against;
   if (against_base) {
     against = workload::pick_table(*against_base, o.against_table, card);
@@ -422,11 +422,12 @@ void add_flags(CLI::App& app, Options& o) {
   app.add_option("--json", o.json_path, "also write the results as JSON")->type_name("FILE");
   app.add_option("--against", o.against_name, "(--world 1) the same model with CONFIG's bucket table, side by side")
       ->type_name("CONFIG");
-  cli::add_table(app, o.table, "the table tuned on this GPU's card, else the config's default (the header says which)");
-  app.add_option("--against-table", o.against_table,
+  cli::add_bucket_table(app, o.table,
+                        "the table tuned on this GPU's card, else the config's default (the header says which)");
+  app.add_option("--against-bucket-table", o.against_table,
                  "(--against) CONFIG's bucket table tuned on CARD, or \"default\"; without it, CONFIG's table for "
-                 "this GPU as --table's rule picks it (one config against itself: --against NAME --against-table CARD "
-                 "times this card's table beside another card's)")
+                 "this GPU as --bucket-table's rule picks it (one config against itself: --against NAME "
+                 "--against-bucket-table CARD times this card's table beside another card's)")
       ->type_name("CARD");
   app.add_flag("--crossover", o.crossover, "(--world 1, Hopper path) the table with mxfp4 and with fp8_resident weights");
   cli::add_experts_per_rank(app, o.experts_per_rank, 1);
@@ -453,7 +454,8 @@ int main(int argc, char** argv) {
   add_flags(app, o);
   cli::parse(app, argc, argv);
   if (!o.against_name.empty() && o.world != 1) cli::usage_error(kTool, "--against is for --world 1");
-  if (!o.against_table.empty() && o.against_name.empty()) cli::usage_error(kTool, "--against-table needs --against");
+  if (!o.against_table.empty() && o.against_name.empty())
+    cli::usage_error(kTool, "--against-bucket-table needs --against");
   if (o.crossover && o.world != 1) cli::usage_error(kTool, "--crossover is for --world 1");
   if (o.shared && o.world != 1) cli::usage_error(kTool, "--shared-experts is for --world 1");
   if (o.sizes.empty()) cli::usage_error(kTool, "--bs needs sizes of at least 1");

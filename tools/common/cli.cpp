@@ -161,9 +161,9 @@ CLI::Option* add_experts_per_rank(CLI::App& app, int& n, int lo) {
       ->check(at_least(lo));
 }
 
-CLI::Option* add_table(CLI::App& app, std::string& card, const std::string& when_empty) {
+CLI::Option* add_bucket_table(CLI::App& app, std::string& card, const std::string& when_empty) {
   return app
-      .add_option("--table", card,
+      .add_option("--bucket-table", card,
                   "the config's bucket table tuned on CARD (the GPU's name as the driver gives it, \"NVIDIA H200\"), "
                   "or \"default\"; without it, " + when_empty)
       ->type_name("CARD");

@@ -41,9 +41,9 @@ CLI::Option* add_config(CLI::App& app, std::string& name);
 // taken (0 meaning the config's own).
 CLI::Option* add_experts_per_rank(CLI::App& app, int& n, int lo);
 
-// --table CARD: the config's bucket table of that card (its name as the driver gives it, or
+// --bucket-table CARD: the config's bucket table of that card (its name as the driver gives it, or
 // "default") instead of the GPU's own (docs/configs.md, "A table per card").
-CLI::Option* add_table(CLI::App& app, std::string& card, const std::string& when_empty);
+CLI::Option* add_bucket_table(CLI::App& app, std::string& card, const std::string& when_empty);
 
 // --path P: the expert-GEMM kernels (auto, portable, tensor_core, hopper), into `path`.
 CLI::Option* add_path(CLI::App& app, KernelPath& path);

@@ -11,7 +11,7 @@ namespace megamoe::workload {
 
 struct ToolTable {
   Config config;       // narrowed to the table (with_table)
-  std::string option;  // for RuntimeOptions::bucket_table: --table's (the config holds that one table)
+  std::string option;  // for RuntimeOptions::bucket_table: --bucket-table's (the config holds that one table)
   std::string line;    // which table and why, for the tool's header
   bool warn = false;   // tuned on another card than this GPU
 };
@@ -19,7 +19,7 @@ struct ToolTable {
 // The name of GPU `device` as the driver gives it (opens the GPU: NoGpuError where there is none).
 std::string gpu_card(BackendKind backend, int device);
 
-// `asked` (--table) where given, else the table of `card`, else the default.
+// `asked` (--bucket-table) where given, else the table of `card`, else the default.
 ToolTable pick_table(Config config, const std::string& asked, const std::string& card);
 
 }  // namespace megamoe::workload

@@ -55,7 +55,7 @@ Args parse(int argc, char** argv) {
                  "run: the kernels of the model without them, and one that routes every token to them; -1: the "
                  "config's)")
       ->type_name("N")->check(cli::at_least(-1));
-  cli::add_table(app, a.table,
+  cli::add_bucket_table(app, a.table,
                  "every table the config holds (a cache built ahead serves whichever card loads it; a kernel two "
                  "tables share compiles once)");
   auto* bucket = app.add_option("--bucket", a.buckets, "a bucket (power of two, 1..32768); repeatable")

@@ -41,7 +41,7 @@ constexpr const char* kDescription =
 struct Args {
   std::string config, route = "uniform", routing_file, save_routing, bootstrap, inputs_name = "normal";
   std::string transport_name = "loopback";
-  std::string table;  // --table: a card's bucket table instead of the GPU's own
+  std::string table;  // --bucket-table: a card's bucket table instead of the GPU's own
   workload::InputKind inputs = workload::InputKind::normal;
   KernelPath path = KernelPath::automatic;
   std::vector<std::int64_t> sizes = {1, 8, 128, 1024, 8192};
@@ -93,7 +93,8 @@ void add_input_flags(CLI::App& app, Args& a) {
                  "docs/contract.md's relL2 is over the whole output)")
       ->type_name("N")->check(cli::at_least(0));
   cli::add_path(app, a.path);
-  cli::add_table(app, a.table, "the table tuned on this GPU's card, else the config's default (the header says which)");
+  cli::add_bucket_table(app, a.table,
+                        "the table tuned on this GPU's card, else the config's default (the header says which)");
 }
 
 // The group's flags: its world, transport, GPUs, nodes, capacity, slots and shared experts.

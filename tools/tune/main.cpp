@@ -46,7 +46,7 @@ void add_flags(CLI::App& app, tune::TuneOptions& o, std::string& modes_text, std
                  "start from CONFIG's bucket table (default: the config's own); the knobs not searched (dispatch, "
                  "bounds_check) stay the config's own")
       ->type_name("CONFIG");
-  cli::add_table(app, o.table,
+  cli::add_bucket_table(app, o.table,
                  "this GPU's own, else the config's default (and --from CONFIG's by the same rule); the table tuned is "
                  "written as this GPU's whichever the start, replacing the config's table for this card or added "
                  "beside its others");

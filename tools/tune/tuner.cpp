@@ -502,7 +502,7 @@ Plan make_plan(const TuneOptions& o, Clock::time_point t0, const std::string& ca
   check_options(o);
   p.card = card;
   p.loaded = load_config(o.config);
-  const TableChoice table = choose_table(p.loaded, card, o.table);  // --table's, this card's own, or the default
+  const TableChoice table = choose_table(p.loaded, card, o.table);  // --bucket-table's, this card's own, or the default
   p.model = with_chosen_table(p.loaded, table);
   p.table_line = table.note;
   if (o.world > 1) config_for_world(p.model, o.world);  // refuses a world that does not divide the experts

@@ -21,7 +21,7 @@ namespace {
 constexpr const char* kTool = "megamoe-workspace";
 
 struct Args {
-  std::string config, arch = "sm_90a", transport = "loopback";
+  std::string config, arch = "sm_90a", transport = "loopback", bucket_table;
   KernelPath path = KernelPath::automatic;
   int world = 1, max_tokens = 8192, experts_per_rank = 0, shared = -1, layers = 1, node_size = 0;
   long long capacity = 0;
@@ -59,6 +59,9 @@ Args parse(int argc, char** argv) {
   app.add_option("--node-size", a.node_size,
                  "with --transport nvshmem: the ranks of a node (a divisor of --world; 0: the whole group on one node)")
       ->type_name("N")->check(cli::at_least(0));
+  cli::add_bucket_table(app, a.bucket_table,
+                        "the config's default (no GPU here names the card: name it for its weights' bytes, which "
+                        "count the fp8-resident copy where a bucket of that table reads it)");
   auto* table = app.add_flag("--table", a.table,
                              "every built-in model at worlds 1, 2, 4 and 8 where they divide its experts: the routed "
                              "rows and bytes at the worst case, and at a capacity of twice the mean "
@@ -79,6 +82,7 @@ void print_one(const Args& a) {
   RuntimeOptions o;
   o.world = a.world, o.max_tokens = a.max_tokens, o.routed_rows_capacity = a.capacity;
   o.path = a.path, o.fp8_resident_weights = !a.no_fp8_resident;
+  o.bucket_table = a.bucket_table;
   if (a.nvshmem()) o.transport = Transport::nvshmem, o.node_size = a.node_size;
   Config config = workload::load_for_world(a.config, a.world, a.experts_per_rank);
   if (a.shared >= 0) config = with_shared_experts(std::move(config), a.shared);
