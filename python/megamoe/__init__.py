@@ -118,12 +118,12 @@ def workspace_bytes(config, *, max_tokens=8192, world=1, path="auto", arch="sm_9
 
 
 def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=None, shared_experts=None,
-               table=None, progress=True):
+               bucket_table=None, progress=True):
     """Compiles the kernels of a config's buckets (all when None) into the kernel cache, through the
     run-time build path, so that a Layer finds them there. Needs no GPU. arch: the target
     (default sm_90a); path: "auto" (what that arch runs), "hopper", "tensor_core" or "portable";
     world: 1 for the single-GPU layer, more for a rank of an expert-parallel group; shared_experts:
-    as Layer(..., shared_experts=) takes it (None: the config's); table: the bucket table of one card
+    as Layer(..., shared_experts=) takes it (None: the config's); bucket_table: the table of one card
     (its name as the driver gives it, or "default"; None: every table the config holds, so that the
     cache serves whichever card loads it; docs/configs.md, "A table per card"). Prints a line
     per kernel unless progress=False (or calls progress(line) when it is callable).
@@ -137,7 +137,7 @@ def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=No
         progress = None
     results = _megamoe.precompile(str(config), [int(b) for b in (buckets or [])], arch or "", path, int(world),
                                   int(jobs or 0), -1 if shared_experts is None else int(shared_experts),
-                                  table or "", progress)
+                                  bucket_table or "", progress)
     failed = [r for r in results if r["result"] == "failed"]
     if failed:
         first = failed[0]
@@ -148,11 +148,11 @@ def precompile(config, buckets=None, *, arch=None, path="auto", world=1, jobs=No
 
 def tune(config, out, *, start=None, buckets=None, minutes=None, journal=None, pairs=10, min_gain=0.005,
          fp8_resident=True, fp8_wire=True, search_modes=True, modes=None, seed=123, jobs=None, world=1,
-         transport="loopback", table=None, progress=True):
+         transport="loopback", bucket_table=None, progress=True):
     """A tuned bucket table for a config's model on GPU 0, as megamoe-tune makes it (docs/tools.md):
     writes `out` (NAME.json, a config named NAME that megamoe.Layer(out) takes: the config's bucket
     tables with the tuned one as this GPU's, docs/configs.md, "A table per card"), NAME.report.txt
-    and the journal NAME.journal.jsonl beside it. table: the config's table to start from (a card's
+    and the journal NAME.journal.jsonl beside it. bucket_table: the config's table to start from (a card's
     name or "default"; None: this GPU's own, else the default). start: another config whose table to start from
     (default the config's own); buckets: the table keys to time (default 1 to 8192); minutes: a
     bound on the search; journal: another journal path (a run with the same journal resumes);
@@ -185,7 +185,7 @@ def tune(config, out, *, start=None, buckets=None, minutes=None, journal=None, p
     return _megamoe.tune(str(config), str(out), str(start or ""), [int(b) for b in (buckets or [])],
                          float(minutes or 0), str(journal or ""), int(pairs), float(min_gain), bool(fp8_resident),
                          bool(fp8_wire), bool(search_modes), str(modes or ""), int(seed), int(jobs or 0), world,
-                         transport, str(table or ""), progress)
+                         transport, str(bucket_table or ""), progress)
 
 
 def quantize_mxfp4(values):

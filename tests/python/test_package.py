@@ -249,6 +249,6 @@ def test_a_table_per_card_sizes_the_weights_and_names_a_missing_card(tmp_path):
     with pytest.raises(megamoe.Error, match="no bucket table for 'NVIDIA A100'"):
         megamoe.workspace_bytes(path, path="hopper", bucket_table="NVIDIA A100")
     with pytest.raises(megamoe.Error, match=r"NVIDIA H200 \(the default\); NVIDIA H100 80GB HBM3"):
-        megamoe.precompile(path, [1024], path="hopper", table="NVIDIA A100", progress=False)
+        megamoe.precompile(path, [1024], path="hopper", bucket_table="NVIDIA A100", progress=False)
     with pytest.raises(megamoe.InputError, match="bucket_table"):
         megamoe.Layer(path, bucket_table=7)
