@@ -83,6 +83,9 @@ def test_tune_writes_a_config_that_a_layer_runs_within_the_bar(ex, tmp_path):
     gen = torch.Generator(device="cuda").manual_seed(5)
     layer = megamoe.Layer(str(out), max_tokens=64, device=0)
     info = megamoe.config_info(str(out))
+    # The tuned table is this card's, beside the small config's own (which names no card).
+    assert layer.bucket_table == torch.cuda.get_device_name(0), layer.bucket_table_note
+    assert info["bucket_tables"] == ["default", layer.bucket_table]
     w1, w1s, w2, w2s = ex.random_mxfp4(info, layer.experts_per_rank, "cuda", gen)
     layer.load_weights(w1, w2, w1s, w2s)
     for tokens in (1, 64):
@@ -209,6 +212,7 @@ def test_workspace_bytes_is_what_was_stated_before_creation(small):
     assert layer.workspace == {k: stated[k] for k in layer.workspace} and layer.workspace_bytes == stated["total"] > 0
     assert layer.weights_bytes == stated["weights"] > 0 and stated["model_total"] == stated["total"] + stated["weights"]
     assert layer.routed_rows_capacity == 256 * layer.topk
+    assert layer.bucket_table == "default" and "names no card" in layer.bucket_table_note
 
 
 def test_experts_replaced_in_place_mid_stream_and_under_a_graph(ex):
