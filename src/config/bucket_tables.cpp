@@ -33,8 +33,18 @@ int find_table(const std::vector<BucketTable>& tables, std::string_view card) {
   return -1;
 }
 
-bool edited(const Config& c) {
-  const std::vector<BucketTable> tables = tables_of(c);
+// find_table, or an Error naming the tables the config holds.
+std::size_t table_index(const Config& c, const std::vector<BucketTable>& tables, std::string_view card) {
+  const int i = find_table(tables, card);
+  if (i < 0)
+    throw Error(fmt::format("megamoe: config {} has no bucket table for '{}': it holds {}; name one of them, or "
+                            "\"default\"",
+                            c.name, card, table_list(tables)));
+  return std::size_t(i);
+}
+
+// The config's buckets differ from the table they came from (`tables`: tables_of(c)).
+bool edited(const Config& c, const std::vector<BucketTable>& tables) {
   for (const BucketTable& t : tables)
     if (t.card == c.table) return t.buckets != c.buckets;
   return true;
@@ -44,14 +54,10 @@ bool edited(const Config& c) {
 
 Config with_table(Config config, std::string_view card) {
   const std::vector<BucketTable> tables = tables_of(config);
-  const int i = find_table(tables, card);
-  if (i < 0)
-    throw Error(fmt::format("megamoe: config {} has no bucket table for '{}': it holds {}; name one of them, or "
-                            "\"default\"",
-                            config.name, card, table_list(tables)));
-  config.buckets = tables[std::size_t(i)].buckets;
-  config.table = tables[std::size_t(i)].card;
-  config.tables = {tables[std::size_t(i)]};
+  const BucketTable t = tables[table_index(config, tables, card)];
+  config.buckets = t.buckets;
+  config.table = t.card;
+  config.tables = {t};
   return config;
 }
 
@@ -74,9 +80,8 @@ TableChoice choose_table(const Config& config, std::string_view card, std::strin
   const std::vector<BucketTable> tables = tables_of(config);
   TableChoice c;
   c.card = std::string(card);
-  if (edited(config)) {
-    if (!asked.empty() && find_table(tables, asked) < 0) with_table(config, asked);  // throws, naming the tables
-    if (!asked.empty() && tables[std::size_t(find_table(tables, asked))].card != config.table)
+  if (edited(config, tables)) {
+    if (!asked.empty() && tables[table_index(config, tables, asked)].card != config.table)
       throw Error(fmt::format("megamoe: RuntimeOptions.bucket_table = '{}', but config {}'s buckets were edited in "
                               "code from its table '{}': pick the table with with_table before editing it",
                               asked, config.name, config.table.empty() ? "default" : config.table));
@@ -85,11 +90,10 @@ TableChoice choose_table(const Config& config, std::string_view card, std::strin
     return c;
   }
   if (!asked.empty()) {
-    const int i = find_table(tables, asked);
-    if (i < 0) with_table(config, asked);  // throws, naming the tables
-    c.table = tables[std::size_t(i)].card;
+    const std::size_t i = table_index(config, tables, asked);
+    c.table = tables[i].card;
     c.note = fmt::format("bucket table: {}, as RuntimeOptions.bucket_table names it (this GPU: {})",
-                         table_label(tables[std::size_t(i)], i == 0), card);
+                         table_label(tables[i], i == 0), card);
     c.warn = !c.table.empty() && c.table != card;
     return c;
   }

@@ -436,7 +436,7 @@ Config parse_config(std::string_view json_text, const std::string& source) {
   c.tables.push_back(read_table(c, top, "$", source));
   if (top.has("card")) c.tables[0].card = card_name(top.field("card"), "$.card", source);
   if (top.has("card_tables")) {
-    ObjectReader cards = top.object("card_tables");
+    top.object("card_tables");  // an object
     for (auto& [card, value] : top.field("card_tables").items()) {
       const std::string path = fmt::format("$.card_tables[{}]", json(card).dump());
       card_name(json(card), path, source);
@@ -448,9 +448,7 @@ Config parse_config(std::string_view json_text, const std::string& source) {
       c.tables.push_back(read_table(c, entry, path, source));
       c.tables.back().card = card;
       entry.no_unknown_fields();
-      cards.field(card);
     }
-    cards.no_unknown_fields();
   }
   top.no_unknown_fields();
   c.buckets = c.tables[0].buckets;

@@ -307,7 +307,10 @@ int run_world1(const Options& o) {
   // The configs, and --against's table on the model, checked before any GPU is opened.
   const Config base = workload::load_for_world(o.config_name, 1, o.experts_per_rank);
   std::optional<Config> against_base;
-  if (!o.against_name.empty()) with_buckets_of(base, *(against_base = load_config(o.against_name)));
+  if (!o.against_name.empty()) {
+    against_base = load_config(o.against_name);
+    with_buckets_of(base, *against_base);  // refuses a table the model cannot take
+  }
   // The table this GPU takes (or --bucket-table's), picked before --crossover edits its weight sources.
   const std::string card = workload::gpu_card(BackendKind::cuda, 0);
   const workload::ToolTable table = workload::pick_table(base, o.table, card);

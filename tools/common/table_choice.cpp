@@ -12,7 +12,6 @@ ToolTable pick_table(Config config, const std::string& asked, const std::string&
   t.config = with_chosen_table(std::move(config), choice);
   t.option = asked;  // the runtimes take the narrowed config's one table; named only where the user named it
   t.line = choice.note;
-  t.warn = choice.warn;
   return t;
 }
 

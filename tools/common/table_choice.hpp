@@ -13,7 +13,6 @@ struct ToolTable {
   Config config;       // narrowed to the table (with_table)
   std::string option;  // for RuntimeOptions::bucket_table: --bucket-table's (the config holds that one table)
   std::string line;    // which table and why, for the tool's header
-  bool warn = false;   // tuned on another card than this GPU
 };
 
 // The name of GPU `device` as the driver gives it (opens the GPU: NoGpuError where there is none).
