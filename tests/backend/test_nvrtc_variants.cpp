@@ -1,5 +1,5 @@
-// NVRTC compiles every kernel variant of every built-in config for sm_90a, checked and
-// unchecked, on one GPU and over several ranks, and of each activation; and every Hopper token-tile width, with ptxas keeping its
+// NVRTC compiles every kernel variant of every built-in config for sm_90a (every card's bucket
+// table), checked and unchecked, on one GPU and over several ranks, and of each activation; and every Hopper token-tile width, with ptxas keeping its
 // wgmma asynchronous. The variant checks share the run's kernel cache (test::compile_check_cache):
 // a kernel several configs launch compiles once a run.
 #include <catch2/catch.hpp>
@@ -25,7 +25,7 @@ void compile_all_variants(std::initializer_list<const char*> config_names) {
   for (const char* config_name : config_names) {
     for (const char* bc : {"0", "1"}) {
       test::ScopedEnv env("MEGAMOE_BOUNDS_CHECK", std::string(bc));
-      Config c = load_config(config_name);
+      for (const Config& c : configs_for_tables(load_config(config_name)))  // each card's table
       for (auto& bucket : c.buckets)
         for (KernelPath path : {KernelPath::portable, KernelPath::tensor_core, KernelPath::hopper})
         for (int world : {1, 2})  // on one GPU, and as a rank of an expert-parallel group
