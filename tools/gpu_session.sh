@@ -40,7 +40,8 @@
 #          megamoe-tune from the config's table for this card (else its default), written to
 #          $OUT/tables/NAME.json with its report, checked at every bucket (megamoe-run), then timed
 #          beside the config's table of the other card (TABLE_AGAINST, by default the H200's on an
-#          H100 and the H100's on an H200; megamoe-bench --against NAME --against-bucket-table)
+#          H100 and the H100's on an H200; megamoe-bench --against NAME --against-bucket-table),
+#          both on the experts a rank holds where the config's bucket keys count
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
@@ -243,7 +244,9 @@ precompile_nvshmem() {
     echo "card: $card; against: $other"
     mkdir -p "$out/tables"
     for c in ${TABLE_MODELS:-kimi_k3_a8w4 kimi_k2_a8w4 deepseek_v3_a8w4 qwen3_235b_a8w4 gpt_oss_120b_a8w4 gpt_oss_20b_a8w4}; do
-      per_rank=(); case "$c" in kimi_k3_*) per_rank=(--experts-per-rank 112) ;; kimi_k2_*) per_rank=(--experts-per-rank 48) ;; esac
+      # checked and timed on the experts a rank holds where the table's keys count, as tuned
+      keys=$(python3 -c "import json; print(json.load(open('configs/$c.json')).get('bucket_keys', {}).get('experts_per_rank', ''))")
+      per_rank=(); [ -n "$keys" ] && per_rank=(--experts-per-rank "$keys")
       step "${TABLE_BOUND:-300}" ./build/megamoe-tune --config "$c" --out "$out/tables/$c.json" -j 16 \
         --minutes "${TABLE_MINUTES:-4}"
       step 150 ./build/megamoe-run --config "$out/tables/$c.json" "${per_rank[@]}" --check --ref-tokens 32 \
