@@ -164,6 +164,9 @@ std::string write_config_variant(const std::filesystem::path& dir, const std::st
     for (auto& f : embedded::configs())
       if (f.path == v.base + ".json") {
         nlohmann::json doc = nlohmann::json::parse(f.text);
+        // A variant edits the default table: every card runs it (no other card's table is picked).
+        doc.erase("card");
+        doc.erase("card_tables");
         doc.merge_patch(nlohmann::json::parse(v.json_patch));
         doc["name"] = v.name;
         // Kimi-K3's variants hold one rank's share of EP8 (112 of its 896 experts): the per-rank
