@@ -3,9 +3,12 @@
 shipped one (megamoe-bench --config build/variants/NAME.json) and checking it (megamoe-run
 --config ... --check) before a change to configs/ is made.
 
-Usage: python3 tools/ab/config_variant.py BASE NAME BUCKET.FIELD=VALUE ...
+Usage: python3 tools/ab/config_variant.py [--card CARD] BASE NAME BUCKET.FIELD=VALUE ...
   e.g. python3 tools/ab/config_variant.py kimi_k3_a8w4 kimi_s2t48 256.stage2.token_tile=48
 Writes build/variants/NAME.json (the file's name and its `name` field agree, as configs must).
+The edits go to BASE's default table, or with --card to the table BASE holds for CARD (the GPU's
+name as the driver gives it: "NVIDIA H100 80GB HBM3"); the variant holds that table alone, so
+that every card runs the edited table.
 """
 import json
 import pathlib
@@ -13,12 +16,23 @@ import sys
 
 
 def main(argv):
-    if len(argv) < 4 or any("=" not in a for a in argv[3:]):
+    args = argv[1:]
+    card = None
+    if args[:1] == ["--card"] and len(args) > 1:
+        card, args = args[1], args[2:]
+    if len(args) < 3 or any("=" not in a for a in args[2:]):
         sys.exit(__doc__.strip())
     root = pathlib.Path(__file__).resolve().parents[2]
-    base, name, edits = argv[1], argv[2], argv[3:]
+    base, name, edits = args[0], args[1], args[2:]
     config = json.loads((root / "configs" / f"{base}.json").read_text())
     config["name"] = name
+    tables = config.pop("card_tables", {})
+    if card is not None:
+        if card not in tables:
+            sys.exit(f"config_variant: --card {card!r}: {base} holds no table for it "
+                     f"(its cards: {', '.join(tables) or 'none besides the default'})")
+        config.update(tables[card])
+    config.pop("card", None)  # the variant's one table runs on every card
     for edit in edits:
         path, value = edit.split("=", 1)
         bucket, *fields = path.split(".")
