@@ -38,10 +38,12 @@
 #          generic_a8w4 over 4 loopback ranks on every path, fused and serial
 #   tables: the bucket table of this card for each built-in model (TABLE_MODELS, default all six):
 #          megamoe-tune from the config's table for this card (else its default), written to
-#          $OUT/tables/NAME.json with its report, checked at every bucket (megamoe-run), then timed
-#          beside the config's table of the other card (TABLE_AGAINST, by default the H200's on an
-#          H100 and the H100's on an H200; megamoe-bench --against NAME --against-bucket-table),
-#          both on the experts a rank holds where the config's bucket keys count
+#          TABLE_DIR/NAME.json with its report and journal, checked at every bucket (megamoe-run),
+#          then timed beside the config's table of the other card (TABLE_AGAINST, by default the
+#          H200's on an H100 and the H100's on an H200; megamoe-bench --against NAME
+#          --against-bucket-table), both on the experts a rank holds where the config's bucket keys
+#          count; TABLE_TUNE=0 checks and times the shipped tables instead of tuning; results in
+#          $OUT/tables.tgz
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
@@ -242,19 +244,26 @@ precompile_nvshmem() {
     case "$card" in *H200*) other="NVIDIA H100 80GB HBM3" ;; *) other="NVIDIA H200" ;; esac
     other=${TABLE_AGAINST:-$other}
     echo "card: $card; against: $other"
-    mkdir -p "$out/tables"
+    # TABLE_DIR: where the tuner writes (a carried folder with an earlier call's journals resumes
+    # them); everything in it comes back packed as $OUT/tables.tgz (the device tool returns 8 files).
+    dir=${TABLE_DIR:-$out/tables}
+    mkdir -p "$dir"
     for c in ${TABLE_MODELS:-kimi_k3_a8w4 kimi_k2_a8w4 deepseek_v3_a8w4 qwen3_235b_a8w4 gpt_oss_120b_a8w4 gpt_oss_20b_a8w4}; do
       # checked and timed on the experts a rank holds where the table's keys count, as tuned
       keys=$(python3 -c "import json; print(json.load(open('configs/$c.json')).get('bucket_keys', {}).get('experts_per_rank', ''))")
       per_rank=(); [ -n "$keys" ] && per_rank=(--experts-per-rank "$keys")
-      step "${TABLE_BOUND:-300}" ./build/megamoe-tune --config "$c" --out "$out/tables/$c.json" -j 16 \
-        --minutes "${TABLE_MINUTES:-4}"
-      step 150 ./build/megamoe-run --config "$out/tables/$c.json" "${per_rank[@]}" --check --ref-tokens 32 \
+      tables=$dir/$c.json
+      if [ "${TABLE_TUNE:-1}" = 0 ]; then tables=$c  # the shipped tables: this card's against the other's
+      else
+        step "${TABLE_BOUND:-300}" ./build/megamoe-tune --config "$c" --out "$tables" -j 16 --minutes "${TABLE_MINUTES:-4}"
+      fi
+      step 150 ./build/megamoe-run --config "$tables" "${per_rank[@]}" --check --ref-tokens 32 \
         --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
-      step 200 ./build/megamoe-bench --world 1 --config "$out/tables/$c.json" "${per_rank[@]}" --reps 10 \
+      step 200 ./build/megamoe-bench --world 1 --config "$tables" "${per_rank[@]}" --reps 10 \
         --bs 1,8,32,64,128,256,512,1024,2048,4096,8192 --against "$c" --against-bucket-table "$other" \
-        --json "$out/tables/$c.bench.json"
+        --json "$dir/$c.bench.json"
     done
+    tar czf "$out/tables.tgz" -C "$dir" . && [ "$dir" = "$out/tables" ] && rm -rf "$dir"
     echo "gpu_session status $status (tables on $card)"
     exit $status
   fi
