@@ -27,10 +27,11 @@ def main(argv):
     config = json.loads((root / "configs" / f"{base}.json").read_text())
     config["name"] = name
     tables = config.pop("card_tables", {})
-    if card is not None:
+    if card is not None and card != config.get("card"):  # else the default is that card's
         if card not in tables:
+            cards = [f"{config['card']} (the default)"] if "card" in config else []
             sys.exit(f"config_variant: --card {card!r}: {base} holds no table for it "
-                     f"(its cards: {', '.join(tables) or 'none besides the default'})")
+                     f"(its cards: {', '.join(cards + list(tables)) or 'none named'})")
         config.update(tables[card])
     config.pop("card", None)  # the variant's one table runs on every card
     for edit in edits:
