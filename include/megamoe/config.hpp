@@ -189,6 +189,10 @@ struct Config {
   const BucketConfig& bucket_for_tokens(std::int64_t tokens) const;
 };
 
+// The name that picks the table tuned on `card` (with_table, RuntimeOptions::bucket_table): the
+// card's own, or "default" for a table that names none.
+std::string table_name(std::string_view card);
+
 // `config` narrowed to the table of `card`: the one tuned on that card (its name as the driver
 // gives it, compared exactly), or "default" for the default table; a runtime then takes it on
 // any card. An Error naming the tables the config holds where it has none of that name.
@@ -202,8 +206,9 @@ Config with_card_table(Config config, const std::string& card, const std::array<
 // as a warning where `warn`): `asked` (RuntimeOptions::bucket_table) where given, else the card's
 // own, else the default. A config whose table in use was edited in code (its buckets differ from
 // the table they came from) keeps its edits: no table is picked for it (with_table first picks
-// the table to edit), and `asked` other than that table is an Error. warn: the table taken was tuned on another card than this one, so its
-// buckets may run slower than a table of this card's would.
+// the table to edit), and `asked` other than that table is an Error. warn: the table taken was
+// tuned on another card than this one, so its buckets may run slower than a table of this card's
+// would.
 struct TableChoice {
   std::string card;   // the GPU's name
   std::string table;  // the card the table taken was tuned on ("" : the default, naming none)

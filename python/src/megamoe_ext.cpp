@@ -142,7 +142,7 @@ nb::dict config_info(const std::string& name) {
   for (const BucketConfig& b : c.buckets) buckets.append(b.bucket);
   d["buckets"] = buckets;
   nb::list tables;  // the cards the config has tables for, its default's first ("default" where it names none)
-  for (const BucketTable& t : c.tables) tables.append(t.card.empty() ? std::string("default") : t.card);
+  for (const BucketTable& t : c.tables) tables.append(table_name(t.card));
   d["bucket_tables"] = tables;
   return d;
 }
@@ -435,7 +435,7 @@ class PyRuntime {
     d["path_note"] = runtime_->path_choice().note;
     const TableChoice& table = runtime_->table_choice();
     d["card"] = table.card;
-    d["bucket_table"] = table.edited ? std::string("edited") : table.table.empty() ? std::string("default") : table.table;
+    d["bucket_table"] = table.edited ? std::string("edited") : table_name(table.table);
     d["bucket_table_note"] = table.note;
     d["world"] = runtime_->world(), d["rank"] = runtime_->rank();
     d["max_tokens"] = runtime_->options().max_tokens, d["device"] = runtime_->options().device;

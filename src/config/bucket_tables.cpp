@@ -1,18 +1,20 @@
 // A config's bucket tables, one per card it was tuned on: which one a runtime takes.
+#include "config/bucket_tables.hpp"
+
 #include <fmt/format.h>
 
-#include "megamoe/config.hpp"
 #include "megamoe/errors.hpp"
 
 namespace megamoe {
 
-namespace {
-
-// The config's tables; one built in code may hold none but its table in use.
 std::vector<BucketTable> tables_of(const Config& c) {
   if (!c.tables.empty()) return c.tables;
   return {{c.table, c.buckets}};
 }
+
+std::string table_name(std::string_view card) { return card.empty() ? "default" : std::string(card); }
+
+namespace {
 
 std::string table_label(const BucketTable& t, bool is_default) {
   if (t.card.empty()) return "the default table (no card named)";
@@ -84,8 +86,9 @@ TableChoice choose_table(const Config& config, std::string_view card, std::strin
     if (!asked.empty() && tables[table_index(config, tables, asked)].card != config.table)
       throw Error(fmt::format("megamoe: RuntimeOptions.bucket_table = '{}', but config {}'s buckets were edited in "
                               "code from its table '{}': pick the table with with_table before editing it",
-                              asked, config.name, config.table.empty() ? "default" : config.table));
-    c.table = config.table, c.edited = true;
+                              asked, config.name, table_name(config.table)));
+    c.table = config.table;
+    c.edited = true;
     c.note = "bucket table: the config's buckets as edited in code";
     return c;
   }
@@ -120,13 +123,13 @@ TableChoice choose_table(const Config& config, std::string_view card, std::strin
 
 Config with_chosen_table(Config config, const TableChoice& choice) {
   if (choice.edited) return config;
-  return with_table(std::move(config), choice.table.empty() ? "default" : choice.table);
+  return with_table(std::move(config), table_name(choice.table));
 }
 
 std::vector<Config> configs_for_tables(const Config& config, std::string_view card) {
   if (!card.empty()) return {with_table(config, card)};
   std::vector<Config> all;
-  for (const BucketTable& t : tables_of(config)) all.push_back(with_table(config, t.card.empty() ? "default" : t.card));
+  for (const BucketTable& t : tables_of(config)) all.push_back(with_table(config, table_name(t.card)));
   return all;
 }
 

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "config/bucket_tables.hpp"
+
 namespace megamoe {
 
 using json = nlohmann::ordered_json;
@@ -105,8 +107,7 @@ std::string entries_text(const json& value, int indent) {
 }  // namespace
 
 json config_json(const Config& c, const std::string& name, const std::string& description) {
-  std::vector<BucketTable> tables = c.tables;
-  if (tables.empty()) tables.push_back({c.table, c.buckets});
+  std::vector<BucketTable> tables = tables_of(c);
   for (BucketTable& t : tables)  // the table in use as it stands (edited or not)
     if (t.card == c.table) t.buckets = c.buckets;
   json model = {{"experts", c.model.experts},

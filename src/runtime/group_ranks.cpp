@@ -132,7 +132,7 @@ void Runtime::connect_ipc_peers() {
       fmt::format("{}|{}|{}x{}x{}x{}|{}|{}|{}|{}|{}|{}", config_.name, to_string(config_.activation.kind),
                   config_.model.experts_per_rank, config_.model.model_dim, config_.model.inter_dim, config_.model.topk,
                   to_string(path_), options_.max_tokens, workspace_->rows_capacity, ep_->layout.bytes, options_.world,
-                  table_choice_.edited ? "edited" : table_choice_.table.empty() ? "default" : table_choice_.table);
+                  table_choice_.edited ? "edited" : table_name(table_choice_.table));
   // nvshmem: the region is NVSHMEM's (mapped by it); the records only check the ranks agree.
   const std::string handle = options_.transport == Transport::ipc ? device_->ipc_handle(ep_->region->get()) : "";
   const std::vector<std::string> handles =

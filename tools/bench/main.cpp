@@ -252,7 +252,7 @@ void write_json(const std::string& json_path, const Runtime& rt, Device& dev, co
   const bench::Ceiling &copy = ceilings.copy, &fp8 = ceilings.fp8;
   nlohmann::json j = {{"config", cfg.name}, {"device", dev.name()}, {"arch", dev.arch()},
                       {"path", std::string(to_string(rt.path()))}, {"world", 1},
-                      {"bucket_table", cfg.table.empty() ? std::string("default") : cfg.table},
+                      {"bucket_table", table_name(cfg.table)},
                       {"copy_tb_per_s", copy.value}, {"copy_burst_tb_per_s", copy.burst},
                       {"copy_how", copy.how}, {"fp8_tflop_per_s", ceilings.tflops},
                       {"fp8_burst_tflop_per_s", fp8.burst}, {"fp8_measured", fp8.measured},

@@ -750,7 +750,7 @@ void write_tuned(const Plan& p, const Config& tuned, const Modes& modes, const s
   const TuneOptions& o = p.o;
   std::string others;  // the model's tables kept beside this card's
   for (const BucketTable& t : p.loaded.tables)
-    if (t.card != device_name) others += fmt::format("{}{}", others.empty() ? "" : ", ", t.card.empty() ? "default" : t.card);
+    if (t.card != device_name) others += fmt::format("{}{}", others.empty() ? "" : ", ", table_name(t.card));
   const std::string description = fmt::format(
       "{} (model: {}). The bucket table of {} tuned by megamoe-tune on {}, from {}'s table: buckets {} timed; modes {} "
       "for every bucket; {}{}.{}",
