@@ -42,8 +42,8 @@
 #          then timed beside the config's table of the other card (TABLE_AGAINST, by default the
 #          H200's on an H100 and the H100's on an H200; megamoe-bench --against NAME
 #          --against-bucket-table), both on the experts a rank holds where the config's bucket keys
-#          count; TABLE_TUNE=0 checks and times the shipped tables instead of tuning; results in
-#          $OUT/tables.tgz
+#          count; TABLE_TUNE=0 checks and times the shipped tables instead of tuning (TABLE_CHECK=0:
+#          times them only, their kernels first compiled on all cores); results in $OUT/tables.tgz
 #   full:  quick, then Kimi-K3 against generic_a8w4's buckets, the portable path's times, the
 #          kernels' resources, compile times
 set -uo pipefail
@@ -253,12 +253,16 @@ precompile_nvshmem() {
       keys=$(python3 -c "import json; print(json.load(open('configs/$c.json')).get('bucket_keys', {}).get('experts_per_rank', ''))")
       per_rank=(); [ -n "$keys" ] && per_rank=(--experts-per-rank "$keys")
       tables=$dir/$c.json
-      if [ "${TABLE_TUNE:-1}" = 0 ]; then tables=$c  # the shipped tables: this card's against the other's
+      if [ "${TABLE_TUNE:-1}" = 0 ]; then
+        tables=$c  # the shipped tables: this card's against the other's
+        step 150 ./build/megamoe-precompile --config "$c" --all -j 16  # every table the config holds
       else
         step "${TABLE_BOUND:-300}" ./build/megamoe-tune --config "$c" --out "$tables" -j 16 --minutes "${TABLE_MINUTES:-4}"
       fi
-      step 150 ./build/megamoe-run --config "$tables" "${per_rank[@]}" --check --ref-tokens 32 \
-        --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
+      if [ "${TABLE_CHECK:-1}" != 0 ]; then
+        step 150 ./build/megamoe-run --config "$tables" "${per_rank[@]}" --check --ref-tokens 32 \
+          --bs 1,8,32,64,128,256,512,1024,2048,4096,8192
+      fi
       step 200 ./build/megamoe-bench --world 1 --config "$tables" "${per_rank[@]}" --reps 10 \
         --bs 1,8,32,64,128,256,512,1024,2048,4096,8192 --against "$c" --against-bucket-table "$other" \
         --json "$dir/$c.bench.json"
