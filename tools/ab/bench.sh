@@ -15,7 +15,12 @@ run() {  # label, bench binary, cache folder, options...
   local label=$1 bench=$2 cache=$3 extra=()
   shift 3
   echo "== $label"
-  if [ "$share" -gt 0 ] && "$bench" --help | grep -q -- --experts-per-rank; then extra=(--experts-per-rank "$share"); fi
+  # grep reads the whole help (with -q it would stop early, and pipefail would count the bench's
+  # broken pipe as a failure: the flag silently dropped)
+  if [ "$share" -gt 0 ] && "$bench" --help | grep -- --experts-per-rank >/dev/null; then
+    extra=(--experts-per-rank "$share")
+  fi
+  echo "experts a rank: ${extra[1]:-all of the model}"
   MEGAMOE_CACHE_DIR=$cache "$bench" --world 1 --config "$config" "${extra[@]}" "$@" || status=1
 }
 run "working tree" ./build/megamoe-bench "$PWD/.megamoe-cache" "$@"
