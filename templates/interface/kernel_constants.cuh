@@ -154,7 +154,7 @@ enum : int { kHopperMaxBmPromoted = 176, kHopperMaxBm = 256, kHopperMaxBmWide = 
 MM_SHARED_FN int hopper_threads(int groups) { return 128 + 256 * groups; }
 MM_SHARED_FN int hopper_region_ld(int stage, int groups) { return (stage == 1 ? 64 : 128) * groups + 4; }
 MM_SHARED_FN int round_up_1024(int bytes) { return (bytes + 1023) / 1024 * 1024; }
-MM_SHARED_FN int hopper_tile_info_bytes(int bn) { return 3 * 4 + bn * 8; }  // expert, col_tile, rows; out, weight
+MM_SHARED_FN int hopper_tile_info_bytes(int bn) { return 4 * 4 + bn * 8; }  // expert, col_tile, rows, p0; out, weight
 MM_SHARED_FN int hopper_head_bytes(int bn) {
   return round_up_1024(kHopperBarrierBytes + kHopperTileInfos * hopper_tile_info_bytes(bn));
 }

@@ -43,19 +43,21 @@ struct FirstTileGate {
   }
 };
 
-// What the consumers' epilogue needs of a tile, written by the producers.
+// What the copier and the consumers' epilogue need of a tile, written by the storers ahead.
 template <int BM>
 struct TileInfo {
   int expert, col_tile;
   int rows;          // columns 0 .. rows - 1 have routed rows (the rest lie past the expert's end)
+  int p0;            // the tile's first routed row
   int out[BM];       // Stage1: the output row of token column n; Stage2: its wire slot; -1 for none
   float weight[BM];  // Stage2: the route weight
 };
 
 // Warp-specialised, wgmma on fp8, weights as the A operand (swap AB: 128 x kGroups weight rows per
-// block, the routed tokens on N). Warpgroup 0 produces and stores. Per tile its first warp works
-// out the rows' destinations (a four-entry TileInfo ring); per 128-k chunk one thread starts the
-// bulk copies of a stage on its `full` mbarrier: the block's weight units of the chunk (Loop's, one
+// block, the routed tokens on N). Warpgroup 0 produces and stores. Its storers (warps 1 to 3) work
+// out each tile's place and rows' destinations four tiles ahead (a four-entry TileInfo ring), so
+// that those dependent global loads never hold up the copies; per 128-k chunk one thread of warp
+// 0 (the copier) starts the bulk copies of a stage on its `full` mbarrier: the block's weight units of the chunk (Loop's, one
 // per group of 128 rows) and the tile's activations and their scales (routed layout,
 // moe/routed_rows.cuh: BM x 128 B already in the 128-byte swizzle, and BM x 16 B). The other
 // warpgroups (2 x kGroups) consume: each owns 64 weight rows (four slabs; consumer warp w the
@@ -90,10 +92,14 @@ struct HopperPipeline {
   static constexpr int kBM = BM, kWeightGroups = kGroups;
   static_assert(kGroups == 1 || kGroups == 2, "128 or 256 weight rows a block");
   static_assert(kGroups == 1 || kBlocksPerSM == 1, "256 weight rows take the SM");
-  static constexpr int kFillers = 32, kStorers = kProducers - kFillers;  // warp 0; warps 1 to 3
-  // TileInfo entries: the filler (and so the producer's copies) runs up to three tiles ahead of
-  // the storers, so that the consumers never wait for a tile's first chunks.
+  static constexpr int kStorers = kProducers - 32;  // warps 1 to 3; warp 0 copies
+  static constexpr int kFillers = kStorers;            // the storers fill the TileInfo entries
+  // TileInfo entries: the storers fill a tile's entry once they have stored the tile kInfos
+  // before it, so the copier finds it there and never waits on the fill's global loads.
   static constexpr int kInfos = kHopperTileInfos;
+  // Hardware barrier ids: 0 is __syncthreads', 1 Stage1's storers' (moe/stage1_hopper.cuh), 2 and 3
+  // the fp8-resident loop's (moe/hopper_fp8_ss_loop.cuh).
+  static constexpr int kStorersBarrier = 4;
   // setmaxnreg.inc takes only from what .dec gave back within the block: 128 x kProducerRegs +
   // kConsumers x kConsumerRegs must not exceed kThreads x the launch bound's registers (168, 80,
   // or 96 for 640 threads), or the consumers wait for registers forever. 112 hold a 96-token
@@ -131,7 +137,7 @@ struct HopperPipeline {
   static constexpr int kPipelineBytes = hopper_pipeline_bytes(BM, kStages, Loop::kResident, kGroups);
   static_assert(kStageBytes == round_up_1024(kScalesAt + kScaleBytes), "a stage's parts, 1024-aligned");
   static_assert(int(sizeof(TileInfo<BM>)) == hopper_tile_info_bytes(BM), "the TileInfo ring's size");
-  static_assert(2 * kStages + 2 * kInfos + 2 <= kHopperBarrierBytes / 8, "barriers fit their 512 bytes");
+  static_assert(2 * kStages + kInfos + 2 <= kHopperBarrierBytes / 8, "barriers fit their 512 bytes");
   static_assert(kWordsAt % 1024 == 0, "the weights' chunk starts on a swizzle atom");
 
   // Bytes of one expert's weights as the kernel reads them.
@@ -144,11 +150,8 @@ struct HopperPipeline {
   MM_DEVICE static u64* full(u8* smem, int s) { return reinterpret_cast<u64*>(smem) + s; }
   MM_DEVICE static u64* empty(u8* smem, int s) { return reinterpret_cast<u64*>(smem) + kStages + s; }
   MM_DEVICE static u64* tile_full(u8* smem, int b) { return reinterpret_cast<u64*>(smem) + 2 * kStages + b; }
-  MM_DEVICE static u64* tile_empty(u8* smem, int b) {
-    return reinterpret_cast<u64*>(smem) + 2 * kStages + kInfos + b;
-  }
-  MM_DEVICE static u64* out_full(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos; }
-  MM_DEVICE static u64* out_empty(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + 2 * kInfos + 1; }
+  MM_DEVICE static u64* out_full(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + kInfos; }
+  MM_DEVICE static u64* out_empty(u8* smem) { return reinterpret_cast<u64*>(smem) + 2 * kStages + kInfos + 1; }
   MM_DEVICE static TileInfo<BM>* info(u8* smem, int b) { return reinterpret_cast<TileInfo<BM>*>(smem + kHopperBarrierBytes) + b; }
   MM_DEVICE static u8* stage(u8* smem, int s) { return smem + kHeadBytes + s * kStageBytes; }
   MM_DEVICE static float* region(u8* smem) { return reinterpret_cast<float*>(smem + kPipelineBytes); }
@@ -160,10 +163,7 @@ struct HopperPipeline {
         mbar_init(full(smem, s), 1);                 // the producer's expect_tx; then the bytes
         mbar_init(empty(smem, s), kConsumers / 32);  // one arrival per consumer warp
       }
-      for (int b = 0; b < kInfos; ++b) {
-        mbar_init(tile_full(smem, b), kFillers);
-        mbar_init(tile_empty(smem, b), kStorers);  // the entry is read until the tile is stored
-      }
+      for (int b = 0; b < kInfos; ++b) mbar_init(tile_full(smem, b), kFillers);
       mbar_init(out_full(smem), kConsumers);
       mbar_init(out_empty(smem), kStorers);
       mbar_init_fence();
@@ -315,12 +315,13 @@ struct HopperPipeline {
       }
   }
 
-  // The producer warpgroup (threads 0..127). Warp 0, per tile, once a TileInfo entry is free:
-  // fill(tile, info, lane) writes the rows the epilogue needs, the entry is published, and lane 0
-  // stages the tile's chunks of the expert's weights (units advance by expert_bytes per expert),
-  // the activations once gate.wait returns. Warps 1 to 3, per tile, once the consumers have
-  // stashed it: store(info, region, stid) with stid 0..95, then the region and the entry are
-  // handed back.
+  // The producer warpgroup (threads 0..127). The storers (warps 1 to 3, stid 0..95) fill the first
+  // kInfos tiles' entries, then per tile, once the consumers have stashed it: store(info, region,
+  // stid), the region handed back, and the entry of the tile kInfos on filled in its place
+  // (fill(tile, info, stid) writes the rows the epilogue needs, then the entry is published). The
+  // copier (warp 0), per tile once its entry is published: lane 0 stages the tile's chunks of the
+  // expert's weights (units advance by expert_bytes per expert), the activations once gate.wait
+  // returns.
   template <class Fill, class Store, class Gate = FirstTileGate>
   MM_DEVICE static void run_producer(u8* smem, const TileWalk& walk, const u8* a_q, const float* a_scales,
                                      int rows_pad, int K, const u8* units, i64 expert_bytes, Fill fill,
@@ -328,31 +329,42 @@ struct HopperPipeline {
     regs_dealloc<kProducerRegs>();
     const int ptid = threadIdx.x;
     Ring<kInfos> ts;
-    if (ptid < kFillers) {
+    if (ptid < 32) {
       Ring<kStages> ps;
       for (int tile = walk.first; tile < walk.total; tile += walk.step, ts.advance()) {
-        const bool first = tile == walk.first;
-        mbar_wait(tile_empty(smem, ts.index), ts.phase ^ 1);
-        const RoutedTile rt =
-            routed_tile(tile, walk.m_tiles, BM, walk.tile_offsets, walk.expert_offsets, walk.experts);
-        TileInfo<BM>* ti = info(smem, ts.index);
-        fill(rt, ti, ptid);
-        if (ptid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile, ti->rows = min(rt.p_end - rt.p0, BM);
-        mbar_arrive(tile_full(smem, ts.index));  // releases this thread's writes to the entry
+        mbar_wait(tile_full(smem, ts.index), ts.phase);
         if (ptid == 0) {
-          const int rows = min(rt.p_end - rt.p0, BM);
-          produce(smem, a_q, a_scales, rows_pad, rt.p0, rows, K, units + rt.expert * expert_bytes, rt.col_tile * kGroups, ps,
-                  gate.early(first), [&] { gate.wait(rt, rows, first); });
+          const TileInfo<BM>& ti = *info(smem, ts.index);
+          const int rows = ti.rows;
+          const RoutedTile rt{ti.expert, ti.p0, ti.p0 + rows, ti.col_tile};
+          const bool first = tile == walk.first;
+          produce(smem, a_q, a_scales, rows_pad, rt.p0, rows, K, units + rt.expert * expert_bytes,
+                  rt.col_tile * kGroups, ps, gate.early(first), [&] { gate.wait(rt, rows, first); });
         }
         __syncwarp();
       }
     } else {
+      const int stid = ptid - 32;
+      auto fill_entry = [&](int tile, int b) {
+        const RoutedTile rt =
+            routed_tile(tile, walk.m_tiles, BM, walk.tile_offsets, walk.expert_offsets, walk.experts);
+        TileInfo<BM>* ti = info(smem, b);
+        fill(rt, ti, stid);
+        if (stid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile, ti->rows = min(rt.p_end - rt.p0, BM), ti->p0 = rt.p0;
+        mbar_arrive(tile_full(smem, b));  // releases this thread's writes to the entry
+      };
+      int ahead = walk.first;
+      for (int b = 0; b < kInfos && ahead < walk.total; ++b, ahead += walk.step) fill_entry(ahead, b);
       u32 phase = 0;
       for (int tile = walk.first; tile < walk.total; tile += walk.step, ts.advance(), phase ^= 1) {
         mbar_wait(out_full(smem), phase);
-        store(*info(smem, ts.index), region(smem), ptid - kFillers);
+        store(*info(smem, ts.index), region(smem), stid);
         mbar_arrive(out_empty(smem));
-        mbar_arrive(tile_empty(smem, ts.index));
+        if (ahead < walk.total) {
+          named_barrier(kStorersBarrier, kStorers);  // every storer is done with the entry
+          fill_entry(ahead, ts.index);
+          ahead += walk.step;
+        }
       }
     }
   }
