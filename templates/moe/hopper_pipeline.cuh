@@ -56,35 +56,34 @@ struct TileInfo {
 // Warp-specialised, wgmma on fp8, weights as the A operand (swap AB: 128 x kGroups weight rows per
 // block, the routed tokens on N). Warpgroup 0 produces and stores. Its storers (warps 1 to 3) work
 // out each tile's place and rows' destinations four tiles ahead (a four-entry TileInfo ring), so
-// that those dependent global loads never hold up the copies; per 128-k chunk one thread of warp
-// 0 (the copier) starts the bulk copies of a stage on its `full` mbarrier: the block's weight units of the chunk (Loop's, one
-// per group of 128 rows) and the tile's activations and their scales (routed layout,
-// moe/routed_rows.cuh: BM x 128 B already in the 128-byte swizzle, and BM x 16 B). The other
-// warpgroups (2 x kGroups) consume: each owns 64 weight rows (four slabs; consumer warp w the
-// slab w % 8 of group w / 8) and runs Loop's main loop over the chunks, whose partial sums of an activation scale
-// block (one chunk for h, kScaleChunks chunks for x) are scaled by the activations' scales and
-// added to the accumulators (promote; the weights' row scales are left to the epilogue); `empty`
-// barriers hand the stages back. At the end of a tile the consumers stash their sums (scaled;
-// Stage1's with the activation applied) in the shared output region and go on to the next tile;
-// warpgroup 0's other three warps (the storers) finish the epilogue from there (quantization,
-// stores), overlapped with the next tile's wgmma. A tile's wgmma span the narrowest multiple of 16
-// token columns that holds its routed rows (the main loop exists at every width up to BM).
-// Producer, consumers and storers walk the same tiles and chunks, so one running stage index
-// keeps them in step across tiles, and the producer runs ahead into the next tile.
+// that those dependent global loads never hold up the copies; per 128-k chunk one thread of warp 0
+// (the copier) starts the bulk copies of a stage on its `full` mbarrier: the block's weight units
+// of the chunk (Loop's, one per group of 128 rows) and the tile's activations and their scales
+// (routed layout, moe/routed_rows.cuh: BM x 128 B already in the 128-byte swizzle, and BM x 16 B).
+// The other warpgroups (2 x kGroups) consume: each owns 64 weight rows (four slabs; consumer warp w
+// the slab w % 8 of group w / 8) and runs Loop's main loop over the chunks, whose partial sums of
+// an activation scale block (one chunk for h, kScaleChunks chunks for x) are scaled by the
+// activations' scales and added to the accumulators (promote; the weights' row scales are left to
+// the epilogue); `empty` barriers hand the stages back. At the end of a tile the consumers stash
+// their sums (scaled; Stage1's with the activation applied) in the shared output region and go on
+// to the next tile; warpgroup 0's other three warps (the storers) finish the epilogue from there
+// (quantization, stores), overlapped with the next tile's wgmma. A tile's wgmma span the narrowest
+// multiple of 16 token columns that holds its routed rows (the main loop exists at every width up
+// to BM). Producer, consumers and storers walk the same tiles and chunks, so one running stage
+// index keeps them in step across tiles, and the producer runs ahead into the next tile.
 //
-// Loop (moe/hopper_mxfp4_loop.cuh, moe/hopper_fp8_ss_loop.cuh): its unit (kUnitBytes: kWordBytes
-// of weights, then kExpBytes of exponents; kResident, how the host's sizes name it; expert_bytes,
+// Loop (moe/hopper_mxfp4_loop.cuh, moe/hopper_fp8_ss_loop.cuh): its unit (kUnitBytes: kWordBytes of
+// weights, then kExpBytes of exponents; kResident, how the host's sizes name it; expert_bytes,
 // unit), its per-thread State across tiles (finish() after the last) and consume_at<N>.
-// kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide
-// the latencies of a chunk, with the registers and shared memory halved. kGroups 2 (256 weight
-// rows): four consumer warpgroups, as many consumer warps with the registers halved, each tile's
+// kBlocksPerSM 2 (small token tiles): two blocks share an SM, twice the consumer warps to hide the
+// latencies of a chunk, with the registers and shared memory halved. kGroups 2 (256 weight rows):
+// four consumer warpgroups, as many consumer warps with the registers halved, each tile's
 // activations read once for twice the weight rows (no promotion only: the partial sums of a
-// promotion do not fit the halved registers). kScaleChunks: chunks of
-// 128 k per activation scale block (1, or an even count: the wgmma of a block's chunks sum into
-// one set of partial sums, promoted once per block), or with no promotion at all
-// (interface/kernel_constants.cuh): kScaleWholeK, every chunk's wgmma into the accumulators and
-// the row's scale applied once at the end (scale_columns); kScaleStatic, no scales copied (the
-// stash applies the one constant).
+// promotion do not fit the halved registers). kScaleChunks: chunks of 128 k per activation scale
+// block (1, or an even count: the wgmma of a block's chunks sum into one set of partial sums,
+// promoted once per block), or with no promotion at all (interface/kernel_constants.cuh):
+// kScaleWholeK, every chunk's wgmma into the accumulators and the row's scale applied once at the
+// end (scale_columns); kScaleStatic, no scales copied (the stash applies the one constant).
 template <int BM, int kStages, int kBlocksPerSM, int kScaleChunks, int kGroups, class Loop>
 struct HopperPipeline {
   static constexpr int kThreads = hopper_threads(kGroups), kProducers = 128, kConsumers = 256 * kGroups,
@@ -350,7 +349,10 @@ struct HopperPipeline {
             routed_tile(tile, walk.m_tiles, BM, walk.tile_offsets, walk.expert_offsets, walk.experts);
         TileInfo<BM>* ti = info(smem, b);
         fill(rt, ti, stid);
-        if (stid == 0) ti->expert = rt.expert, ti->col_tile = rt.col_tile, ti->rows = min(rt.p_end - rt.p0, BM), ti->p0 = rt.p0;
+        if (stid == 0) {
+          ti->expert = rt.expert, ti->col_tile = rt.col_tile;
+          ti->rows = min(rt.p_end - rt.p0, BM), ti->p0 = rt.p0;
+        }
         mbar_arrive(tile_full(smem, b));  // releases this thread's writes to the entry
       };
       int ahead = walk.first;
