@@ -335,6 +335,7 @@ struct HopperPipeline {
         if (ptid == 0) {
           const TileInfo<BM>& ti = *info(smem, ts.index);
           const int rows = ti.rows;
+          // p_end: the tile's own end (the expert's is the fill's alone); produce and the gate read p0 and rows
           const RoutedTile rt{ti.expert, ti.p0, ti.p0 + rows, ti.col_tile};
           const bool first = tile == walk.first;
           produce(smem, a_q, a_scales, rows_pad, rt.p0, rows, K, units + rt.expert * expert_bytes,

@@ -1,7 +1,8 @@
 // NVRTC compiles every kernel variant of every built-in config for sm_90a (every card's bucket
 // table), checked and unchecked, on one GPU and over several ranks, and of each activation; and
-// every Hopper token-tile width, with ptxas keeping its wgmma asynchronous. The variant checks share the run's kernel cache (test::compile_check_cache):
-// a kernel several configs launch compiles once a run.
+// every Hopper token-tile width, with ptxas keeping its wgmma asynchronous. The variant checks
+// share the run's kernel cache (test::compile_check_cache): a kernel several configs launch
+// compiles once a run.
 #include <catch2/catch.hpp>
 
 #include <cmath>

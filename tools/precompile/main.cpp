@@ -193,7 +193,8 @@ int main(int argc, char** argv) {
     std::vector<PrecompileJob> jobs =
         plan_precompile(builder, tables, buckets, paths, args.world, args.transport == "nvshmem");
     std::string table_names;
-    for (const Config& t : tables) table_names += fmt::format("{}{}", table_names.empty() ? "" : "; ", table_name(t.table));
+    for (const Config& t : tables)
+      table_names += fmt::format("{}{}", table_names.empty() ? "" : "; ", table_name(t.table));
     fmt::print("config {} ({}), {} bucket(s) of {} table(s) ({}), {} distinct kernel(s), {} for {}, cache {}\n",
                config.name, config.source, buckets.size(), tables.size(), table_names, jobs.size(), compiler->identity(),
                arch, builder.cache().enabled() ? builder.cache().root().string() : "disabled");
