@@ -30,8 +30,8 @@ MM_DEVICE void stage1_hopper_ep(const Stage1HopperEpArgs& a) {
     const Stage1HopperArgs& s = a.stage;
     stage1_hopper_walk<Act, Gemm, kHStatic, kHExponent, kCheck>(
         s, smem, &pair, stage1_hopper_tiles<Gemm>(s, block - skip, int(gridDim.x) - skip),
-        [=](const RoutedTile& rt, TileInfo<BM>* ti, int lane) {
-          ep_stage1_rows<BM, Gemm::kFillers, kCheck>(rt, s.rows.rows_capacity, s.errors.words, ti->out, lane);
+        [=](const RoutedTile& rt, TileInfo<BM>* ti, int stid) {
+          ep_stage1_rows<BM, Gemm::kFillers, kCheck>(rt, s.rows.rows_capacity, s.errors.words, ti->out, stid);
         },
         EpRowsGate{a.ep});
   }

@@ -146,8 +146,9 @@ MM_DEVICE void stage1_stash(const TileInfo<Gemm::kBM>& ti, const float (&acc)[Ge
   }
 }
 
-// The tiles of a walk: the producer warpgroup fills each tile's rows (fill) and stages its
-// chunks once gate allows, the consumers compute and stash h, the storers quantize and store it.
+// The tiles of a walk: the producer warpgroup's storers fill each tile's rows ahead (fill) and its
+// copier stages the chunks once gate allows, the consumers compute and stash h, the storers
+// quantize and store it.
 // smem: the pipeline, initialised (Stage1PairShared::init).
 template <class Act, class Gemm, bool kHStatic, int kHExponent, bool kCheck, class Fill, class Gate>
 MM_DEVICE void stage1_hopper_walk(const Stage1HopperArgs& a, u8* smem, Stage1PairShared<Gemm::kBM>* sh,
@@ -194,8 +195,8 @@ MM_DEVICE void stage1_hopper(const Stage1HopperArgs& a) {
   u8* smem = pair.template init<Gemm, kPaired>(smem_raw);
   stage1_hopper_walk<Act, Gemm, kHStatic, kHExponent, kCheck>(
       a, smem, &pair, stage1_hopper_tiles<Gemm>(a, int(blockIdx.x), int(gridDim.x)),
-      [=](const RoutedTile& rt, TileInfo<BM>* ti, int lane) {
-        stage1_tile_rows<BM, Gemm::kFillers, kCheck>(rt, a.rows, a.tokens, a.errors.words, nullptr, ti->out, lane);
+      [=](const RoutedTile& rt, TileInfo<BM>* ti, int stid) {
+        stage1_tile_rows<BM, Gemm::kFillers, kCheck>(rt, a.rows, a.tokens, a.errors.words, nullptr, ti->out, stid);
       },
       FirstTileGate{});
   Stage1PairShared<BM>::template finish<kPaired>();

@@ -52,9 +52,9 @@ MM_DEVICE void stage2_hopper_walk(const Stage2HopperArgs& a, u8* smem, const Wir
   if (threadIdx.x < Gemm::kProducers) {
     Gemm::run_producer(
         smem, walk, a.h_q, a.h_scales, a.rows.rows_pad, inter_dim, a.w2.data, Gemm::expert_bytes(rows_e, inter_dim),
-        [=](const RoutedTile& rt, TileInfo<BM>* ti, int lane) {
+        [=](const RoutedTile& rt, TileInfo<BM>* ti, int stid) {
           stage2_tile_rows<BM, Gemm::kFillers, kCheck>(rt, a.rows, a.slots, a.errors.words, nullptr, ti->out,
-                                                       ti->weight, lane);
+                                                       ti->weight, stid);
         },
         [=](const TileInfo<BM>& ti, const float* o, int stid) {
           stage2_store<BM, Gemm::kRows, Gemm::kStorers, kLd, kWire>(ti, o, stid, wire);
